@@ -26,7 +26,7 @@ constexpr Entry kTypes[] = {
     {12, {"q4_k", 256, 144, true}},
     {13, {"q5_k", 256, 176, true}},
     {14, {"q6_k", 256, 210, true}},
-    {15, {"q8_k", 256, 292, false}},
+    {15, {"q8_k", 256, 292, true}},
     {16, {"iq2_xxs", 256, 66, false}},
     {17, {"iq2_xs", 256, 74, false}},
     {18, {"iq3_xxs", 256, 98, false}},

@@ -21,6 +21,24 @@
 
 namespace strata::gguf {
 
+// Limits the reader enforces on top of "fits in the bytes that are there", so a
+// corrupt count can never size a multi-gigabyte allocation even in a large file.
+// The writer refuses to produce anything the reader would reject.
+namespace limits {
+inline constexpr uint64_t kMaxStringBytes = 1ull << 30;      // any string value
+inline constexpr uint64_t kMaxKeyBytes = 65535;              // a metadata key
+inline constexpr uint64_t kMaxTensorNameBytes = 65535;       // reader; the writer keeps llama.cpp's 63
+inline constexpr uint64_t kMaxWrittenTensorNameBytes = 63;   // GGML_MAX_NAME - 1
+inline constexpr int kMaxArrayDepth = 8;                     // arrays of arrays of ...
+inline constexpr uint64_t kMaxArrayElements = 1ull << 23;    // all array elements of a file together
+inline constexpr uint64_t kMaxMetadataEntries = 1ull << 20;
+inline constexpr uint64_t kMaxTensors = 1ull << 20;
+inline constexpr uint64_t kMaxDimension = 1ull << 40;        // one entry of ne[]
+inline constexpr uint64_t kMaxElements = 1ull << 62;         // ne[0]*ne[1]*ne[2]*ne[3]
+inline constexpr uint64_t kMaxAlignment = 1ull << 20;
+inline constexpr uint64_t kDefaultAlignment = 32;
+}  // namespace limits
+
 enum class ValueType : uint32_t {
     UINT8 = 0,
     INT8 = 1,
@@ -55,16 +73,26 @@ struct Value {
     // Human-readable, arrays abbreviated after `max_items` elements.
     std::string to_string(size_t max_items = 8) const;
 
+    static Value make_u8(uint8_t v);
+    static Value make_i8(int8_t v);
+    static Value make_u16(uint16_t v);
+    static Value make_i16(int16_t v);
     static Value make_u32(uint32_t v);
     static Value make_i32(int32_t v);
     static Value make_u64(uint64_t v);
+    static Value make_i64(int64_t v);
     static Value make_f32(float v);
+    static Value make_f64(double v);
     static Value make_bool(bool v);
     static Value make_string(std::string v);
+    // Throws strata::Error when an item's type is not elem_type.
     static Value make_array(ValueType elem_type, std::vector<Value> items);
     static Value make_string_array(const std::vector<std::string>& items);
     static Value make_f32_array(const std::vector<float>& items);
     static Value make_i32_array(const std::vector<int32_t>& items);
+
+    // Same type and same value (floats compared bit for bit, arrays element-wise).
+    bool operator==(const Value& other) const;
 };
 
 struct TensorInfo {
@@ -153,6 +181,14 @@ public:
     // Same, without copying: the caller keeps `data` alive until write() returns.
     void add_tensor_view(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
                          const uint8_t* data, uint64_t nbytes);
+    // Copies every metadata entry (in file order) and every tensor (as a view into
+    // the mapping, in file order) of `file`; `file` must outlive write()/to_bytes().
+    // Reading a file this writer produced and copying it back yields the same bytes.
+    void copy_from(const File& file);
+    size_t metadata_count() const { return kv_.size(); }
+    size_t tensor_count() const { return tensors_.size(); }
+    // Size in bytes of what write()/to_bytes() produce.
+    uint64_t byte_size() const;
     // Writes atomically (temp file + rename). Throws strata::Error.
     void write(const std::string& path) const;
     // Serialises to memory (tests).
@@ -172,6 +208,10 @@ private:
 
     std::vector<std::pair<std::string, Value>> kv_;
     std::vector<PendingTensor> tensors_;
+    // Lookups, so that adding n tensors or keys costs n log n, not n^2.
+    std::map<std::string, size_t, std::less<>> kv_index_;
+    std::map<std::string, size_t, std::less<>> tensor_index_;
+    uint64_t array_elements_ = 0;  // all array elements in kv_, for limits::kMaxArrayElements
 };
 
 }  // namespace strata::gguf

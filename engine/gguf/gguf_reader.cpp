@@ -19,10 +19,12 @@
 namespace strata::gguf {
 namespace {
 
+using namespace limits;
+
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
-constexpr uint64_t kMaxStringBytes = 1ull << 30;
-constexpr uint64_t kMaxArrayDepth = 8;
-constexpr uint64_t kMaxAlignment = 1ull << 20;
+// Smallest possible encodings, used to reject counts the remaining bytes cannot back.
+constexpr uint64_t kMinMetadataEntryBytes = 8 + 4 + 1;        // key length, type, one byte of value
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;   // name length, n_dims, ne[0], type, offset
 
 std::string format_bytes_hex(const uint8_t* p, size_t n) {
     static const char* hex = "0123456789abcdef";
@@ -32,6 +34,36 @@ std::string format_bytes_hex(const uint8_t* p, size_t n) {
         s += hex[p[i] & 15];
     }
     return s;
+}
+
+// A name from the file, fit for an error message: quoted, non-printable bytes
+// escaped, cut after 64 bytes.
+std::string quoted(std::string_view name) {
+    static const char* hex = "0123456789abcdef";
+    std::string s = "'";
+    const size_t n = std::min<size_t>(name.size(), 64);
+    for (size_t i = 0; i < n; ++i) {
+        const auto ch = static_cast<unsigned char>(name[i]);
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+            s += static_cast<char>(ch);
+        } else {
+            s += "\\x";
+            s += hex[ch >> 4];
+            s += hex[ch & 15];
+        }
+    }
+    if (name.size() > n) s += "...";
+    return s + "'";
+}
+
+std::string u128_to_string(unsigned __int128 v) {
+    if (v == 0) return "0";
+    std::string s;
+    while (v) {
+        s += static_cast<char>('0' + static_cast<int>(v % 10));
+        v /= 10;
+    }
+    return std::string(s.rbegin(), s.rend());
 }
 
 // Bytes a value of this scalar type occupies, 0 for STRING/ARRAY/unknown.
@@ -47,46 +79,98 @@ uint64_t scalar_size(ValueType t) {
 
 bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
 
+// Where in the file a read happens, formatted only when something fails (the
+// tokenizer arrays hold hundreds of thousands of strings; building a message
+// per element would cost more than reading them).
+struct Loc {
+    const char* section;              // "header", "metadata", "tensor"
+    const std::string* name = nullptr;  // key or tensor name once known
+    uint64_t index = 0;               // entry index while the name is not known yet
+    int64_t element = -1;             // array element, -1 when not in an array
+    const char* field = nullptr;      // "key", "(type)", ...
+    const char* detail = nullptr;     // "(string length)", ...
+
+    Loc with_field(const char* f) const {
+        Loc l = *this;
+        l.field = f;
+        return l;
+    }
+    Loc with_detail(const char* d) const {
+        Loc l = *this;
+        l.detail = d;
+        return l;
+    }
+    std::string str() const {
+        std::string s = section;
+        if (name) s += " " + quoted(*name);
+        else if (std::strcmp(section, "header") != 0 && std::strcmp(section, "data section") != 0)
+            s += " " + std::to_string(index);
+        if (element >= 0) s += " element " + std::to_string(element);
+        if (field) s += std::string(" ") + field;
+        if (detail) s += std::string(" ") + detail;
+        return s;
+    }
+};
+
 class Cursor {
 public:
     Cursor(const std::string& file, const uint8_t* base, uint64_t size) : file_(file), base_(base), size_(size) {}
 
     uint64_t pos() const { return pos_; }
     uint64_t remaining() const { return size_ - pos_; }
+    uint64_t size() const { return size_; }
 
     [[noreturn]] void fail(const std::string& where, const std::string& what) const {
         throw Error(file_ + ": " + where + ": " + what);
     }
+    [[noreturn]] void fail(const Loc& loc, const std::string& what) const { fail(loc.str(), what); }
 
-    void need(uint64_t n, const std::string& where) const {
+    void need(uint64_t n, const Loc& loc) const {
         if (n > remaining()) {
             std::ostringstream os;
             os << "file is truncated: expected " << n << " more bytes at offset " << pos_ << ", found "
                << remaining() << " (file size " << size_ << ")";
-            fail(where, os.str());
+            fail(loc, os.str());
         }
     }
 
-    template <class T> T read(const std::string& where) {
-        need(sizeof(T), where);
+    template <class T> T read(const Loc& loc) {
+        need(sizeof(T), loc);
         T v;
         std::memcpy(&v, base_ + pos_, sizeof(T));
         pos_ += sizeof(T);
         return v;
     }
 
-    std::string read_string(const std::string& where) {
-        const uint64_t n = read<uint64_t>(where + " (string length)");
-        if (n > kMaxStringBytes) {
+    // A length-prefixed string of at most `limit` bytes.
+    std::string read_string(const Loc& loc, uint64_t limit) {
+        const uint64_t n = read<uint64_t>(loc.with_detail("(string length)"));
+        if (n > limit) {
             std::ostringstream os;
-            os << "string length " << n << " is absurd (limit " << kMaxStringBytes << ")";
-            fail(where, os.str());
+            os << "string length " << n << " is absurd (limit " << limit << ")";
+            if (n > remaining()) os << "; only " << remaining() << " bytes remain";
+            fail(loc, os.str());
         }
-        need(n, where + " (string bytes)");
+        need(n, loc.with_detail("(string bytes)"));
         std::string s(reinterpret_cast<const char*>(base_ + pos_), n);
         pos_ += n;
         return s;
     }
+
+    // Rejects `count` items of at least `min_bytes` each when the remaining bytes
+    // cannot hold them.
+    void check_count(uint64_t count, uint64_t min_bytes, const Loc& loc, const std::string& what) const {
+        if (count > remaining() / min_bytes) {
+            std::ostringstream os;
+            os << what << " " << count << " is absurd: that many need at least "
+               << u128_to_string(static_cast<unsigned __int128>(count) * min_bytes) << " bytes"
+               << " but only " << remaining() << " remain at offset " << pos_
+               << " (the count is corrupt or the file is truncated)";
+            fail(loc, os.str());
+        }
+    }
+
+    uint64_t array_elements = 0;  // all array elements read so far
 
 private:
     const std::string& file_;
@@ -95,57 +179,66 @@ private:
     uint64_t pos_ = 0;
 };
 
-Value read_value(Cursor& c, ValueType type, const std::string& where, int depth);
+Value read_value(Cursor& c, ValueType type, const Loc& loc, int depth);
 
-Value read_array(Cursor& c, const std::string& where, int depth) {
-    if (depth >= static_cast<int>(kMaxArrayDepth)) c.fail(where, "arrays nested deeper than 8 levels");
-    const uint32_t raw_elem = c.read<uint32_t>(where + " (array element type)");
+Value read_array(Cursor& c, const Loc& loc, int depth) {
+    if (depth >= kMaxArrayDepth) {
+        c.fail(loc, "arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
+    }
+    const uint32_t raw_elem = c.read<uint32_t>(loc.with_field("(array element type)"));
     if (!valid_value_type(raw_elem)) {
-        c.fail(where, "unknown array element type " + std::to_string(raw_elem) + " (expected 0..12)");
+        c.fail(loc, "unknown array element type " + std::to_string(raw_elem) + " (expected 0..12)");
     }
     const auto elem = static_cast<ValueType>(raw_elem);
-    const uint64_t n = c.read<uint64_t>(where + " (array length)");
+    const uint64_t n = c.read<uint64_t>(loc.with_field("(array length)"));
     // Each element needs at least this many bytes in the file, so a count the
     // file cannot back is rejected before anything is allocated.
     uint64_t min_elem = scalar_size(elem);
     if (elem == ValueType::STRING) min_elem = 8;
     if (elem == ValueType::ARRAY) min_elem = 12;
-    if (n > c.remaining() / min_elem) {
-        std::ostringstream os;
-        os << "array of " << n << " " << value_type_name(elem) << " elements needs at least " << min_elem
-           << " bytes each, but only " << c.remaining() << " bytes remain in the file";
-        c.fail(where, os.str());
+    if (n > kMaxArrayElements - c.array_elements) {
+        c.fail(loc, "array of " + std::to_string(n) + " " + value_type_name(elem) +
+                        " elements is absurd: the file's arrays would hold more than " +
+                        std::to_string(kMaxArrayElements) + " elements together");
     }
+    c.check_count(n, min_elem, loc.with_field("(array length)"),
+                  std::string("array of ") + value_type_name(elem) + " elements: length");
+    c.array_elements += n;
     Value v;
     v.type = ValueType::ARRAY;
     v.elem_type = elem;
     v.array.reserve(n);
-    for (uint64_t i = 0; i < n; ++i) v.array.push_back(read_value(c, elem, where, depth + 1));
+    Loc el = loc;
+    el.field = nullptr;
+    for (uint64_t i = 0; i < n; ++i) {
+        el.element = static_cast<int64_t>(i);
+        v.array.push_back(read_value(c, elem, el, depth + 1));
+    }
     return v;
 }
 
-Value read_value(Cursor& c, ValueType type, const std::string& where, int depth) {
+Value read_value(Cursor& c, ValueType type, const Loc& loc, int depth) {
     Value v;
     v.type = type;
     switch (type) {
-        case ValueType::UINT8: v.u = c.read<uint8_t>(where); break;
-        case ValueType::INT8: v.i = c.read<int8_t>(where); break;
-        case ValueType::UINT16: v.u = c.read<uint16_t>(where); break;
-        case ValueType::INT16: v.i = c.read<int16_t>(where); break;
-        case ValueType::UINT32: v.u = c.read<uint32_t>(where); break;
-        case ValueType::INT32: v.i = c.read<int32_t>(where); break;
-        case ValueType::UINT64: v.u = c.read<uint64_t>(where); break;
-        case ValueType::INT64: v.i = c.read<int64_t>(where); break;
-        case ValueType::FLOAT32: v.f = c.read<float>(where); break;
-        case ValueType::FLOAT64: v.f = c.read<double>(where); break;
+        case ValueType::UINT8: v.u = c.read<uint8_t>(loc); break;
+        case ValueType::INT8: v.i = c.read<int8_t>(loc); break;
+        case ValueType::UINT16: v.u = c.read<uint16_t>(loc); break;
+        case ValueType::INT16: v.i = c.read<int16_t>(loc); break;
+        case ValueType::UINT32: v.u = c.read<uint32_t>(loc); break;
+        case ValueType::INT32: v.i = c.read<int32_t>(loc); break;
+        case ValueType::UINT64: v.u = c.read<uint64_t>(loc); break;
+        case ValueType::INT64: v.i = c.read<int64_t>(loc); break;
+        case ValueType::FLOAT32: v.f = c.read<float>(loc); break;
+        case ValueType::FLOAT64: v.f = c.read<double>(loc); break;
         case ValueType::BOOL: {
-            const uint8_t b = c.read<uint8_t>(where);
-            if (b > 1) c.fail(where, "bool value is " + std::to_string(b) + " (expected 0 or 1)");
+            const uint8_t b = c.read<uint8_t>(loc);
+            if (b > 1) c.fail(loc, "bool value is " + std::to_string(b) + " (expected 0 or 1)");
             v.u = b;
             break;
         }
-        case ValueType::STRING: v.str = c.read_string(where); break;
-        case ValueType::ARRAY: return read_array(c, where, depth);
+        case ValueType::STRING: v.str = c.read_string(loc, kMaxStringBytes); break;
+        case ValueType::ARRAY: return read_array(c, loc, depth);
     }
     return v;
 }
@@ -172,21 +265,29 @@ const char* value_type_name(ValueType t) {
 }
 
 std::unique_ptr<File> File::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+    // O_NONBLOCK: opening a FIFO must not hang; it is rejected as not a regular file below.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        const int err = errno;
+        throw Error(path + ": cannot open: " + std::strerror(err));
+    }
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
         const int err = errno;
         ::close(fd);
         throw Error(path + ": cannot stat: " + std::strerror(err));
     }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": is a directory, expected a GGUF file");
+    }
     if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        throw Error(path + ": not a regular file");
+        throw Error(path + ": not a regular file, expected a GGUF file");
     }
     if (st.st_size < 24) {
         ::close(fd);
-        throw Error(path + ": file is " + std::to_string(st.st_size) +
+        throw Error(path + ": header: file is truncated: " + std::to_string(st.st_size) +
                     " bytes, too small for a GGUF header (24 bytes); is this a GGUF model?");
     }
     void* mem = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
@@ -199,7 +300,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
     f->base_ = static_cast<const uint8_t*>(mem);
     f->size_ = static_cast<uint64_t>(st.st_size);
     f->mapped_ = true;
-    f->parse();
+    f->parse();  // on a throw, ~File unmaps
     return f;
 }
 
@@ -207,7 +308,7 @@ std::unique_ptr<File> File::from_memory(const uint8_t* data, size_t size, std::s
     std::unique_ptr<File> f(new File());
     f->path_ = std::move(name);
     f->base_ = data;
-    f->size_ = size;
+    f->size_ = data ? size : 0;
     f->parse();
     return f;
 }
@@ -218,39 +319,53 @@ File::~File() {
 
 void File::parse() {
     Cursor c(path_, base_, size_);
-    const uint32_t magic = c.read<uint32_t>("header magic");
+    const Loc header{"header"};
+    const uint32_t magic = c.read<uint32_t>(header.with_field("(magic)"));
     if (magic != kMagic) {
         c.fail("header", "wrong magic: expected 'GGUF' (47475546), found " + format_bytes_hex(base_, 4) +
                              "; this is not a GGUF file");
     }
-    version_ = c.read<uint32_t>("header version");
+    version_ = c.read<uint32_t>(header.with_field("(version)"));
     if (version_ != 2 && version_ != 3) {
-        c.fail("header", "unsupported GGUF version " + std::to_string(version_) + " (supported: 2, 3)");
+        std::string hint;
+        if (version_ == 1) hint = "; version 1 used 32-bit counts, convert the file with a current llama.cpp";
+        if (version_ == 0x02000000u || version_ == 0x03000000u) hint = "; this looks like a big-endian GGUF file";
+        c.fail("header", "unsupported GGUF version " + std::to_string(version_) + " (expected 2 or 3)" + hint);
     }
-    const uint64_t n_tensors = c.read<uint64_t>("header tensor count");
-    const uint64_t n_kv = c.read<uint64_t>("header metadata count");
-    // A metadata entry takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor
-    // info at least 8 + 4 + 4 + 8. Counts beyond what the file can hold are absurd.
-    if (n_kv > c.remaining() / 13) {
-        c.fail("header", "metadata count " + std::to_string(n_kv) + " is absurd for a file of " +
-                             std::to_string(size_) + " bytes");
+    const uint64_t n_tensors = c.read<uint64_t>(header.with_field("(tensor count)"));
+    const uint64_t n_kv = c.read<uint64_t>(header.with_field("(metadata count)"));
+    if (n_kv > kMaxMetadataEntries) {
+        c.fail("header", "metadata count " + std::to_string(n_kv) + " is absurd (limit " +
+                             std::to_string(kMaxMetadataEntries) + ")");
     }
-    if (n_tensors > c.remaining() / 24) {
-        c.fail("header", "tensor count " + std::to_string(n_tensors) + " is absurd for a file of " +
-                             std::to_string(size_) + " bytes");
+    if (n_tensors > kMaxTensors) {
+        c.fail("header", "tensor count " + std::to_string(n_tensors) + " is absurd (limit " +
+                             std::to_string(kMaxTensors) + ")");
+    }
+    c.check_count(n_kv, kMinMetadataEntryBytes, header, "metadata count");
+    c.check_count(n_tensors, kMinTensorInfoBytes, header, "tensor count");
+    if (n_kv * kMinMetadataEntryBytes + n_tensors * kMinTensorInfoBytes > c.remaining()) {
+        c.fail("header", "metadata count " + std::to_string(n_kv) + " and tensor count " + std::to_string(n_tensors) +
+                             " together are absurd: they need at least " +
+                             std::to_string(n_kv * kMinMetadataEntryBytes + n_tensors * kMinTensorInfoBytes) +
+                             " bytes but only " + std::to_string(c.remaining()) +
+                             " remain (a count is corrupt or the file is truncated)");
     }
 
-    kv_.reserve(n_kv);
+    // Reserve only what a plausible file has; a corrupt count grows the vector
+    // no further than the entries that actually parse.
+    kv_.reserve(std::min<uint64_t>(n_kv, 4096));
     for (uint64_t k = 0; k < n_kv; ++k) {
-        const std::string where = "metadata entry " + std::to_string(k);
-        std::string key = c.read_string(where + " key");
-        const std::string kwhere = "metadata '" + key + "'";
-        const uint32_t raw_type = c.read<uint32_t>(kwhere + " type");
+        Loc loc{"metadata"};
+        loc.index = k;
+        std::string key = c.read_string(loc.with_field("key"), kMaxKeyBytes);
+        loc.name = &key;
+        const uint32_t raw_type = c.read<uint32_t>(loc.with_field("(type)"));
         if (!valid_value_type(raw_type)) {
-            c.fail(kwhere, "unknown value type " + std::to_string(raw_type) + " (expected 0..12)");
+            c.fail(loc, "unknown value type " + std::to_string(raw_type) + " (expected 0..12)");
         }
-        Value v = read_value(c, static_cast<ValueType>(raw_type), kwhere, 0);
-        if (kv_index_.count(key)) c.fail(kwhere, "key appears twice");
+        Value v = read_value(c, static_cast<ValueType>(raw_type), loc, 0);
+        if (kv_index_.count(key)) c.fail(loc, "key appears twice");
         kv_index_.emplace(key, kv_.size());
         kv_.emplace_back(std::move(key), std::move(v));
     }
@@ -260,63 +375,72 @@ void File::parse() {
             c.fail("metadata 'general.alignment'", std::string("expected an unsigned integer, found ") +
                                                        value_type_name(a->type));
         }
-        const uint64_t al = a->type == ValueType::UINT8 || a->type == ValueType::UINT16 ||
-                                    a->type == ValueType::UINT32 || a->type == ValueType::UINT64
-                                ? a->u
-                                : static_cast<uint64_t>(a->i);
-        if (al == 0 || (al & (al - 1)) != 0 || al > kMaxAlignment) {
+        const bool is_signed = a->type == ValueType::INT8 || a->type == ValueType::INT16 ||
+                               a->type == ValueType::INT32 || a->type == ValueType::INT64;
+        if (is_signed && a->i < 0) {
             c.fail("metadata 'general.alignment'",
-                   "expected a power of two between 1 and 1048576, found " + std::to_string(al));
+                   "expected a power of two between 1 and " + std::to_string(kMaxAlignment) + ", found " +
+                       std::to_string(a->i));
+        }
+        const uint64_t al = is_signed ? static_cast<uint64_t>(a->i) : a->u;
+        if (al == 0 || (al & (al - 1)) != 0 || al > kMaxAlignment) {
+            c.fail("metadata 'general.alignment'", "expected a power of two between 1 and " +
+                                                       std::to_string(kMaxAlignment) + ", found " +
+                                                       std::to_string(al));
         }
         alignment_ = al;
     }
 
-    tensors_.reserve(n_tensors);
+    c.check_count(n_tensors, kMinTensorInfoBytes, Loc{"tensor"}.with_field("infos"), "tensor count");
+    tensors_.reserve(std::min<uint64_t>(n_tensors, 4096));
     for (uint64_t t = 0; t < n_tensors; ++t) {
         TensorInfo ti;
-        const std::string where = "tensor " + std::to_string(t);
-        ti.name = c.read_string(where + " name");
-        const std::string twhere = "tensor '" + ti.name + "'";
-        ti.n_dims = c.read<uint32_t>(twhere + " dimension count");
+        Loc loc{"tensor"};
+        loc.index = t;
+        ti.name = c.read_string(loc.with_field("name"), kMaxTensorNameBytes);
+        loc.name = &ti.name;
+        ti.n_dims = c.read<uint32_t>(loc.with_field("(dimension count)"));
         if (ti.n_dims == 0 || ti.n_dims > 4) {
-            c.fail(twhere, "dimension count " + std::to_string(ti.n_dims) + " (expected 1..4)");
+            c.fail(loc, "dimension count " + std::to_string(ti.n_dims) + " (expected 1..4)");
         }
         for (uint32_t d = 0; d < ti.n_dims; ++d) {
-            const uint64_t ne = c.read<uint64_t>(twhere + " dimension " + std::to_string(d));
-            if (ne == 0 || ne > (1ull << 40)) {
-                c.fail(twhere, "dimension " + std::to_string(d) + " is " + std::to_string(ne) +
-                                   " (expected 1..2^40)");
+            const uint64_t ne = c.read<uint64_t>(loc.with_field("(dimension)"));
+            if (ne == 0 || ne > kMaxDimension) {
+                c.fail(loc, "dimension " + std::to_string(d) + " is " + std::to_string(ne) +
+                                " (expected 1..2^40)");
             }
             ti.ne[d] = static_cast<int64_t>(ne);
         }
-        ti.raw_type = c.read<uint32_t>(twhere + " type");
-        ti.offset = c.read<uint64_t>(twhere + " data offset");
+        ti.raw_type = c.read<uint32_t>(loc.with_field("(type)"));
+        ti.offset = c.read<uint64_t>(loc.with_field("(data offset)"));
         const kernels::TypeTraits* tr = kernels::type_traits(ti.raw_type);
-        if (!tr) c.fail(twhere, "unknown tensor type " + std::to_string(ti.raw_type));
+        if (!tr) c.fail(loc, "unknown tensor type " + std::to_string(ti.raw_type));
         ti.type = static_cast<kernels::WeightType>(ti.raw_type);
         if (ti.ne[0] % tr->block_elems != 0) {
-            c.fail(twhere, "row length " + std::to_string(ti.ne[0]) + " is not a multiple of the " + tr->name +
-                               " block size " + std::to_string(tr->block_elems));
+            c.fail(loc, "row length " + std::to_string(ti.ne[0]) + " is not a multiple of the " + tr->name +
+                            " block size " + std::to_string(tr->block_elems));
         }
         // Element count and byte size, checked for overflow step by step (each
-        // dimension is below 2^40, so one product step cannot overflow 128 bits).
+        // dimension is at most 2^40, so one step from at most 2^62 stays below 2^102).
         unsigned __int128 elems = 1;
-        bool too_big = false;
-        for (int d = 0; d < 4 && !too_big; ++d) {
+        for (int d = 0; d < 4; ++d) {
             elems *= static_cast<uint64_t>(ti.ne[d]);
-            too_big = elems > (static_cast<unsigned __int128>(1) << 62);
+            if (elems > kMaxElements) {
+                c.fail(loc, "shape " + ti.shape_string() + " overflows: more than 2^62 elements");
+            }
         }
-        const unsigned __int128 bytes = too_big ? 0 : elems / tr->block_elems * tr->block_bytes;
-        if (too_big || bytes > size_) {
-            c.fail(twhere, "shape " + ti.shape_string() + " of type " + tr->name + " needs more bytes than the file has (" +
-                               std::to_string(size_) + ")");
+        const unsigned __int128 bytes = elems / tr->block_elems * tr->block_bytes;
+        if (bytes > size_) {
+            c.fail(loc, "shape " + ti.shape_string() + " of type " + tr->name + " needs " + u128_to_string(bytes) +
+                            " bytes, more than the whole file (" + std::to_string(size_) +
+                            " bytes): the shape is corrupt or the file is truncated");
         }
         ti.nbytes = static_cast<uint64_t>(bytes);
         if (ti.offset % alignment_ != 0) {
-            c.fail(twhere, "data offset " + std::to_string(ti.offset) + " is not a multiple of the alignment " +
-                               std::to_string(alignment_));
+            c.fail(loc, "data offset " + std::to_string(ti.offset) + " is not a multiple of the alignment " +
+                            std::to_string(alignment_));
         }
-        if (tensor_index_.count(ti.name)) c.fail(twhere, "name appears twice");
+        if (tensor_index_.count(ti.name)) c.fail(loc, "name appears twice");
         tensor_index_.emplace(ti.name, tensors_.size());
         tensors_.push_back(std::move(ti));
     }
@@ -330,24 +454,26 @@ void File::parse() {
     // Every tensor lies inside the file and no two overlap.
     std::vector<size_t> order(tensors_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return tensors_[a].offset != tensors_[b].offset ? tensors_[a].offset < tensors_[b].offset : a < b;
+    });
     const uint64_t data_size = size_ >= data_offset_ ? size_ - data_offset_ : 0;
     for (size_t k = 0; k < order.size(); ++k) {
         TensorInfo& ti = tensors_[order[k]];
         if (ti.offset > data_size || ti.nbytes > data_size - ti.offset) {
-            c.fail("tensor '" + ti.name + "'",
-                   "data [" + std::to_string(ti.offset) + ", " + std::to_string(ti.offset + ti.nbytes) +
+            c.fail("tensor " + quoted(ti.name),
+                   "data [" + std::to_string(ti.offset) + ", " +
+                       u128_to_string(static_cast<unsigned __int128>(ti.offset) + ti.nbytes) +
                        ") lies outside the data section of " + std::to_string(data_size) +
                        " bytes; the file is truncated or the offset is corrupt");
         }
         if (k > 0) {
             const TensorInfo& prev = tensors_[order[k - 1]];
             if (prev.offset + prev.nbytes > ti.offset) {
-                c.fail("tensor '" + ti.name + "'", "data at offset " + std::to_string(ti.offset) +
-                                                       " overlaps tensor '" + prev.name + "' [" +
-                                                       std::to_string(prev.offset) + ", " +
-                                                       std::to_string(prev.offset + prev.nbytes) + ")");
+                c.fail("tensor " + quoted(ti.name), "data at offset " + std::to_string(ti.offset) +
+                                                        " overlaps tensor " + quoted(prev.name) + " [" +
+                                                        std::to_string(prev.offset) + ", " +
+                                                        std::to_string(prev.offset + prev.nbytes) + ")");
             }
         }
         ti.file_offset = data_offset_ + ti.offset;

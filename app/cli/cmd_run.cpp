@@ -1,0 +1,45 @@
+#include <cstdio>
+
+#include "commands.h"
+#include "common.h"
+#include "sched/generator.h"
+
+namespace strata::cli {
+
+int cmd_run(int argc, char** argv) {
+    Args a("run", "MODEL -p TEXT [-n N] [options]",
+           "Generates a continuation of TEXT, streaming it to stdout, then prints prompt and\n"
+           "generation tokens/s to stderr.");
+    a.positional("MODEL", "a GGUF model file");
+    a.option("--prompt", "-p", "TEXT", "the prompt");
+    a.option("--n-predict", "-n", "N", "the most tokens to generate", "128");
+    a.flag("--no-special", "do not add BOS/EOS to the prompt as the model's metadata asks");
+    add_context_options(a);
+    add_sampling_options(a, "0.8");
+    if (!a.parse(argc, argv, 2)) return 0;
+    if (!a.has("--prompt")) throw UsageError("missing --prompt/-p TEXT");
+
+    sched::SamplingParams sp = sampling_params(a);
+    sp.max_tokens = static_cast<int32_t>(a.integer("--n-predict", 1, 1 << 24));
+    const model::ContextParams cp = context_params(a);
+    auto m = model::Model::load(a.pos("MODEL"));
+    model::Context ctx(*m, cp);
+    const std::string prompt = a.str("--prompt");
+    const auto tokens = m->vocab().encode(prompt, !a.flag_set("--no-special"));
+    if (tokens.empty()) throw UsageError("the prompt is empty");
+
+    std::fputs(prompt.c_str(), stdout);
+    std::fflush(stdout);
+    const sched::GenerationResult r = sched::generate(ctx, m->vocab(), sp, tokens, [](std::string_view text) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    std::printf("\n");
+    std::fprintf(stderr, "\nprompt: %lld tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
+                 static_cast<long long>(r.prompt_tokens), r.prompt_tok_s(), r.tokens.size(), r.decode_tok_s(),
+                 sched::finish_reason_name(r.finish));
+    return 0;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,13 @@
+#pragma once
+
+namespace strata::cli {
+
+// Each returns the process exit code; UsageError and strata::Error propagate
+// to main(), which prints one line and exits non-zero.
+int cmd_inspect(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_make_model(int argc, char** argv);
+
+}  // namespace strata::cli

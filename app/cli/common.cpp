@@ -1,0 +1,122 @@
+#include "common.h"
+
+#include <cstdio>
+#include <limits>
+
+namespace strata::cli {
+
+void add_context_options(Args& a) {
+    a.option("--ctx", "-c", "N", "context size in tokens (0: the model's, at most 4096)", "0");
+    a.option("--threads", "-t", "N", "compute threads (0: all cores)", "0");
+    a.option("--batch", "", "N", "largest number of prompt tokens per forward chunk", "256");
+}
+
+void add_sampling_options(Args& a, const std::string& default_temp) {
+    a.option("--temp", "", "T", "temperature; 0 = greedy", default_temp);
+    a.option("--top-k", "", "K", "keep the K most likely tokens; 0 = off", "40");
+    a.option("--top-p", "", "P", "nucleus sampling threshold; 1 = off", "0.95");
+    a.option("--min-p", "", "P", "drop tokens below P x the top probability; 0 = off", "0.05");
+    a.option("--repeat-penalty", "", "X", "penalise repeated tokens; 1 = off", "1.0");
+    a.option("--presence-penalty", "", "X", "subtract X from tokens already present; 0 = off", "0");
+    a.option("--frequency-penalty", "", "X", "subtract X x count of each present token; 0 = off", "0");
+    a.option("--repeat-last-n", "", "N", "penalty window in tokens; -1 = whole context", "64");
+    a.option("--seed", "", "S", "random seed", "42");
+    a.multi_option("--stop", "TEXT", "stop when TEXT is generated");
+}
+
+model::ContextParams context_params(const Args& a) {
+    model::ContextParams p;
+    p.n_ctx = a.integer("--ctx", 0, 1 << 20);
+    p.n_threads = static_cast<int>(a.integer("--threads", 0, 1024));
+    p.n_batch = a.integer("--batch", 1, 1 << 16);
+    return p;
+}
+
+sched::SamplingParams sampling_params(const Args& a) {
+    sched::SamplingParams s;
+    const double inf = std::numeric_limits<double>::infinity();
+    s.temperature = static_cast<float>(a.number("--temp", 0.0, 100.0));
+    s.top_k = static_cast<int32_t>(a.integer("--top-k", 0, 1 << 30));
+    s.top_p = static_cast<float>(a.number("--top-p", 0.0, 1.0));
+    if (s.top_p <= 0.0f) throw UsageError("option --top-p: must be greater than 0 (use 1 to turn it off)");
+    s.min_p = static_cast<float>(a.number("--min-p", 0.0, 1.0));
+    s.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", 0.0, 100.0));
+    if (s.repeat_penalty <= 0.0f) throw UsageError("option --repeat-penalty: must be greater than 0 (use 1 to turn it off)");
+    s.presence_penalty = static_cast<float>(a.number("--presence-penalty", -inf, inf));
+    s.frequency_penalty = static_cast<float>(a.number("--frequency-penalty", -inf, inf));
+    s.penalty_last_n = static_cast<int32_t>(a.integer("--repeat-last-n", -1, 1 << 30));
+    s.seed = static_cast<uint64_t>(a.integer("--seed", 0, std::numeric_limits<int64_t>::max()));
+    s.stop = a.all("--stop");
+    for (const auto& st : s.stop)
+        if (st.empty()) throw UsageError("option --stop: the stop text is empty");
+    if (const std::string err = s.validate(); !err.empty()) throw UsageError(err);
+    return s;
+}
+
+std::string human_bytes(uint64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string human_count(int64_t n) {
+    char buf[32];
+    if (n >= 1000000000) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+    else if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+    else if (n >= 1000) std::snprintf(buf, sizeof buf, "%.1f K", n / 1e3);
+    else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
+    return buf;
+}
+
+bool is_valid_utf8(const std::string& s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (len == 0 || i + len > s.size()) return false;
+        uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+        for (int k = 1; k < len; ++k) {
+            const auto cc = static_cast<unsigned char>(s[i + k]);
+            if ((cc & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        // Overlong forms, surrogates and values past U+10FFFF are invalid.
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+std::string json_escape(const std::string& s) {
+    std::string out;
+    out.reserve(s.size() + 2);
+    for (unsigned char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                    out += buf;
+                } else {
+                    out += static_cast<char>(c);
+                }
+        }
+    }
+    return out;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,32 @@
+// Pieces shared by strata-cli's commands: the model, context and sampling
+// options every generating command accepts, and their translation into engine
+// settings.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "args.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "sched/sampler.h"
+
+namespace strata::cli {
+
+void add_context_options(Args& a);
+void add_sampling_options(Args& a, const std::string& default_temp);
+
+model::ContextParams context_params(const Args& a);
+sched::SamplingParams sampling_params(const Args& a);
+
+// Formats a byte count as "12.3 MiB".
+std::string human_bytes(uint64_t bytes);
+std::string human_count(int64_t n);  // "1.23 B", "45.6 M"
+
+// True when s is well-formed UTF-8.
+bool is_valid_utf8(const std::string& s);
+
+// JSON string escaping (UTF-8 passes through; control characters escaped).
+std::string json_escape(const std::string& s);
+
+}  // namespace strata::cli

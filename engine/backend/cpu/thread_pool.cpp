@@ -1,0 +1,77 @@
+#include "backend/cpu/thread_pool.h"
+
+#include <algorithm>
+
+namespace strata::cpu {
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+        ++generation_;
+        published_.store(generation_, std::memory_order_release);
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks(int thread_index) {
+    for (;;) {
+        const int64_t begin = next_.fetch_add(grain_, std::memory_order_relaxed);
+        if (begin >= n_) break;
+        (*fn_)(begin, std::min(n_, begin + grain_), thread_index);
+    }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+    if (n <= 0) return;
+    grain = std::max<int64_t>(1, grain);
+    if (workers_.empty() || n <= grain) {
+        for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain), 0);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fn_ = &fn;
+        n_ = n;
+        grain_ = grain;
+        next_.store(0, std::memory_order_relaxed);
+        active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+        ++generation_;
+        published_.store(generation_, std::memory_order_release);
+    }
+    wake_.notify_all();
+    run_chunks(0);
+    // Wait for workers to finish their chunks (spin first: ops are short).
+    for (int spin = 0; spin < 20000 && active_.load(std::memory_order_acquire) != 0; ++spin) std::this_thread::yield();
+    if (active_.load(std::memory_order_acquire) != 0) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
+    }
+}
+
+void ThreadPool::worker_main(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+        // Spin briefly for the next job, then sleep.
+        for (int spin = 0; spin < 2000 && published_.load(std::memory_order_acquire) == seen; ++spin)
+            std::this_thread::yield();
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [&] { return generation_ != seen; });
+            seen = generation_;
+            if (stop_) return;
+        }
+        run_chunks(index);
+        if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            done_.notify_all();
+        }
+    }
+}
+
+}  // namespace strata::cpu

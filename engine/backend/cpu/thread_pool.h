@@ -1,0 +1,53 @@
+// A persistent pool of compute threads. parallel_for splits [0, n) into chunks
+// that workers (and the calling thread) claim from an atomic counter, so uneven
+// work (a few experts with many tokens) still keeps every core busy. Workers
+// spin briefly after a job before they sleep, so back-to-back ops of one token
+// do not pay a futex wake-up each.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata::cpu {
+
+class ThreadPool {
+public:
+    // n_threads includes the caller; 1 means no worker threads at all.
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Calls fn(begin, end, thread_index) over chunks of at most `grain` items;
+    // returns when all of [0, n) is done. Not re-entrant.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
+
+private:
+    void worker_main(int index);
+    void run_chunks(int thread_index);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::condition_variable done_;
+    uint64_t generation_ = 0;   // bumped per job, guarded by mutex_
+    std::atomic<uint64_t> published_{0};
+    bool stop_ = false;
+
+    // Current job.
+    const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
+    int64_t n_ = 0;
+    int64_t grain_ = 1;
+    std::atomic<int64_t> next_{0};
+    std::atomic<int> active_{0};
+};
+
+}  // namespace strata::cpu

@@ -1,0 +1,119 @@
+#include "model/config.h"
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+
+namespace strata::model {
+namespace {
+
+// Routing semantics follow llama.cpp: Mixtral (llama with experts) and
+// qwen3moe renormalise the top-k weights; qwen2moe and olmoe do not.
+constexpr ArchTraits kArchs[] = {
+    {Arch::Llama, "llama", RopeType::Normal, QkNorm::None, true},
+    {Arch::Qwen2Moe, "qwen2moe", RopeType::NeoX, QkNorm::None, false},
+    {Arch::Qwen3Moe, "qwen3moe", RopeType::NeoX, QkNorm::PerHead, true},
+    {Arch::Olmoe, "olmoe", RopeType::NeoX, QkNorm::WholeProjection, false},
+};
+
+}  // namespace
+
+const ArchTraits* find_arch(const std::string& name) {
+    for (const ArchTraits& a : kArchs)
+        if (name == a.name) return &a;
+    return nullptr;
+}
+
+std::string supported_arch_names() {
+    std::string s;
+    for (const ArchTraits& a : kArchs) s += (s.empty() ? "" : ", ") + std::string(a.name);
+    return s;
+}
+
+ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
+    ModelConfig c;
+    const std::string& path = f.path();
+    c.arch_name = f.get_string("general.architecture");
+    const ArchTraits* traits = find_arch(c.arch_name);
+    if (!traits) {
+        throw Error(path + ": architecture '" + c.arch_name + "' is not supported (supported: " +
+                    supported_arch_names() + ")");
+    }
+    c.traits = *traits;
+    c.name = f.get_string_or("general.name", "");
+    const std::string a = c.arch_name + ".";
+
+    auto positive = [&](const std::string& key, uint64_t v, uint64_t max) -> int64_t {
+        if (v == 0 || v > max) {
+            throw Error(path + ": metadata '" + key + "' is " + std::to_string(v) + " (expected 1.." +
+                        std::to_string(max) + ")");
+        }
+        return static_cast<int64_t>(v);
+    };
+    c.n_embd = positive(a + "embedding_length", f.get_uint(a + "embedding_length"), 1 << 20);
+    c.n_layer = positive(a + "block_count", f.get_uint(a + "block_count"), 4096);
+    c.n_head = positive(a + "attention.head_count", f.get_uint(a + "attention.head_count"), 4096);
+    c.n_head_kv = positive(a + "attention.head_count_kv",
+                           f.get_uint_or(a + "attention.head_count_kv", static_cast<uint64_t>(c.n_head)), 4096);
+    if (c.n_head % c.n_head_kv != 0) {
+        throw Error(path + ": attention.head_count " + std::to_string(c.n_head) +
+                    " is not a multiple of attention.head_count_kv " + std::to_string(c.n_head_kv));
+    }
+    const uint64_t default_head_dim = static_cast<uint64_t>(c.n_embd / c.n_head);
+    c.head_dim = positive(a + "attention.key_length", f.get_uint_or(a + "attention.key_length", default_head_dim),
+                          1 << 16);
+    const uint64_t v_len = f.get_uint_or(a + "attention.value_length", static_cast<uint64_t>(c.head_dim));
+    if (static_cast<int64_t>(v_len) != c.head_dim) {
+        throw Error(path + ": attention.value_length " + std::to_string(v_len) + " differs from key_length " +
+                    std::to_string(c.head_dim) + "; this engine needs them equal");
+    }
+    c.n_ctx_train = static_cast<int64_t>(f.get_uint_or(a + "context_length", 2048));
+    c.norm_eps = static_cast<float>(f.get_float_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
+    if (!(c.norm_eps > 0.0f) || c.norm_eps > 1.0f) {
+        throw Error(path + ": metadata '" + a + "attention.layer_norm_rms_epsilon' is " +
+                    std::to_string(c.norm_eps) + " (expected 0 < eps <= 1)");
+    }
+
+    c.n_rot = static_cast<int64_t>(f.get_uint_or(a + "rope.dimension_count", static_cast<uint64_t>(c.head_dim)));
+    if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
+        throw Error(path + ": metadata '" + a + "rope.dimension_count' is " + std::to_string(c.n_rot) +
+                    " (expected an even number <= head dim " + std::to_string(c.head_dim) + ")");
+    }
+    c.rope_freq_base = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
+    if (!(c.rope_freq_base > 0.0f)) throw Error(path + ": metadata '" + a + "rope.freq_base' must be positive");
+    const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
+    if (scaling == "linear") {
+        const double factor = f.get_float_or(a + "rope.scaling.factor", 1.0);
+        if (!(factor > 0.0)) throw Error(path + ": metadata '" + a + "rope.scaling.factor' must be positive");
+        c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (scaling != "none") {
+        throw Error(path + ": rope scaling type '" + scaling + "' is not supported (supported: none, linear)");
+    }
+    if (f.has(a + "rope.scale_linear")) c.rope_freq_scale = static_cast<float>(1.0 / f.get_float(a + "rope.scale_linear"));
+
+    c.n_ff = static_cast<int64_t>(f.get_uint_or(a + "feed_forward_length", 0));
+    c.n_expert = static_cast<int64_t>(f.get_uint_or(a + "expert_count", 0));
+    c.n_expert_used = static_cast<int64_t>(f.get_uint_or(a + "expert_used_count", 0));
+    if (c.n_expert > 4096) throw Error(path + ": metadata '" + a + "expert_count' is absurd: " + std::to_string(c.n_expert));
+    if (c.n_expert > 0 && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)) {
+        throw Error(path + ": metadata '" + a + "expert_used_count' is " + std::to_string(c.n_expert_used) +
+                    " (expected 1.." + std::to_string(c.n_expert) + ")");
+    }
+    c.n_ff_expert = static_cast<int64_t>(f.get_uint_or(a + "expert_feed_forward_length", 0));
+    c.n_ff_shared = static_cast<int64_t>(f.get_uint_or(a + "expert_shared_feed_forward_length", 0));
+    c.leading_dense_blocks = static_cast<int64_t>(f.get_uint_or(a + "leading_dense_block_count", 0));
+    if (c.leading_dense_blocks > c.n_layer) {
+        throw Error(path + ": metadata '" + a + "leading_dense_block_count' " + std::to_string(c.leading_dense_blocks) +
+                    " exceeds block_count " + std::to_string(c.n_layer));
+    }
+    c.expert_weights_norm = f.get_bool_or(a + "expert_weights_norm", traits->default_expert_weights_norm);
+    c.expert_weights_scale = static_cast<float>(f.get_float_or(a + "expert_weights_scale", 1.0));
+    if (!(c.expert_weights_scale > 0.0f)) {
+        throw Error(path + ": metadata '" + a + "expert_weights_scale' must be positive");
+    }
+    // n_vocab comes from the token table (checked against the embedding by the weights).
+    if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>(toks->size());
+    c.n_vocab = static_cast<int64_t>(f.get_uint_or(a + "vocab_size", static_cast<uint64_t>(c.n_vocab)));
+    return c;
+}
+
+}  // namespace strata::model

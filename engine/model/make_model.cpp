@@ -1,0 +1,250 @@
+#include "model/make_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/thread_pool.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "gguf/gguf.h"
+#include "kernels/quant.h"
+#include "model/config.h"
+
+namespace strata::model {
+
+namespace {
+
+using kernels::WeightType;
+
+uint64_t splitmix(uint64_t& s) {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Uniform in [-1, 1).
+float uniform(uint64_t& s) { return static_cast<float>(static_cast<double>(splitmix(s) >> 11) * 0x1.0p-52 - 1.0); }
+
+uint64_t hash_name(const std::string& s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+class Builder {
+public:
+    Builder(const MakeModelSpec& spec, gguf::Writer& w, cpu::ThreadPool& pool) : spec_(spec), w_(w), pool_(pool) {}
+
+    // A matrix of `rows` x `cols` (x slabs), uniform with unit-variance outputs
+    // for unit-variance inputs, stored in `type`.
+    void matrix(const std::string& name, int64_t cols, int64_t rows, int64_t slabs, WeightType type, float gain = 1.0f) {
+        const int64_t rb = kernels::row_bytes(type, cols);
+        const int64_t n_rows = rows * slabs;
+        std::vector<uint8_t> data(static_cast<size_t>(rb * n_rows));
+        const float a = gain * std::sqrt(3.0f / static_cast<float>(cols));
+        const uint64_t base = spec_.seed * 0x9e3779b97f4a7c15ull ^ hash_name(name);
+        pool_.parallel_for(n_rows, 16, [&](int64_t r0, int64_t r1, int) {
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (int64_t r = r0; r < r1; ++r) {
+                uint64_t s = base + static_cast<uint64_t>(r) * 0x632be59bd9b4e019ull;
+                for (float& v : row) v = a * uniform(s);
+                kernels::quantize_row(type, row.data(), data.data() + r * rb, cols);
+            }
+        });
+        std::vector<int64_t> ne = {cols, rows};
+        if (slabs > 1 || name.find("_exps") != std::string::npos) ne.push_back(slabs);
+        w_.add_tensor(name, type, ne, std::move(data));
+    }
+
+    // A 1-D float vector around `center` with a little noise.
+    void vector(const std::string& name, int64_t n, float center, float noise) {
+        std::vector<float> v(static_cast<size_t>(n));
+        uint64_t s = spec_.seed ^ hash_name(name);
+        for (float& x : v) x = center + noise * uniform(s);
+        std::vector<uint8_t> bytes(v.size() * 4);
+        std::memcpy(bytes.data(), v.data(), bytes.size());
+        w_.add_tensor(name, WeightType::F32, {n}, std::move(bytes));
+    }
+
+private:
+    const MakeModelSpec& spec_;
+    gguf::Writer& w_;
+    cpu::ThreadPool& pool_;
+};
+
+// A small SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then pieces made of
+// frequent English letters (with and without the word-start marker).
+void synthetic_vocab(int64_t n, gguf::Writer& w) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<float> scores = {0, 0, 0};
+    std::vector<int32_t> types = {2, 3, 3};
+    for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        tokens.push_back(buf);
+        scores.push_back(0);
+        types.push_back(6);
+    }
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+    const std::string marker = "\xe2\x96\x81";  // U+2581, SPM's word start
+    std::vector<std::string> pieces = {marker};
+    for (char c : letters) pieces.push_back(std::string(1, c));
+    for (char c : letters) pieces.push_back(marker + c);
+    for (char a : letters)
+        for (char b : letters) pieces.push_back(std::string(1, a) + b);
+    for (char a : letters)
+        for (char b : letters) pieces.push_back(marker + a + b);
+    for (size_t i = 0; static_cast<int64_t>(tokens.size()) < n && i < pieces.size(); ++i) {
+        tokens.push_back(pieces[i]);
+        scores.push_back(-static_cast<float>(i));
+        types.push_back(1);
+    }
+    w.set("tokenizer.ggml.model", gguf::Value::make_string("llama"));
+    w.set("tokenizer.ggml.tokens", gguf::Value::make_string_array(tokens));
+    w.set("tokenizer.ggml.scores", gguf::Value::make_f32_array(scores));
+    w.set("tokenizer.ggml.token_type", gguf::Value::make_i32_array(types));
+    w.set("tokenizer.ggml.bos_token_id", gguf::Value::make_u32(1));
+    w.set("tokenizer.ggml.eos_token_id", gguf::Value::make_u32(2));
+    w.set("tokenizer.ggml.unknown_token_id", gguf::Value::make_u32(0));
+    w.set("tokenizer.ggml.add_bos_token", gguf::Value::make_bool(true));
+}
+
+int64_t copy_vocab(const std::string& path, gguf::Writer& w) {
+    auto f = gguf::File::open(path);
+    int64_t n = 0;
+    for (const auto& [key, value] : f->metadata()) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        w.set(key, value);
+        if (key == "tokenizer.ggml.tokens") n = static_cast<int64_t>(value.array.size());
+    }
+    if (n == 0) throw Error(path + ": --vocab-from file has no tokenizer.ggml.tokens");
+    return n;
+}
+
+}  // namespace
+
+std::string MakeModelSpec::validate() const {
+    const ArchTraits* t = find_arch(arch);
+    if (!t) return "unknown architecture '" + arch + "' (supported: " + supported_arch_names() + ")";
+    const kernels::TypeTraits* tr = kernels::type_traits(type);
+    if (!tr || !kernels::has_kernels(type)) return "weight type is not supported";
+    auto pos = [](int64_t v, const char* what, int64_t max) -> std::string {
+        if (v < 1 || v > max) return std::string(what) + " must be between 1 and " + std::to_string(max) + ", got " + std::to_string(v);
+        return "";
+    };
+    for (const std::string& e : {pos(layers, "--layers", 1024), pos(dim, "--dim", 65536), pos(heads, "--heads", 1024),
+                                 pos(kv_heads, "--kv-heads", 1024), pos(ctx, "--ctx", 1 << 20)})
+        if (!e.empty()) return e;
+    if (dim % heads != 0) return "--dim " + std::to_string(dim) + " is not a multiple of --heads " + std::to_string(heads);
+    if (heads % kv_heads != 0) return "--heads " + std::to_string(heads) + " is not a multiple of --kv-heads " + std::to_string(kv_heads);
+    if ((dim / heads) % 2 != 0) return "head dimension " + std::to_string(dim / heads) + " must be even (RoPE rotates pairs)";
+    if (experts < 0 || experts > 1024) return "--experts must be between 0 and 1024";
+    if (experts > 0 && (used < 1 || used > experts)) return "--used must be between 1 and --experts (" + std::to_string(experts) + ")";
+    if (experts > 0 && expert_ff < 1) return "--expert-ff must be positive";
+    if (experts == 0 && arch != "llama") return "a dense model (--experts 0) needs --arch llama";
+    if (dense_layers < 0 || dense_layers > layers) return "--dense-layers must be between 0 and --layers";
+    if (shared_ff < 0) return "--shared-ff must not be negative";
+    if (shared_ff > 0 && arch != "qwen2moe") return "--shared-ff (a shared expert) needs --arch qwen2moe";
+    if (vocab_from.empty() && (vocab < 260 || vocab > 1000000)) return "--vocab must be between 260 and 1000000";
+    const int64_t be = tr->block_elems;
+    const int64_t eff_ff = ff > 0 ? ff : 4 * dim;
+    for (auto [v, what] : {std::pair<int64_t, const char*>{dim, "--dim"}, {eff_ff, "--ff"},
+                           {experts > 0 ? expert_ff : be, "--expert-ff"}, {shared_ff > 0 ? shared_ff : be, "--shared-ff"}}) {
+        if (v % be != 0) {
+            return std::string(what) + " " + std::to_string(v) + " is not a multiple of " + std::to_string(be) +
+                   ", the block size of " + tr->name + " (rows of each matrix must hold whole blocks)";
+        }
+    }
+    return "";
+}
+
+void make_model(const MakeModelSpec& spec, const std::string& path) {
+    if (const std::string err = spec.validate(); !err.empty()) throw Error("make-model: " + err);
+    const int threads = spec.threads > 0 ? spec.threads : static_cast<int>(std::thread::hardware_concurrency());
+    cpu::ThreadPool pool(std::max(1, threads));
+    gguf::Writer w;
+    const std::string a = spec.arch + ".";
+    const int64_t head_dim = spec.dim / spec.heads;
+    const int64_t ff = spec.ff > 0 ? spec.ff : 4 * spec.dim;
+    const bool moe = spec.experts > 0;
+
+    w.set("general.architecture", gguf::Value::make_string(spec.arch));
+    w.set("general.name", gguf::Value::make_string("strata-random-" + spec.arch));
+    w.set("general.alignment", gguf::Value::make_u32(32));
+    w.set(a + "context_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.ctx)));
+    w.set(a + "embedding_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.dim)));
+    w.set(a + "block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.layers)));
+    w.set(a + "feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(ff)));
+    w.set(a + "attention.head_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.heads)));
+    w.set(a + "attention.head_count_kv", gguf::Value::make_u32(static_cast<uint32_t>(spec.kv_heads)));
+    w.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::make_f32(1e-5f));
+    w.set(a + "rope.freq_base", gguf::Value::make_f32(10000.0f));
+    w.set(a + "rope.dimension_count", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+    if (moe) {
+        w.set(a + "expert_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.experts)));
+        w.set(a + "expert_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.used)));
+        w.set(a + "expert_feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.expert_ff)));
+        if (spec.shared_ff > 0)
+            w.set(a + "expert_shared_feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.shared_ff)));
+        if (spec.dense_layers > 0)
+            w.set(a + "leading_dense_block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.dense_layers)));
+    }
+    const int64_t n_vocab = spec.vocab_from.empty() ? spec.vocab : copy_vocab(spec.vocab_from, w);
+    if (spec.vocab_from.empty()) synthetic_vocab(spec.vocab, w);
+
+    Builder b(spec, w, pool);
+    const WeightType t = spec.type;
+    b.matrix("token_embd.weight", spec.dim, n_vocab, 1, t);
+    b.vector("output_norm.weight", spec.dim, 1.0f, 0.1f);
+    b.matrix("output.weight", spec.dim, n_vocab, 1, t);
+    const ArchTraits* traits = find_arch(spec.arch);
+    const int64_t q_dim = spec.heads * head_dim;
+    const int64_t kv_dim = spec.kv_heads * head_dim;
+    for (int64_t i = 0; i < spec.layers; ++i) {
+        const std::string p = "blk." + std::to_string(i) + ".";
+        b.vector(p + "attn_norm.weight", spec.dim, 1.0f, 0.1f);
+        b.matrix(p + "attn_q.weight", spec.dim, q_dim, 1, t);
+        b.matrix(p + "attn_k.weight", spec.dim, kv_dim, 1, t);
+        b.matrix(p + "attn_v.weight", spec.dim, kv_dim, 1, t);
+        if (spec.arch == "qwen2moe") {
+            b.vector(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
+            b.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
+            b.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+        }
+        if (traits->qk_norm == QkNorm::PerHead) {
+            b.vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
+            b.vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
+        } else if (traits->qk_norm == QkNorm::WholeProjection) {
+            b.vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f);
+            b.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f);
+        }
+        b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
+        b.vector(p + "ffn_norm.weight", spec.dim, 1.0f, 0.1f);
+        if (!moe || i < spec.dense_layers) {
+            b.matrix(p + "ffn_gate.weight", spec.dim, ff, 1, t);
+            b.matrix(p + "ffn_up.weight", spec.dim, ff, 1, t);
+            b.matrix(p + "ffn_down.weight", ff, spec.dim, 1, t);
+            continue;
+        }
+        // The router stays F32: routing is where quantization error hurts most.
+        b.matrix(p + "ffn_gate_inp.weight", spec.dim, spec.experts, 1, WeightType::F32, 4.0f);
+        b.matrix(p + "ffn_gate_exps.weight", spec.dim, spec.expert_ff, spec.experts, t);
+        b.matrix(p + "ffn_up_exps.weight", spec.dim, spec.expert_ff, spec.experts, t);
+        b.matrix(p + "ffn_down_exps.weight", spec.expert_ff, spec.dim, spec.experts, t);
+        if (spec.shared_ff > 0) {
+            b.vector(p + "ffn_gate_inp_shexp.weight", spec.dim, 0.0f, 0.1f);
+            b.matrix(p + "ffn_gate_shexp.weight", spec.dim, spec.shared_ff, 1, t);
+            b.matrix(p + "ffn_up_shexp.weight", spec.dim, spec.shared_ff, 1, t);
+            b.matrix(p + "ffn_down_shexp.weight", spec.shared_ff, spec.dim, 1, t);
+        }
+    }
+    w.write(path);
+    logger("model")->info("make-model: wrote {}", path);
+}
+
+}  // namespace strata::model

@@ -1,0 +1,47 @@
+// A loaded model: the mapped GGUF file, its hyper-parameters, its bound
+// weights and its vocabulary. Immutable after load and shared by every
+// Context (sequence state) that runs it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tokenizer/vocab.h"
+
+namespace strata::model {
+
+class Model {
+public:
+    // Opens, validates and binds. Throws strata::Error with the file name and
+    // what is wrong.
+    static std::unique_ptr<Model> load(const std::string& path);
+
+    const ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    const tok::Vocab& vocab() const { return *vocab_; }
+    const gguf::File& file() const { return *file_; }
+
+    // Parameter and byte counts (all layers; "active" counts only the experts a
+    // token is routed to, plus the shared weights every token reads).
+    struct Sizes {
+        int64_t params_total = 0;
+        int64_t params_active = 0;
+        uint64_t bytes_total = 0;
+        uint64_t bytes_active = 0;     // weight bytes one decoded token reads
+        uint64_t bytes_experts = 0;    // all routed experts
+        uint64_t bytes_per_expert = 0; // one expert of one layer (gate+up+down)
+    };
+    Sizes sizes() const;
+
+private:
+    Model() = default;
+    std::unique_ptr<gguf::File> file_;
+    ModelConfig config_;
+    ModelWeights weights_;
+    std::unique_ptr<tok::Vocab> vocab_;
+};
+
+}  // namespace strata::model

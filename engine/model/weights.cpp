@@ -1,0 +1,217 @@
+#include "model/weights.h"
+
+#include <vector>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "kernels/quant.h"
+
+namespace strata::model {
+
+Matrix Matrix::slab(int64_t e) const {
+    Matrix m = *this;
+    m.slabs = 1;
+    m.data = data + static_cast<uint64_t>(e) * slab_bytes();
+    m.file_offset = file_offset + static_cast<uint64_t>(e) * slab_bytes();
+    m.name = name + "[" + std::to_string(e) + "]";
+    return m;
+}
+
+int64_t LayerWeights::n_experts() const {
+    if (!experts_split.empty()) return static_cast<int64_t>(experts_split.size());
+    return experts_stacked.gate ? experts_stacked.gate.slabs : 0;
+}
+
+FfnMatrices LayerWeights::expert(int64_t e) const {
+    if (!experts_split.empty()) return experts_split[static_cast<size_t>(e)];
+    return {experts_stacked.gate.slab(e), experts_stacked.up.slab(e), experts_stacked.down.slab(e)};
+}
+
+namespace {
+
+class Binder {
+public:
+    Binder(const gguf::File& f) : f_(f) {}
+
+    const gguf::TensorInfo* find(const std::string& name) const { return f_.tensor(name); }
+
+    [[noreturn]] void fail(const std::string& tensor, const std::string& what) const {
+        throw Error(f_.path() + ": tensor '" + tensor + "': " + what);
+    }
+
+    void check_type(const gguf::TensorInfo& t) const {
+        const kernels::TypeTraits* tr = kernels::type_traits(t.raw_type);
+        if (!tr || !tr->supported || !kernels::has_kernels(t.type)) {
+            fail(t.name, std::string("weight type ") + (tr ? tr->name : "?") + " (id " + std::to_string(t.raw_type) +
+                             ") is not supported (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                             "q2_k, q3_k, q4_k, q5_k, q6_k)");
+        }
+    }
+
+    static std::string shape(std::initializer_list<int64_t> dims) {
+        std::string s = "[";
+        bool first = true;
+        for (int64_t d : dims) {
+            s += (first ? "" : ", ") + std::to_string(d);
+            first = false;
+        }
+        return s + "]";
+    }
+
+    void check_shape(const gguf::TensorInfo& t, std::initializer_list<int64_t> dims) const {
+        bool ok = true;
+        size_t d = 0;
+        for (int64_t want : dims) {
+            if (t.ne[d] != want) ok = false;
+            ++d;
+        }
+        for (; d < 4; ++d)
+            if (t.ne[d] != 1) ok = false;
+        if (!ok) fail(t.name, "expected shape " + shape(dims) + ", found " + t.shape_string());
+    }
+
+    Matrix matrix(const std::string& name, std::initializer_list<int64_t> dims, bool required = true) const {
+        const gguf::TensorInfo* t = find(name);
+        if (!t) {
+            if (required) fail(name, "missing from the file");
+            return {};
+        }
+        check_type(*t);
+        check_shape(*t, dims);
+        Matrix m;
+        m.data = t->data;
+        m.type = t->type;
+        m.cols = t->ne[0];
+        m.rows = t->ne[1];
+        m.slabs = t->ne[2];
+        m.row_bytes = static_cast<uint64_t>(kernels::row_bytes(t->type, t->ne[0]));
+        m.file_offset = t->file_offset;
+        m.name = t->name;
+        return m;
+    }
+
+    std::vector<float> vector(const std::string& name, int64_t n, bool required = true) const {
+        const gguf::TensorInfo* t = find(name);
+        if (!t) {
+            if (required) fail(name, "missing from the file");
+            return {};
+        }
+        check_type(*t);
+        check_shape(*t, {n});
+        std::vector<float> v(static_cast<size_t>(n));
+        kernels::dequantize_row(t->type, t->data, v.data(), n);
+        return v;
+    }
+
+    const gguf::File& f_;
+};
+
+std::string blk(int64_t i, const char* suffix) { return "blk." + std::to_string(i) + "." + suffix; }
+
+}  // namespace
+
+ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
+    Binder b(f);
+    ModelWeights w;
+
+    const gguf::TensorInfo* emb = f.tensor("token_embd.weight");
+    if (!emb) b.fail("token_embd.weight", "missing from the file");
+    if (c.n_vocab == 0) c.n_vocab = emb->ne[1];
+    w.tok_embd = b.matrix("token_embd.weight", {c.n_embd, c.n_vocab});
+    w.output_norm = b.vector("output_norm.weight", c.n_embd);
+    w.output = b.matrix("output.weight", {c.n_embd, c.n_vocab}, false);
+    if (!w.output) {
+        w.output = w.tok_embd;
+        w.output_tied = true;
+    }
+
+    const int64_t q_dim = c.n_head * c.head_dim;
+    const int64_t kv_dim = c.n_head_kv * c.head_dim;
+    w.layers.resize(static_cast<size_t>(c.n_layer));
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+        LayerWeights& L = w.layers[static_cast<size_t>(i)];
+        L.index = i;
+        L.attn_norm = b.vector(blk(i, "attn_norm.weight"), c.n_embd);
+        L.wq = b.matrix(blk(i, "attn_q.weight"), {c.n_embd, q_dim});
+        L.wk = b.matrix(blk(i, "attn_k.weight"), {c.n_embd, kv_dim});
+        L.wv = b.matrix(blk(i, "attn_v.weight"), {c.n_embd, kv_dim});
+        L.wo = b.matrix(blk(i, "attn_output.weight"), {q_dim, c.n_embd});
+        L.bq = b.vector(blk(i, "attn_q.bias"), q_dim, false);
+        L.bk = b.vector(blk(i, "attn_k.bias"), kv_dim, false);
+        L.bv = b.vector(blk(i, "attn_v.bias"), kv_dim, false);
+        L.bo = b.vector(blk(i, "attn_output.bias"), c.n_embd, false);
+        switch (c.traits.qk_norm) {
+            case QkNorm::None: break;
+            case QkNorm::PerHead:
+                L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), c.head_dim);
+                L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), c.head_dim);
+                break;
+            case QkNorm::WholeProjection:
+                L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), q_dim);
+                L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), kv_dim);
+                break;
+        }
+        L.ffn_norm = b.vector(blk(i, "ffn_norm.weight"), c.n_embd);
+
+        // FFN kind: from the tensors present, cross-checked with
+        // leading_dense_block_count when the file states it.
+        const bool has_router = f.tensor(blk(i, "ffn_gate_inp.weight")) != nullptr;
+        if (has_router && i < c.leading_dense_blocks) {
+            b.fail(blk(i, "ffn_gate_inp.weight"), "layer " + std::to_string(i) +
+                                                      " has a router but leading_dense_block_count is " +
+                                                      std::to_string(c.leading_dense_blocks));
+        }
+        if (!has_router) {
+            if (c.n_ff <= 0) {
+                const gguf::TensorInfo* g = f.tensor(blk(i, "ffn_gate.weight"));
+                if (!g) b.fail(blk(i, "ffn_gate.weight"), "missing from the file (layer has neither a router nor a dense FFN)");
+                c.n_ff = g->ne[1];
+            }
+            L.ffn = FfnKind::Dense;
+            L.dense.gate = b.matrix(blk(i, "ffn_gate.weight"), {c.n_embd, c.n_ff});
+            L.dense.up = b.matrix(blk(i, "ffn_up.weight"), {c.n_embd, c.n_ff});
+            L.dense.down = b.matrix(blk(i, "ffn_down.weight"), {c.n_ff, c.n_embd});
+            continue;
+        }
+        if (c.n_expert <= 0) {
+            b.fail(blk(i, "ffn_gate_inp.weight"), "the file has a router but no '" + c.arch_name + ".expert_count'");
+        }
+        L.ffn = FfnKind::Moe;
+        L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
+        const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
+        if (ge) {
+            const int64_t ff = ge->ne[1];
+            if (c.n_ff_expert == 0) c.n_ff_expert = ff;
+            L.n_ff_expert = c.n_ff_expert;
+            L.experts_stacked.gate = b.matrix(blk(i, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+            L.experts_stacked.up = b.matrix(blk(i, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+            L.experts_stacked.down = b.matrix(blk(i, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
+        } else {
+            // Older Mixtral conversions store each expert as its own tensors.
+            const std::string g0 = blk(i, "ffn_gate.0.weight");
+            const gguf::TensorInfo* t0 = f.tensor(g0);
+            if (!t0) b.fail(blk(i, "ffn_gate_exps.weight"), "missing from the file (no expert tensors for this MoE layer)");
+            if (c.n_ff_expert == 0) c.n_ff_expert = t0->ne[1];
+            L.n_ff_expert = c.n_ff_expert;
+            for (int64_t e = 0; e < c.n_expert; ++e) {
+                const std::string x = std::to_string(e);
+                FfnMatrices m;
+                m.gate = b.matrix(blk(i, ("ffn_gate." + x + ".weight").c_str()), {c.n_embd, c.n_ff_expert});
+                m.up = b.matrix(blk(i, ("ffn_up." + x + ".weight").c_str()), {c.n_embd, c.n_ff_expert});
+                m.down = b.matrix(blk(i, ("ffn_down." + x + ".weight").c_str()), {c.n_ff_expert, c.n_embd});
+                L.experts_split.push_back(std::move(m));
+            }
+        }
+        if (f.tensor(blk(i, "ffn_gate_shexp.weight"))) {
+            const int64_t sff = f.tensor(blk(i, "ffn_gate_shexp.weight"))->ne[1];
+            if (c.n_ff_shared == 0) c.n_ff_shared = sff;
+            L.shared.gate = b.matrix(blk(i, "ffn_gate_shexp.weight"), {c.n_embd, c.n_ff_shared});
+            L.shared.up = b.matrix(blk(i, "ffn_up_shexp.weight"), {c.n_embd, c.n_ff_shared});
+            L.shared.down = b.matrix(blk(i, "ffn_down_shexp.weight"), {c.n_ff_shared, c.n_embd});
+            L.shared_gate = b.vector(blk(i, "ffn_gate_inp_shexp.weight"), c.n_embd, false);
+        }
+    }
+    return w;
+}
+
+}  // namespace strata::model

@@ -1,0 +1,84 @@
+// Binds a GGUF file's tensors to the generic decoder: one LayerWeights per
+// block, each describing its attention (biases, Q/K norms present or not) and
+// its FFN (dense, or routed experts with an optional shared expert). The forward
+// pass reads only these descriptions, so architectures differ in data, not code.
+//
+// Matrices stay in the file mapping (zero copy); 1-D tensors (norms, biases,
+// the shared-expert gate) are converted to owned float vectors on load.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/quant_types.h"
+#include "model/config.h"
+
+namespace strata::gguf {
+class File;
+struct TensorInfo;
+}  // namespace strata::gguf
+
+namespace strata::model {
+
+// A 2-D (or 3-D, stacked) matrix view: rows of ne0 elements.
+struct Matrix {
+    const uint8_t* data = nullptr;
+    kernels::WeightType type = kernels::WeightType::F32;
+    int64_t cols = 0;       // ne0: elements per row (input width)
+    int64_t rows = 0;       // ne1: output width
+    int64_t slabs = 1;      // ne2: experts in a stacked tensor
+    uint64_t row_bytes = 0;
+    uint64_t file_offset = 0;
+    std::string name;
+
+    explicit operator bool() const { return data != nullptr; }
+    const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+    uint64_t slab_bytes() const { return row_bytes * static_cast<uint64_t>(rows); }
+    // The e-th slab of a stacked tensor as a matrix of its own.
+    Matrix slab(int64_t e) const;
+};
+
+enum class FfnKind { Dense, Moe };
+
+// The three matrices of one expert (or of a dense FFN): down(silu(gate x) * up x).
+struct FfnMatrices {
+    Matrix gate, up, down;
+};
+
+struct LayerWeights {
+    int64_t index = 0;
+    std::vector<float> attn_norm;
+    Matrix wq, wk, wv, wo;
+    std::vector<float> bq, bk, bv, bo;       // empty when absent
+    std::vector<float> q_norm, k_norm;       // empty when absent
+    std::vector<float> ffn_norm;
+
+    FfnKind ffn = FfnKind::Dense;
+    FfnMatrices dense;                       // FfnKind::Dense
+
+    Matrix router;                           // FfnKind::Moe: [n_embd -> n_expert]
+    FfnMatrices experts_stacked;             // 3-D tensors, one slab per expert
+    std::vector<FfnMatrices> experts_split;  // legacy files: one tensor per expert
+    int64_t n_ff_expert = 0;
+    FfnMatrices shared;                      // qwen2moe shared expert (optional)
+    std::vector<float> shared_gate;          // sigmoid gate weights, length n_embd
+
+    int64_t n_experts() const;
+    FfnMatrices expert(int64_t e) const;
+    bool has_shared_expert() const { return static_cast<bool>(shared.gate); }
+};
+
+struct ModelWeights {
+    Matrix tok_embd;     // rows = vocab, cols = n_embd
+    std::vector<float> output_norm;
+    Matrix output;       // the tied embedding when the file has no output.weight
+    bool output_tied = false;
+    std::vector<LayerWeights> layers;
+
+    // Validates names, shapes and types against the config. Throws strata::Error
+    // naming the tensor, what was expected and what was found.
+    static ModelWeights bind(const gguf::File& f, ModelConfig& config);
+};
+
+}  // namespace strata::model

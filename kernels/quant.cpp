@@ -1,0 +1,98 @@
+#include "kernels/quant.h"
+
+#include <limits>
+
+#include "kernels/ref/quant_ref.h"
+
+namespace strata::kernels {
+
+bool has_kernels(WeightType t) {
+    switch (t) {
+        case WeightType::F32:
+        case WeightType::F16:
+        case WeightType::BF16:
+        case WeightType::Q4_0:
+        case WeightType::Q4_1:
+        case WeightType::Q5_0:
+        case WeightType::Q5_1:
+        case WeightType::Q8_0:
+        case WeightType::Q2_K:
+        case WeightType::Q3_K:
+        case WeightType::Q4_K:
+        case WeightType::Q5_K:
+        case WeightType::Q6_K:
+        case WeightType::Q8_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+void dequantize_row(WeightType t, const void* src, float* dst, int64_t n) {
+    switch (t) {
+        case WeightType::F32: return dequantize_row_f32_ref(static_cast<const float*>(src), dst, n);
+        case WeightType::F16: return dequantize_row_f16_ref(static_cast<const uint16_t*>(src), dst, n);
+        case WeightType::BF16: return dequantize_row_bf16_ref(static_cast<const uint16_t*>(src), dst, n);
+        case WeightType::Q4_0: return dequantize_row_q4_0_ref(static_cast<const block_q4_0*>(src), dst, n);
+        case WeightType::Q4_1: return dequantize_row_q4_1_ref(static_cast<const block_q4_1*>(src), dst, n);
+        case WeightType::Q5_0: return dequantize_row_q5_0_ref(static_cast<const block_q5_0*>(src), dst, n);
+        case WeightType::Q5_1: return dequantize_row_q5_1_ref(static_cast<const block_q5_1*>(src), dst, n);
+        case WeightType::Q8_0: return dequantize_row_q8_0_ref(static_cast<const block_q8_0*>(src), dst, n);
+        case WeightType::Q2_K: return dequantize_row_q2_K_ref(static_cast<const block_q2_K*>(src), dst, n);
+        case WeightType::Q3_K: return dequantize_row_q3_K_ref(static_cast<const block_q3_K*>(src), dst, n);
+        case WeightType::Q4_K: return dequantize_row_q4_K_ref(static_cast<const block_q4_K*>(src), dst, n);
+        case WeightType::Q5_K: return dequantize_row_q5_K_ref(static_cast<const block_q5_K*>(src), dst, n);
+        case WeightType::Q6_K: return dequantize_row_q6_K_ref(static_cast<const block_q6_K*>(src), dst, n);
+        case WeightType::Q8_K: return dequantize_row_q8_K_ref(static_cast<const block_q8_K*>(src), dst, n);
+        default:
+            for (int64_t i = 0; i < n; ++i) dst[i] = std::numeric_limits<float>::quiet_NaN();
+            return;
+    }
+}
+
+float dot_row(WeightType t, const void* w, const float* x, int64_t n) {
+    switch (t) {
+        case WeightType::F32: return dot_f32_f32_ref(static_cast<const float*>(w), x, n);
+        case WeightType::F16: return dot_f16_f32_ref(static_cast<const uint16_t*>(w), x, n);
+        case WeightType::BF16: return dot_bf16_f32_ref(static_cast<const uint16_t*>(w), x, n);
+        case WeightType::Q4_0: return dot_q4_0_f32_ref(static_cast<const block_q4_0*>(w), x, n);
+        case WeightType::Q4_1: return dot_q4_1_f32_ref(static_cast<const block_q4_1*>(w), x, n);
+        case WeightType::Q5_0: return dot_q5_0_f32_ref(static_cast<const block_q5_0*>(w), x, n);
+        case WeightType::Q5_1: return dot_q5_1_f32_ref(static_cast<const block_q5_1*>(w), x, n);
+        case WeightType::Q8_0: return dot_q8_0_f32_ref(static_cast<const block_q8_0*>(w), x, n);
+        case WeightType::Q2_K: return dot_q2_K_f32_ref(static_cast<const block_q2_K*>(w), x, n);
+        case WeightType::Q3_K: return dot_q3_K_f32_ref(static_cast<const block_q3_K*>(w), x, n);
+        case WeightType::Q4_K: return dot_q4_K_f32_ref(static_cast<const block_q4_K*>(w), x, n);
+        case WeightType::Q5_K: return dot_q5_K_f32_ref(static_cast<const block_q5_K*>(w), x, n);
+        case WeightType::Q6_K: return dot_q6_K_f32_ref(static_cast<const block_q6_K*>(w), x, n);
+        case WeightType::Q8_K: return dot_q8_K_f32_ref(static_cast<const block_q8_K*>(w), x, n);
+        default: return std::numeric_limits<float>::quiet_NaN();
+    }
+}
+
+void quantize_row(WeightType t, const float* src, void* dst, int64_t n) {
+    switch (t) {
+        case WeightType::F32: return quantize_row_f32_ref(src, static_cast<float*>(dst), n);
+        case WeightType::F16: return quantize_row_f16_ref(src, static_cast<uint16_t*>(dst), n);
+        case WeightType::BF16: return quantize_row_bf16_ref(src, static_cast<uint16_t*>(dst), n);
+        case WeightType::Q4_0: return quantize_row_q4_0_ref(src, static_cast<block_q4_0*>(dst), n);
+        case WeightType::Q4_1: return quantize_row_q4_1_ref(src, static_cast<block_q4_1*>(dst), n);
+        case WeightType::Q5_0: return quantize_row_q5_0_ref(src, static_cast<block_q5_0*>(dst), n);
+        case WeightType::Q5_1: return quantize_row_q5_1_ref(src, static_cast<block_q5_1*>(dst), n);
+        case WeightType::Q8_0: return quantize_row_q8_0_ref(src, static_cast<block_q8_0*>(dst), n);
+        case WeightType::Q2_K: return quantize_row_q2_K_ref(src, static_cast<block_q2_K*>(dst), n);
+        case WeightType::Q3_K: return quantize_row_q3_K_ref(src, static_cast<block_q3_K*>(dst), n);
+        case WeightType::Q4_K: return quantize_row_q4_K_ref(src, static_cast<block_q4_K*>(dst), n);
+        case WeightType::Q5_K: return quantize_row_q5_K_ref(src, static_cast<block_q5_K*>(dst), n);
+        case WeightType::Q6_K: return quantize_row_q6_K_ref(src, static_cast<block_q6_K*>(dst), n);
+        case WeightType::Q8_K: return quantize_row_q8_K_ref(src, static_cast<block_q8_K*>(dst), n);
+        default: return;
+    }
+}
+
+float fp16_to_fp32(uint16_t h) { return fp16_to_fp32_ref(h); }
+uint16_t fp32_to_fp16(float f) { return fp32_to_fp16_ref(f); }
+float bf16_to_fp32(uint16_t h) { return bf16_to_fp32_ref(h); }
+uint16_t fp32_to_bf16(float f) { return fp32_to_bf16_ref(f); }
+
+}  // namespace strata::kernels

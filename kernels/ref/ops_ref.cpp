@@ -1,0 +1,70 @@
+#include "kernels/ref/ops_ref.h"
+
+#include <cmath>
+
+namespace strata::kernels::ref {
+
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
+    if (w) {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+    } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    }
+}
+
+void softmax(float* x, int64_t n) {
+    float max = x[0];
+    for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(const float* g, const float* u, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+          float freq_scale, bool neox) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        // Same expression as ggml's rope_yarn without extrapolation mixing:
+        // theta = pos * base^(-2i/n_rot), scaled linearly.
+        const double theta = static_cast<double>(pos) * freq_scale *
+                             std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
+        const float c = static_cast<float>(std::cos(theta));
+        const float s = static_cast<float>(std::sin(theta));
+        for (int64_t h = 0; h < n_heads; ++h) {
+            float* v = x + h * head_dim;
+            const int64_t a = neox ? i : 2 * i;
+            const int64_t b = neox ? i + half : 2 * i + 1;
+            const float x0 = v[a];
+            const float x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+    float lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) lane[k] += a[i + k] * b[i + k];
+    float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    for (; i < n; ++i) sum += a[i] * b[i];
+    return sum;
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace strata::kernels::ref

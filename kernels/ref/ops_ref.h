@@ -1,0 +1,31 @@
+// Scalar reference float ops of the forward pass: the ground truth that SIMD
+// twins in kernels/cpu are tested against. Pointers and sizes only.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::ref {
+
+// y = x / sqrt(mean(x^2) + eps) * w   (w may be null: no scaling)
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// In-place softmax over n values.
+void softmax(float* x, int64_t n);
+
+// y[i] = silu(g[i]) * u[i]
+void swiglu(const float* g, const float* u, float* y, int64_t n);
+
+// Rotates the first n_rot dims of each of n_heads heads (head_dim apart) of one
+// token at position pos. neox: pairs (i, i + n_rot/2); otherwise adjacent
+// pairs (2i, 2i+1). theta_i = pos * freq_scale * base^(-2i/n_rot).
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+          float freq_scale, bool neox);
+
+// Float dot product, accumulated in float with 8 independent lanes (the order
+// the SIMD twin uses, so both agree to rounding).
+float dot_f32(const float* a, const float* b, int64_t n);
+
+// y += a * x
+void axpy(float a, const float* x, float* y, int64_t n);
+
+}  // namespace strata::kernels::ref

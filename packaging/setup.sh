@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what Strata needs to build and test on Debian 12. Idempotent: does
+# nothing when everything is already installed.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev            # sanitizer and libFuzzer builds
+  qt6-base-dev qt6-base-dev-tools     # Qt Test (and, later, the desktop app)
+  libspdlog-dev libfmt-dev libicu-dev libsqlite3-dev libnuma-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "strata setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,211 @@
+// The engine against llama.cpp's reference logits (../shared/fixtures/models):
+// teacher-forced logits for every prompt position, greedy continuations, and
+// the tokenization of every prompt. Tolerances are the fixtures README's.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "test_support.h"
+
+using namespace strata;
+
+namespace {
+
+struct RefPrompt {
+    QString prompt;
+    std::vector<int32_t> tokens;
+    int64_t offset_rows = 0;
+    std::vector<int32_t> greedy;
+    QString greedy_text;
+    bool has_text = false;
+};
+
+std::vector<int32_t> ids(const QJsonArray& a) {
+    std::vector<int32_t> v;
+    for (const auto& x : a) v.push_back(x.toInt());
+    return v;
+}
+
+std::vector<RefPrompt> read_refs(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) qFatal("cannot open %s", qPrintable(path));
+    std::vector<RefPrompt> out;
+    for (const QByteArray& line : f.readAll().split('\n')) {
+        if (line.trimmed().isEmpty()) continue;
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        RefPrompt r;
+        r.prompt = o["prompt"].toString();
+        r.tokens = ids(o["tokens"].toArray());
+        r.offset_rows = o["logits_offset_rows"].toInteger();
+        r.greedy = ids(o["greedy"].toArray());
+        r.has_text = o["greedy_text"].isString();
+        r.greedy_text = o["greedy_text"].toString();
+        out.push_back(r);
+    }
+    return out;
+}
+
+std::vector<float> read_floats(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) qFatal("cannot open %s", qPrintable(path));
+    const QByteArray b = f.readAll();
+    std::vector<float> v(static_cast<size_t>(b.size()) / 4);
+    std::memcpy(v.data(), b.constData(), v.size() * 4);
+    return v;
+}
+
+int32_t argmax(const float* x, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = static_cast<int32_t>(i);
+    return best;
+}
+
+enum class Tolerance { F32, F16, Quantized };
+
+}  // namespace
+
+class TestModelFixtures : public QObject {
+    Q_OBJECT
+
+private slots:
+    void logits_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<int>("tolerance");
+        QTest::newRow("stories260K") << "stories260K" << int(Tolerance::F32);
+        QTest::newRow("moe-tiny-f32") << "moe-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("qwen2moe-tiny-f32") << "qwen2moe-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("moe-tiny-f16") << "moe-tiny-f16" << int(Tolerance::F16);
+        QTest::newRow("moe-tiny-q8_0") << "moe-tiny-q8_0" << int(Tolerance::Quantized);
+        QTest::newRow("moe-tiny-q4_0") << "moe-tiny-q4_0" << int(Tolerance::Quantized);
+        QTest::newRow("moe-small-q4_k_m") << "moe-small-q4_k_m" << int(Tolerance::Quantized);
+    }
+
+    void logits() {
+        STRATA_REQUIRE_FIXTURES();
+        QFETCH(QString, name);
+        QFETCH(int, tolerance);
+        const QString base = test::fixtures_dir() + "/models/" + name;
+        auto m = model::Model::load((base + ".gguf").toStdString());
+        const auto refs = read_refs(base + ".ref.jsonl");
+        const auto ref_logits = read_floats(base + ".logits.f32");
+        const int64_t V = m->config().n_vocab;
+        QCOMPARE(V, int64_t{512});
+
+        model::ContextParams cp;
+        cp.n_threads = 2;
+        model::Context ctx(*m, cp);
+        double max_abs = 0, sum_abs = 0, sum_ref = 0, sum_ref2 = 0;
+        int64_t n_pos = 0, top1_agree = 0, greedy_match = 0, greedy_total = 0;
+        for (const RefPrompt& r : refs) {
+            // The tokenizer reproduces the reference tokens.
+            std::vector<int32_t> toks = m->vocab().encode(r.prompt.toStdString(), false);
+            toks.insert(toks.begin(), m->vocab().bos());
+            QCOMPARE(toks, r.tokens);
+
+            ctx.clear();
+            const float* got = ctx.decode(r.tokens, true);
+            for (size_t p = 0; p < r.tokens.size(); ++p) {
+                const float* want = ref_logits.data() + (r.offset_rows + static_cast<int64_t>(p)) * V;
+                const float* have = got + p * V;
+                for (int64_t i = 0; i < V; ++i) {
+                    const double d = std::fabs(double(have[i]) - want[i]);
+                    max_abs = std::max(max_abs, d);
+                    sum_abs += d;
+                    sum_ref += want[i];
+                    sum_ref2 += double(want[i]) * want[i];
+                }
+                top1_agree += argmax(have, V) == argmax(want, V);
+                ++n_pos;
+            }
+            // Greedy continuation, one token at a time.
+            std::vector<int32_t> greedy;
+            int32_t next = argmax(got + (r.tokens.size() - 1) * V, V);
+            for (size_t i = 0; i < r.greedy.size(); ++i) {
+                greedy.push_back(next);
+                if (i + 1 < r.greedy.size()) next = argmax(ctx.decode({&next, 1}, false), V);
+            }
+            for (size_t i = 0; i < greedy.size(); ++i) greedy_match += greedy[i] == r.greedy[i];
+            greedy_total += static_cast<int64_t>(greedy.size());
+            if (tolerance != int(Tolerance::Quantized)) {
+                QCOMPARE(greedy, r.greedy);
+                if (r.has_text) QCOMPARE(QString::fromStdString(m->vocab().pieces_text(greedy)), r.greedy_text);
+            }
+        }
+        const double n_vals = double(n_pos) * V;
+        const double mean_abs = sum_abs / n_vals;
+        const double std_ref = std::sqrt(sum_ref2 / n_vals - (sum_ref / n_vals) * (sum_ref / n_vals));
+        const double agree = double(top1_agree) / n_pos;
+        qInfo("%s: max|d| %.3g, mean|d| %.3g (%.4f x std %.3g), top-1 agreement %.3f, greedy ids %lld/%lld",
+              qPrintable(name), max_abs, mean_abs, mean_abs / std_ref, std_ref, agree,
+              static_cast<long long>(greedy_match), static_cast<long long>(greedy_total));
+        switch (Tolerance(tolerance)) {
+            case Tolerance::F32: QVERIFY2(max_abs <= 1e-3, qPrintable(QString("max |dlogit| %1 > 1e-3").arg(max_abs))); break;
+            case Tolerance::F16: QVERIFY2(max_abs <= 2e-2, qPrintable(QString("max |dlogit| %1 > 2e-2").arg(max_abs))); break;
+            case Tolerance::Quantized:
+                QVERIFY2(agree >= 0.90, qPrintable(QString("top-1 agreement %1 < 0.90").arg(agree)));
+                QVERIFY2(mean_abs <= 0.05 * std_ref,
+                         qPrintable(QString("mean |dlogit| %1 > 0.05 x std %2").arg(mean_abs).arg(std_ref)));
+                break;
+        }
+    }
+
+    // The README's sentence, through the whole text path (tokenizer, sampler at
+    // temperature 0, streaming detokenizer).
+    void stories_greedy_text() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/stories260K.gguf"));
+        model::Context ctx(*m, {});
+        std::vector<int32_t> toks = m->vocab().encode("Once upon a time", true);
+        std::vector<int32_t> out;
+        const float* logits = ctx.decode(toks, false);
+        std::string text;
+        for (int i = 0; i < 32; ++i) {
+            int32_t next = argmax(logits, m->config().n_vocab);
+            out.push_back(next);
+            logits = ctx.decode({&next, 1}, false);
+        }
+        text = m->vocab().pieces_text(out);
+        QVERIFY2(text.rfind(", there was a little girl named Lily. She loved to play outside in the park. One day, she saw", 0) == 0,
+                 text.c_str());
+    }
+
+    // Chunked prefill (small batches) computes the same logits as one pass.
+    void chunked_prefill_matches() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/qwen2moe-tiny-f32.gguf"));
+        const std::vector<int32_t> toks = m->vocab().encode("Lily and Tom went to the store. They bought apples.", true);
+        model::ContextParams one;
+        model::Context a(*m, one);
+        const int64_t V = m->config().n_vocab;
+        const float* la = a.decode(toks, true);
+        std::vector<float> ref(la, la + toks.size() * V);
+        model::ContextParams small;
+        small.n_batch = 3;
+        model::Context b(*m, small);
+        const float* lb = b.decode(toks, true);
+        for (size_t i = 0; i < ref.size(); ++i) QVERIFY(std::fabs(ref[i] - lb[i]) < 1e-4f);
+    }
+
+    void bad_tokens_are_errors() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/stories260K.gguf"));
+        model::Context ctx(*m, {});
+        const int32_t bad = 100000;
+        QVERIFY_THROWS_EXCEPTION(Error, ctx.decode({&bad, 1}, false));
+        std::vector<int32_t> too_many(static_cast<size_t>(ctx.n_ctx() + 1), 1);
+        QVERIFY_THROWS_EXCEPTION(Error, ctx.decode(too_many, false));
+        QCOMPARE(ctx.n_past(), int64_t{0});
+    }
+};
+
+QTEST_APPLESS_MAIN(TestModelFixtures)
+#include "test_model_fixtures.moc"
