@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds Strata, and runs every test: the CTest
-# suites, then the GGUF reader under ASan+UBSan and its libFuzzer target for a
-# bounded time.
+# Installs what is needed, builds Strata and runs every test: the GGUF reader
+# under ASan+UBSan and its libFuzzer target for a bounded time
+# (packaging/sanitize-and-fuzz.sh), then all CTest suites, whose summary is the
+# last thing printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packaging/setup.sh
 packaging/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
-(cd build && ctest --output-on-failure -j "$jobs" --label-exclude gpu)
-if [ -x packaging/sanitize-and-fuzz.sh ]; then
-  packaging/sanitize-and-fuzz.sh
-fi
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" JOBS="$jobs" packaging/sanitize-and-fuzz.sh
+cd build
+exec ctest --output-on-failure -j "$jobs" --label-exclude gpu
