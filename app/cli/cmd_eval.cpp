@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <fstream>
 
 #include "commands.h"
 #include "common.h"
@@ -8,20 +7,6 @@
 namespace strata::cli {
 
 namespace {
-
-// A literal backslash-n in the prompt file stands for a newline.
-std::string unescape_newlines(const std::string& line) {
-    std::string out;
-    for (size_t i = 0; i < line.size(); ++i) {
-        if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') {
-            out += '\n';
-            ++i;
-        } else {
-            out += line[i];
-        }
-    }
-    return out;
-}
 
 int32_t argmax(const float* x, int64_t n) {
     int32_t best = 0;
@@ -54,14 +39,7 @@ int cmd_eval(int argc, char** argv) {
     const int64_t n_greedy = a.integer("--greedy", 0, 1 << 20);
     const model::ContextParams cp = context_params(a);
 
-    std::ifstream in(a.str("--prompts"));
-    if (!in) throw Error(a.str("--prompts") + ": cannot open the prompt file");
-    std::vector<std::string> prompts;
-    for (std::string line; std::getline(in, line);) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (!line.empty()) prompts.push_back(unescape_newlines(line));
-    }
-    if (prompts.empty()) throw Error(a.str("--prompts") + ": no prompts (the file has no non-empty line)");
+    const std::vector<std::string> prompts = read_prompt_file(a.str("--prompts"));
 
     auto m = model::Model::load(a.pos("MODEL"));
     const int64_t n_vocab = m->config().n_vocab;

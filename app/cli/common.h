@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "args.h"
 #include "model/context.h"
@@ -22,6 +23,10 @@ sched::SamplingParams sampling_params(const Args& a);
 // Formats a byte count as "12.3 MiB".
 std::string human_bytes(uint64_t bytes);
 std::string human_count(int64_t n);  // "1.23 B", "45.6 M"
+
+// Reads a prompt file: one prompt per non-empty line, a literal \\n is a
+// newline. Throws strata::Error when unreadable or empty.
+std::vector<std::string> read_prompt_file(const std::string& path);
 
 // True when s is well-formed UTF-8.
 bool is_valid_utf8(const std::string& s);

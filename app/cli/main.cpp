@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"run", strata::cli::cmd_run, "generate text from a prompt, streaming, then print tokens/s"},
     {"eval", strata::cli::cmd_eval, "teacher-forced logits and greedy continuations for a prompt file"},
     {"tokenize", strata::cli::cmd_tokenize, "token ids and pieces of a text"},
+    {"routing-stats", strata::cli::cmd_routing_stats, "expert load, reuse, lookahead and LRU figures of a MoE model"},
     {"make-model", strata::cli::cmd_make_model, "write a random-weight model of any shape (tests, benchmarks)"},
 };
 
@@ -29,7 +30,7 @@ void usage(FILE* out) {
     std::fprintf(out,
                  "usage: strata-cli COMMAND [options]\n\n"
                  "Strata's inference engine from the command line.\n\ncommands:\n");
-    for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+    for (const Command& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.summary);
     std::fprintf(out, "\n'strata-cli COMMAND --help' describes a command. Set STRATA_LOG=debug for engine logs.\n");
 }
 

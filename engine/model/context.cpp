@@ -118,6 +118,8 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, f
             ops::rmsnorm(x_.data() + t * d, L.attn_norm.data(), h_.data() + t * d, d, c.norm_eps);
         attention(L, n);
         for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
+        if (lookahead_ && L.index + 1 < c.n_layer && w.layers[L.index + 1].ffn == FfnKind::Moe)
+            lookahead(w.layers[L.index + 1], n);
 
         for (int64_t t = 0; t < n; ++t)
             ops::rmsnorm(x_.data() + t * d, L.ffn_norm.data(), h_.data() + t * d, d, c.norm_eps);
@@ -200,6 +202,21 @@ void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* 
     matmul(f.up, x, n, ue_.data());
     ops::swiglu(ge_.data(), ue_.data(), ge_.data(), n * ff);
     matmul(f.down, ge_.data(), n, y);
+}
+
+void Context::lookahead(const LayerWeights& next, int64_t n) {
+    const int64_t d = cfg_.n_embd;
+    const int64_t E = cfg_.n_expert;
+    look_h_.resize(static_cast<size_t>(n * d));
+    look_probs_.resize(static_cast<size_t>(n * E));
+    for (int64_t t = 0; t < n; ++t)
+        ops::rmsnorm(x_.data() + t * d, next.ffn_norm.data(), look_h_.data() + t * d, d, cfg_.norm_eps);
+    matmul(next.router, look_h_.data(), n, look_probs_.data());
+    for (int64_t t = 0; t < n; ++t) {
+        float* p = look_probs_.data() + t * E;
+        ops::softmax(p, E);
+        lookahead_(LookaheadEvent{next.index, n_past_ + t, p, E});
+    }
 }
 
 void Context::ffn_moe(const LayerWeights& L, int64_t n) {

@@ -40,6 +40,17 @@ struct RoutingEvent {
 };
 using RoutingObserver = std::function<void(const RoutingEvent&)>;
 
+// Cross-layer lookahead: the next MoE layer's router applied to the residual
+// stream as it enters this layer's FFN (normalised with the next layer's FFN
+// norm), one layer before that router runs. What a prefetcher can know early.
+struct LookaheadEvent {
+    int64_t layer;             // the MoE layer being predicted
+    int64_t pos;
+    const float* probs;        // predicted softmax over its n_expert experts
+    int64_t n_expert;
+};
+using LookaheadObserver = std::function<void(const LookaheadEvent&)>;
+
 class Context {
 public:
     Context(const Model& model, const ContextParams& params);
@@ -61,12 +72,15 @@ public:
     void truncate(int64_t n);
 
     void set_routing_observer(RoutingObserver obs) { observer_ = std::move(obs); }
+    // Costs one extra router product per MoE layer and token while set.
+    void set_lookahead_observer(LookaheadObserver obs) { lookahead_ = std::move(obs); }
 
 private:
     void forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
     void attention(const LayerWeights& L, int64_t n);
     void ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff);
     void ffn_moe(const LayerWeights& L, int64_t n);
+    void lookahead(const LayerWeights& next, int64_t n);
     // Y[t, r] = W.row(r) . X[t]  for t < n
     void matmul(const Matrix& W, const float* X, int64_t n, float* Y);
 
@@ -77,6 +91,7 @@ private:
     int64_t n_batch_ = 0;
     int64_t n_past_ = 0;
     RoutingObserver observer_;
+    LookaheadObserver lookahead_;
 
     // KV cache, f32: [layer][pos][n_head_kv * head_dim]
     std::vector<float> k_cache_, v_cache_;
@@ -91,6 +106,7 @@ private:
     std::vector<float> row_scratch_;    // per thread: one dequantized row
     std::vector<float> score_scratch_;  // per thread: attention scores
     std::vector<float> logits_;
+    std::vector<float> look_h_, look_probs_;
     int64_t max_cols_ = 0;
 };
 

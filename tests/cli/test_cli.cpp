@@ -48,7 +48,7 @@ private slots:
     void help_for_every_command() {
         const Run top = cli({"--help"});
         QCOMPARE(top.code, 0);
-        for (const QString cmd : {"inspect", "run", "eval", "tokenize", "make-model"}) {
+        for (const QString cmd : {"inspect", "run", "eval", "tokenize", "make-model", "routing-stats"}) {
             QVERIFY2(top.out.contains(cmd), qPrintable(cmd));
             const Run r = cli({cmd, "--help"});
             QCOMPARE(r.code, 0);
@@ -100,6 +100,20 @@ private slots:
         QCOMPARE(gen.code, 0);
         QVERIFY(gen.out.startsWith("hello"));
         QVERIFY2(gen.err.contains("generation: 5 tokens"), qPrintable(gen.err));
+    }
+
+    void routing_stats_fixture() {
+        STRATA_REQUIRE_FIXTURES();
+        const QString models = strata::test::fixtures_dir() + "/models/";
+        const Run r = cli({"routing-stats", models + "moe-tiny-f32.gguf", "--prompts", models + "prompts.txt", "--json"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(o["n_expert"].toInt(), 8);
+        QCOMPARE(o["layers"].toArray().size(), 4);
+        QVERIFY(o["mean_entropy_bits"].toDouble() <= o["max_entropy_bits"].toDouble());
+        QCOMPARE(o["lru"].toArray().size(), 2);
+        const Run dense = cli({"routing-stats", models + "stories260K.gguf", "--prompts", models + "prompts.txt"});
+        expect_one_line_error(dense, 1, "not a mixture-of-experts model");
     }
 
     void tokenize_fixture() {

@@ -27,7 +27,7 @@ void ThreadPool::run_chunks(int thread_index) {
     }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
     if (n <= 0) return;
     grain = std::max<int64_t>(1, grain);
     if (workers_.empty() || n <= grain) {

@@ -8,12 +8,29 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace strata::cpu {
+
+// A non-owning reference to a callable (like C++26 std::function_ref): no
+// allocation, so passing a lambda to parallel_for costs nothing per call.
+template <class Sig> class FunctionRef;
+template <class R, class... A> class FunctionRef<R(A...)> {
+public:
+    template <class F>
+    FunctionRef(F&& f) : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+                         call_([](void* o, A... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(a...); }) {}
+    R operator()(A... a) const { return call_(obj_, a...); }
+
+private:
+    void* obj_;
+    R (*call_)(void*, A...);
+};
+
+using ChunkFn = FunctionRef<void(int64_t, int64_t, int)>;
 
 class ThreadPool {
 public:
@@ -27,7 +44,7 @@ public:
 
     // Calls fn(begin, end, thread_index) over chunks of at most `grain` items;
     // returns when all of [0, n) is done. Not re-entrant.
-    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
+    void parallel_for(int64_t n, int64_t grain, ChunkFn fn);
 
 private:
     void worker_main(int index);
@@ -43,7 +60,7 @@ private:
     bool stop_ = false;
 
     // Current job.
-    const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
+    const ChunkFn* fn_ = nullptr;
     int64_t n_ = 0;
     int64_t grain_ = 1;
     std::atomic<int64_t> next_{0};
