@@ -117,6 +117,10 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
     const gguf::TensorInfo* emb = f.tensor("token_embd.weight");
     if (!emb) b.fail("token_embd.weight", "missing from the file");
     if (c.n_vocab == 0) c.n_vocab = emb->ne[1];
+    if (emb->ne[1] != c.n_vocab) {
+        b.fail("token_embd.weight", "has " + std::to_string(emb->ne[1]) + " rows but the vocabulary has " +
+                                        std::to_string(c.n_vocab) + " tokens; the tokenizer does not belong to these weights");
+    }
     w.tok_embd = b.matrix("token_embd.weight", {c.n_embd, c.n_vocab});
     w.output_norm = b.vector("output_norm.weight", c.n_embd);
     w.output = b.matrix("output.weight", {c.n_embd, c.n_vocab}, false);

@@ -1,0 +1,191 @@
+// Loading models that are wrong in the ways real files are wrong: each gives a
+// strata::Error that names the file, the tensor or key, what was expected and
+// what was found. Also: a tied output embedding computes what an explicit copy
+// of it computes.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <functional>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "model/context.h"
+#include "model/make_model.h"
+#include "model/model.h"
+
+using namespace strata;
+
+namespace {
+
+using TensorEdit = std::function<bool(const gguf::TensorInfo&, gguf::Writer&)>;  // true: handled (skip default copy)
+using MetaEdit = std::function<bool(const std::string&, const gguf::Value&, gguf::Writer&)>;
+
+class Fixture {
+public:
+    Fixture() {
+        model::MakeModelSpec s;
+        s.layers = 2;
+        s.dim = 64;
+        s.heads = 4;
+        s.kv_heads = 2;
+        s.experts = 4;
+        s.used = 2;
+        s.expert_ff = 32;
+        s.dense_layers = 1;
+        s.ff = 64;
+        s.threads = 1;
+        base_ = (dir_.path() + "/base.gguf").toStdString();
+        model::make_model(s, base_);
+        file_ = gguf::File::open(base_);
+    }
+
+    // Writes a variant of the base model and returns its path.
+    std::string variant(const char* name, const MetaEdit& meta, const TensorEdit& tensor) {
+        gguf::Writer w;
+        for (const auto& [k, v] : file_->metadata())
+            if (!meta || !meta(k, v, w)) w.set(k, v);
+        for (const gguf::TensorInfo& t : file_->tensors()) {
+            if (tensor && tensor(t, w)) continue;
+            w.add_tensor_view(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.nbytes);
+        }
+        const std::string path = (dir_.path() + "/" + name + ".gguf").toStdString();
+        w.write(path);
+        return path;
+    }
+
+    const std::string& base() const { return base_; }
+    const gguf::File& file() const { return *file_; }
+
+private:
+    QTemporaryDir dir_;
+    std::string base_;
+    std::unique_ptr<gguf::File> file_;
+};
+
+void expect_load_error(const std::string& path, std::initializer_list<const char*> phrases) {
+    try {
+        model::Model::load(path);
+        QFAIL("the model loaded");
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        QVERIFY2(msg.find(path) != std::string::npos, msg.c_str());
+        for (const char* p : phrases) QVERIFY2(msg.find(p) != std::string::npos, (msg + " lacks: " + p).c_str());
+    }
+}
+
+}  // namespace
+
+class TestModelErrors : public QObject {
+    Q_OBJECT
+
+private slots:
+    void missing_tensor() {
+        Fixture f;
+        const auto path = f.variant("missing", {}, [](const gguf::TensorInfo& t, gguf::Writer&) {
+            return t.name == "blk.1.attn_q.weight";
+        });
+        expect_load_error(path, {"blk.1.attn_q.weight", "missing"});
+    }
+
+    void wrong_shape() {
+        Fixture f;
+        std::vector<float> zeros(64 * 48, 0.0f);
+        const auto path = f.variant("shape", {}, [&](const gguf::TensorInfo& t, gguf::Writer& w) {
+            if (t.name != "blk.0.attn_k.weight") return false;
+            w.add_tensor(t.name, kernels::WeightType::F32, {64, 48},
+                         std::vector<uint8_t>(reinterpret_cast<uint8_t*>(zeros.data()),
+                                              reinterpret_cast<uint8_t*>(zeros.data() + zeros.size())));
+            return true;
+        });
+        expect_load_error(path, {"blk.0.attn_k.weight", "expected shape [64, 32]", "found [64, 48]"});
+    }
+
+    void unsupported_type() {
+        Fixture f;
+        const auto path = f.variant("type", {}, [&](const gguf::TensorInfo& t, gguf::Writer& w) {
+            if (t.name != "blk.1.ffn_up_exps.weight") return false;
+            // iq2_xxs: 66 bytes per 256 elements; 64-wide rows cannot hold it, so use 256 x 8 x 4 rows.
+            const int64_t rows = t.ne[0] * t.ne[1] * t.ne[2] / 256;
+            w.add_tensor(t.name, static_cast<kernels::WeightType>(16), {256, rows},
+                         std::vector<uint8_t>(static_cast<size_t>(rows * 66), 0));
+            return true;
+        });
+        expect_load_error(path, {"blk.1.ffn_up_exps.weight", "iq2_xxs", "not supported"});
+    }
+
+    void unsupported_architecture() {
+        Fixture f;
+        const auto path = f.variant("arch", [](const std::string& k, const gguf::Value&, gguf::Writer& w) {
+            if (k != "general.architecture") return false;
+            w.set(k, gguf::Value::make_string("mamba"));
+            return true;
+        }, {});
+        expect_load_error(path, {"architecture 'mamba' is not supported", "llama"});
+    }
+
+    void missing_metadata() {
+        Fixture f;
+        const auto path = f.variant("meta", [](const std::string& k, const gguf::Value&, gguf::Writer&) {
+            return k == "llama.embedding_length";
+        }, {});
+        expect_load_error(path, {"llama.embedding_length", "missing"});
+    }
+
+    void bad_metadata_values() {
+        Fixture f;
+        auto set = [&](const char* name, const char* key, gguf::Value v) {
+            return f.variant(name, [key, v](const std::string& k, const gguf::Value&, gguf::Writer& w) {
+                if (k != key) return false;
+                w.set(k, v);
+                return true;
+            }, {});
+        };
+        expect_load_error(set("kv", "llama.attention.head_count_kv", gguf::Value::make_u32(3)), {"head_count_kv 3"});
+        expect_load_error(set("used", "llama.expert_used_count", gguf::Value::make_u32(9)), {"expert_used_count", "1..4"});
+        expect_load_error(set("eps", "llama.attention.layer_norm_rms_epsilon", gguf::Value::make_f32(-1.0f)),
+                          {"layer_norm_rms_epsilon"});
+        expect_load_error(set("strtype", "llama.block_count", gguf::Value::make_string("two")),
+                          {"llama.block_count", "expected an unsigned integer, found string"});
+        expect_load_error(set("dense", "llama.leading_dense_block_count", gguf::Value::make_u32(2)),
+                          {"has a router but leading_dense_block_count is 2"});
+    }
+
+    void vocabulary_mismatch() {
+        Fixture f;
+        const auto path = f.variant("vocab", [](const std::string& k, const gguf::Value& v, gguf::Writer& w) {
+            if (k != "tokenizer.ggml.tokens" && k != "tokenizer.ggml.scores" && k != "tokenizer.ggml.token_type")
+                return false;
+            gguf::Value shorter = v;
+            shorter.array.resize(shorter.array.size() - 10);
+            w.set(k, shorter);
+            return true;
+        }, {});
+        expect_load_error(path, {"token_embd.weight", "has 512 rows but the vocabulary has 502 tokens"});
+    }
+
+    // A file without output.weight uses the token embedding as the output head.
+    void tied_output_matches_explicit_copy() {
+        Fixture f;
+        const gguf::TensorInfo* emb = f.file().tensor("token_embd.weight");
+        const auto explicit_path = f.variant("explicit", {}, [&](const gguf::TensorInfo& t, gguf::Writer& w) {
+            if (t.name != "output.weight") return false;
+            w.add_tensor_view(t.name, emb->type, {emb->ne[0], emb->ne[1]}, emb->data, emb->nbytes);
+            return true;
+        });
+        const auto tied_path = f.variant("tied", {}, [](const gguf::TensorInfo& t, gguf::Writer&) {
+            return t.name == "output.weight";
+        });
+        auto a = model::Model::load(explicit_path);
+        auto b = model::Model::load(tied_path);
+        QVERIFY(!a->weights().output_tied);
+        QVERIFY(b->weights().output_tied);
+        model::Context ca(*a, {}), cb(*b, {});
+        const auto toks = a->vocab().encode("the end of the tied test", true);
+        const float* la = ca.decode(toks, true);
+        const float* lb = cb.decode(toks, true);
+        for (size_t i = 0; i < toks.size() * 512; ++i) QCOMPARE(la[i], lb[i]);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestModelErrors)
+#include "test_model_errors.moc"
