@@ -47,8 +47,12 @@ int cmd_inspect(int argc, char** argv) {
                 c.rope_freq_base, c.rope_freq_scale, c.norm_eps);
     int64_t n_moe = 0;
     for (const auto& L : m->weights().layers) n_moe += L.ffn == model::FfnKind::Moe;
-    std::printf("  layers: %lld dense FFN (width %lld), %lld MoE\n", static_cast<long long>(c.n_layer - n_moe),
-                static_cast<long long>(c.n_ff), static_cast<long long>(n_moe));
+    if (n_moe < c.n_layer) {
+        std::printf("  layers: %lld dense FFN (width %lld), %lld MoE\n", static_cast<long long>(c.n_layer - n_moe),
+                    static_cast<long long>(c.n_ff), static_cast<long long>(n_moe));
+    } else {
+        std::printf("  layers: all %lld MoE\n", static_cast<long long>(n_moe));
+    }
     if (n_moe > 0) {
         std::printf("  experts %lld, top-%lld, expert FFN %lld, shared expert FFN %lld, renormalise %s, scale %g\n",
                     static_cast<long long>(c.n_expert), static_cast<long long>(c.n_expert_used),
@@ -63,7 +67,7 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("  weight bytes   %s total, %s read per token\n", human_bytes(s.bytes_total).c_str(),
                 human_bytes(s.bytes_active).c_str());
     if (n_moe > 0) {
-        std::printf("  experts        %s in %lld experts x %lld layers, %s per expert\n",
+        std::printf("  experts        %s in %lld experts x %lld layers, %s per expert (mean)\n",
                     human_bytes(s.bytes_experts).c_str(), static_cast<long long>(c.n_expert),
                     static_cast<long long>(n_moe), human_bytes(s.bytes_per_expert).c_str());
         std::printf("  resident part  %s (everything but the routed experts)\n",

@@ -51,6 +51,7 @@ Model::Sizes Model::sizes() const {
         s.bytes_active += mat_bytes(w.output);
     }
     add_shared(c.n_embd, c.n_embd * 4);
+    int64_t moe_layers = 0, experts_seen = 0;
     for (const LayerWeights& L : w.layers) {
         const int64_t vec = static_cast<int64_t>(L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() +
                                                  L.bv.size() + L.bo.size() + L.q_norm.size() + L.k_norm.size() +
@@ -76,9 +77,12 @@ Model::Sizes Model::sizes() const {
                 s.params_active += p;
                 s.bytes_active += b;
             }
-            s.bytes_per_expert = b;
         }
+        ++moe_layers;
+        experts_seen += n_exp;
     }
+    // Quantization mixes can give layers different expert sizes: report the mean.
+    if (experts_seen > 0) s.bytes_per_expert = s.bytes_experts / static_cast<uint64_t>(experts_seen);
     return s;
 }
 

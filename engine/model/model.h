@@ -32,7 +32,7 @@ public:
         uint64_t bytes_total = 0;
         uint64_t bytes_active = 0;     // weight bytes one decoded token reads
         uint64_t bytes_experts = 0;    // all routed experts
-        uint64_t bytes_per_expert = 0; // one expert of one layer (gate+up+down)
+        uint64_t bytes_per_expert = 0; // one expert of one layer (gate+up+down), mean over layers
     };
     Sizes sizes() const;
 
