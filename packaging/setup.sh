@@ -8,6 +8,7 @@ PACKAGES=(
   clang libclang-rt-14-dev            # sanitizer and libFuzzer builds
   qt6-base-dev qt6-base-dev-tools     # Qt Test (and, later, the desktop app)
   libspdlog-dev libfmt-dev libicu-dev libsqlite3-dev libnuma-dev
+  python3 python3-numpy               # the independent float64 reference forward pass (tests)
 )
 
 missing=()

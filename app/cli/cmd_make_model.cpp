@@ -13,6 +13,7 @@ int cmd_make_model(int argc, char** argv) {
            "       --used U --expert-ff F [--dense-layers L --ff F2] [--shared-ff S] [--type T] [--vocab-from GGUF] [--seed S]",
            "Writes a random-weight model of the given shape with llama.cpp's tensor names and metadata,\n"
            "for tests and benchmarks. The same options and seed give the same file byte for byte.\n"
+           "All-MoE llama/olmoe files load in llama.cpp too; --dense-layers is a Strata extension for them.\n"
            "Routers and norms stay f32; every other matrix uses --type.");
     a.positional("OUT.gguf", "where to write the model");
     a.option("--arch", "", "A", "architecture: llama, qwen2moe, qwen3moe, olmoe", "llama");

@@ -18,7 +18,12 @@ namespace {
 int64_t max_expert_ff(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}}); }
 }  // namespace
 
-Context::Context(const Model& model, const ContextParams& params) : model_(model), cfg_(model.config()) {
+Context::Context(const Model& model, const ContextParams& params, const ModelWeights* weights, ExpertProvider* experts)
+    : model_(model),
+      cfg_(model.config()),
+      weights_(weights ? *weights : model.weights()),
+      mapped_(weights_),
+      experts_(experts ? experts : &mapped_) {
     const ModelConfig& c = cfg_;
     n_ctx_ = params.n_ctx > 0 ? params.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
     n_batch_ = std::max<int64_t>(1, std::min(params.n_batch, n_ctx_));
@@ -46,6 +51,7 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
     expert_count_.resize(E);
     expert_offset_.resize(E + 1);
     expert_tokens_.resize(B * U);
+    needed_.reserve(E);
     xe_.resize(B * c.n_embd);
     ge_.resize(B * ff);
     ue_.resize(B * ff);
@@ -107,7 +113,7 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out) {
     const ModelConfig& c = cfg_;
-    const ModelWeights& w = model_.weights();
+    const ModelWeights& w = weights_;
     const int64_t d = c.n_embd;
 
     for (int64_t t = 0; t < n; ++t)
@@ -265,16 +271,23 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
             expert_tokens_[expert_offset_[e] + expert_count_[e]++] = static_cast<int32_t>(t * U + k);
         }
 
+    // Each chosen expert runs once over all its tokens, in the order the
+    // provider hands them over (resident first, the rest as they load).
+    needed_.clear();
+    for (int32_t e = 0; e < E; ++e)
+        if (expert_count_[e] > 0) needed_.push_back(e);
+    experts_->demand(L.index, needed_);
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
-    for (int64_t e = 0; e < E; ++e) {
+    FfnMatrices mats;
+    for (int32_t e; (e = experts_->take(L.index, &mats)) >= 0;) {
         const int64_t m = expert_count_[e];
-        if (m == 0) continue;
         const int32_t* slots = expert_tokens_.data() + expert_offset_[e];
         for (int64_t i = 0; i < m; ++i) {
             const int64_t t = slots[i] / U;
             std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + i * d);
         }
-        ffn_dense(L.expert(e), xe_.data(), m, ye_.data(), L.n_ff_expert);
+        ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert);
+        experts_->release(L.index, e);
         for (int64_t i = 0; i < m; ++i) {
             const int64_t t = slots[i] / U;
             ops::axpy(route_w_[slots[i]], ye_.data() + i * d, tmp_.data() + t * d, d);

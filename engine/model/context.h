@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "model/expert_provider.h"
 #include "model/model.h"
 
 namespace strata::cpu {
@@ -53,7 +54,11 @@ using LookaheadObserver = std::function<void(const LookaheadEvent&)>;
 
 class Context {
 public:
-    Context(const Model& model, const ContextParams& params);
+    // `weights` (default: the model's own, in the file mapping) may be a copy
+    // held in the fast tier; `experts` (default: straight from `weights`)
+    // may be an expert cache. Both must outlive the context.
+    Context(const Model& model, const ContextParams& params, const ModelWeights* weights = nullptr,
+            ExpertProvider* experts = nullptr);
     ~Context();
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
@@ -86,6 +91,9 @@ private:
 
     const Model& model_;
     const ModelConfig& cfg_;
+    const ModelWeights& weights_;
+    MappedExperts mapped_;
+    ExpertProvider* experts_;
     std::unique_ptr<cpu::ThreadPool> pool_;
     int64_t n_ctx_ = 0;
     int64_t n_batch_ = 0;
@@ -100,7 +108,7 @@ private:
     std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_;
     std::vector<float> router_logits_, route_w_;
     std::vector<int32_t> route_ids_;
-    std::vector<int32_t> expert_count_, expert_offset_, expert_tokens_;
+    std::vector<int32_t> expert_count_, expert_offset_, expert_tokens_, needed_;
     std::vector<float> xe_, ge_, ue_, ye_;
     std::vector<float> shared_gate_;
     std::vector<float> row_scratch_;    // per thread: one dequantized row

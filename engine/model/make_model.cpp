@@ -179,7 +179,12 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     w.set(a + "context_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.ctx)));
     w.set(a + "embedding_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.dim)));
     w.set(a + "block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.layers)));
-    w.set(a + "feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(ff)));
+    // llama.cpp sizes llama (Mixtral) and olmoe experts by feed_forward_length,
+    // so all-MoE models of those architectures state the expert width there;
+    // models that mix dense and MoE layers (a Strata extension for these
+    // architectures) state the dense width.
+    const bool ff_is_expert_width = moe && spec.dense_layers == 0 && (spec.arch == "llama" || spec.arch == "olmoe");
+    w.set(a + "feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(ff_is_expert_width ? spec.expert_ff : ff)));
     w.set(a + "attention.head_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.heads)));
     w.set(a + "attention.head_count_kv", gguf::Value::make_u32(static_cast<uint32_t>(spec.kv_heads)));
     w.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::make_f32(1e-5f));

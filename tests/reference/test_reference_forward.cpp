@@ -1,0 +1,274 @@
+// The engine against an independent float64 reference (reference_forward.py,
+// NumPy, written from llama.cpp's model definitions and not from the engine).
+//
+// 1. The reference itself reproduces llama.cpp's logits for the F32 fixtures
+//    (dense llama, Mixtral layout, qwen2moe) within 1e-3.
+// 2. On random-weight F32 models of the shapes that have no llama.cpp fixture
+//    (qwen3moe, olmoe, mixed dense/MoE, qwen2moe with a shared expert, dense
+//    llama), the engine's teacher-forced logits match the reference's within 1e-3.
+//
+// Needs python3 with NumPy (Debian: python3-numpy); skips without it. The
+// interpreter is $STRATA_PYTHON if set, else the first of python3 and
+// /usr/bin/python3 that can import numpy.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QStringList>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "model/context.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "test_support.h"
+
+using namespace strata;
+
+namespace {
+
+constexpr double kTolerance = 1e-3;  // F32 models, the fixtures README's bound
+
+const QString kScript = QStringLiteral(STRATA_SOURCE_DIR "/tests/reference/reference_forward.py");
+
+bool python_has_numpy(const QString& exe) {
+    QProcess p;
+    p.start(exe, {"-c", "import numpy"});
+    if (!p.waitForStarted(10000)) return false;
+    if (!p.waitForFinished(60000)) {
+        p.kill();
+        p.waitForFinished();
+        return false;
+    }
+    return p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+QString find_python() {
+    QStringList candidates;
+    const QByteArray env = qgetenv("STRATA_PYTHON");
+    if (!env.isEmpty()) candidates << QString::fromLocal8Bit(env);
+    candidates << "python3" << "/usr/bin/python3";
+    for (const QString& c : candidates)
+        if (python_has_numpy(c)) return c;
+    return {};
+}
+
+QString join_tokens(const std::vector<int32_t>& toks) {
+    QStringList s;
+    for (int32_t t : toks) s << QString::number(t);
+    return s.join(',');
+}
+
+std::vector<float> read_floats(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return {};
+    const QByteArray b = f.readAll();
+    std::vector<float> v(static_cast<size_t>(b.size()) / 4);
+    std::memcpy(v.data(), b.constData(), v.size() * 4);
+    return v;
+}
+
+// max |a - b| over n values; NaN anywhere counts as infinitely far.
+double max_abs_diff(const float* a, const float* b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = std::fabs(double(a[i]) - double(b[i]));
+        if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
+    }
+    return m;
+}
+
+struct Shape {
+    const char* arch;
+    int64_t layers, dim, heads, kv_heads, experts, used, expert_ff, dense_layers, ff, shared_ff;
+};
+
+model::MakeModelSpec spec_of(const Shape& s, uint64_t seed) {
+    model::MakeModelSpec spec;
+    spec.arch = s.arch;
+    spec.layers = s.layers;
+    spec.dim = s.dim;
+    spec.heads = s.heads;
+    spec.kv_heads = s.kv_heads;
+    spec.experts = s.experts;
+    spec.used = s.used;
+    spec.expert_ff = s.expert_ff;
+    spec.dense_layers = s.dense_layers;
+    spec.ff = s.ff;
+    spec.shared_ff = s.shared_ff;
+    spec.ctx = 256;
+    spec.type = kernels::WeightType::F32;
+    spec.seed = seed;
+    spec.threads = 2;
+    return spec;
+}
+
+}  // namespace
+
+Q_DECLARE_METATYPE(Shape)
+
+class TestReferenceForward : public QObject {
+    Q_OBJECT
+
+    QString python_;
+    QTemporaryDir tmp_;
+
+#define REQUIRE_PYTHON()                                                                                       \
+    do {                                                                                                       \
+        if (python_.isEmpty())                                                                                 \
+            QSKIP("python3 with NumPy not found: install python3-numpy (Debian) or set STRATA_PYTHON to an "   \
+                  "interpreter that can import numpy");                                                        \
+    } while (0)
+
+    // Runs the reference on `model` and returns n_tokens rows of logits (empty
+    // after a QFAIL-worthy failure, with the reason in `err`).
+    std::vector<float> reference(const QString& model, const std::vector<int32_t>& tokens, QString& err) {
+        const QString out = tmp_.filePath("ref-" + QFileInfo(model).completeBaseName() + ".f32");
+        QFile::remove(out);
+        QProcess p;
+        p.start(python_, {kScript, model, "--tokens", join_tokens(tokens), "--out", out});
+        if (!p.waitForStarted(10000)) {
+            err = "cannot start " + python_;
+            return {};
+        }
+        if (!p.waitForFinished(300000)) {
+            p.kill();
+            p.waitForFinished();
+            err = "reference_forward.py timed out";
+            return {};
+        }
+        if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
+            err = "reference_forward.py failed (exit " + QString::number(p.exitCode()) +
+                  "): " + QString::fromLocal8Bit(p.readAllStandardError());
+            return {};
+        }
+        std::vector<float> v = read_floats(out);
+        if (v.empty()) err = "reference_forward.py wrote nothing to " + out;
+        return v;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(tmp_.isValid());
+        QVERIFY2(QFile::exists(kScript), qPrintable(kScript + " is missing"));
+        python_ = find_python();
+        if (!python_.isEmpty()) qInfo("reference interpreter: %s", qPrintable(python_));
+    }
+
+    // The reference reproduces llama.cpp on the first prompt of each F32 fixture.
+    void reference_matches_llama_cpp_data() {
+        QTest::addColumn<QString>("name");
+        QTest::newRow("stories260K") << "stories260K";
+        QTest::newRow("moe-tiny-f32") << "moe-tiny-f32";
+        QTest::newRow("qwen2moe-tiny-f32") << "qwen2moe-tiny-f32";
+    }
+
+    void reference_matches_llama_cpp() {
+        REQUIRE_PYTHON();
+        STRATA_REQUIRE_FIXTURES();
+        QFETCH(QString, name);
+        const QString base = test::fixtures_dir() + "/models/" + name;
+
+        QFile refs(base + ".ref.jsonl");
+        QVERIFY2(refs.open(QIODevice::ReadOnly), qPrintable("cannot open " + refs.fileName()));
+        QByteArray first;
+        for (const QByteArray& line : refs.readAll().split('\n'))
+            if (!line.trimmed().isEmpty()) {
+                first = line;
+                break;
+            }
+        const QJsonObject o = QJsonDocument::fromJson(first).object();
+        std::vector<int32_t> tokens;
+        for (const auto& t : o["tokens"].toArray()) tokens.push_back(t.toInt());
+        const int64_t offset = o["logits_offset_rows"].toInteger();
+        QVERIFY(!tokens.empty());
+
+        const std::vector<float> want_all = read_floats(base + ".logits.f32");
+        const int64_t V = 512;  // the fixtures' shared vocabulary
+        QVERIFY(static_cast<int64_t>(want_all.size()) >= (offset + static_cast<int64_t>(tokens.size())) * V);
+
+        QString err;
+        const std::vector<float> got = reference(base + ".gguf", tokens, err);
+        QVERIFY2(err.isEmpty(), qPrintable(err));
+        QCOMPARE(static_cast<int64_t>(got.size()), static_cast<int64_t>(tokens.size()) * V);
+
+        const double d = max_abs_diff(got.data(), want_all.data() + offset * V, got.size());
+        qInfo("reference vs llama.cpp, %s (%zu tokens): max |dlogit| %.3g", qPrintable(name), tokens.size(), d);
+        QVERIFY2(d <= kTolerance, qPrintable(QString("reference vs llama.cpp: max |dlogit| %1 > %2").arg(d).arg(kTolerance)));
+    }
+
+    // The engine against the reference on random-weight models.
+    void engine_matches_reference_data() {
+        QTest::addColumn<Shape>("shape");
+        //                                   arch        L  dim  H kv  E  k  eff dense  ff shared
+        QTest::newRow("qwen3moe") << Shape{"qwen3moe", 3, 128, 4, 2, 8, 2, 64, 0, 0, 0};
+        QTest::newRow("qwen3moe-top1-mixed") << Shape{"qwen3moe", 3, 64, 4, 1, 6, 1, 64, 1, 128, 0};
+        QTest::newRow("olmoe") << Shape{"olmoe", 3, 128, 4, 2, 8, 2, 64, 0, 0, 0};
+        QTest::newRow("olmoe-mixed") << Shape{"olmoe", 3, 64, 4, 4, 8, 3, 32, 1, 96, 0};
+        QTest::newRow("qwen2moe-shared") << Shape{"qwen2moe", 3, 64, 4, 2, 8, 2, 64, 0, 0, 96};
+        QTest::newRow("llama-mixed") << Shape{"llama", 3, 64, 4, 2, 8, 2, 64, 1, 128, 0};
+        QTest::newRow("llama-moe") << Shape{"llama", 2, 64, 8, 2, 4, 2, 64, 0, 0, 0};
+        QTest::newRow("llama-dense") << Shape{"llama", 3, 64, 4, 2, 0, 0, 0, 0, 128, 0};
+    }
+
+    void engine_matches_reference() {
+        REQUIRE_PYTHON();
+        QFETCH(Shape, shape);
+        const QString name = QTest::currentDataTag();
+        const QString path = tmp_.filePath(name + ".gguf");
+        const model::MakeModelSpec spec = spec_of(shape, 7);
+        try {
+            model::make_model(spec, path.toStdString());
+        } catch (const Error& e) {
+            QFAIL(qPrintable(QString("make_model: ") + e.what()));
+        }
+
+        const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 291, 376, 400, 428, 352, 303, 267};
+
+        std::vector<float> have;
+        int64_t V = 0;
+        try {
+            auto m = model::Model::load(path.toStdString());
+            V = m->config().n_vocab;
+            model::ContextParams cp;
+            cp.n_threads = 2;
+            model::Context ctx(*m, cp);
+            const float* logits = ctx.decode(tokens, true);
+            have.assign(logits, logits + tokens.size() * V);
+        } catch (const Error& e) {
+            QFAIL(qPrintable(QString("engine: ") + e.what()));
+        }
+        QCOMPARE(V, spec.vocab);
+
+        QString err;
+        const std::vector<float> want = reference(path, tokens, err);
+        QVERIFY2(err.isEmpty(), qPrintable(err));
+        QCOMPARE(want.size(), have.size());
+
+        double worst = 0;
+        int64_t worst_pos = 0;
+        for (size_t p = 0; p < tokens.size(); ++p) {
+            const double d = max_abs_diff(have.data() + p * V, want.data() + p * V, static_cast<size_t>(V));
+            if (d > worst) {
+                worst = d;
+                worst_pos = static_cast<int64_t>(p);
+            }
+        }
+        qInfo("engine vs reference, %s: max |dlogit| %.3g (worst at position %lld)", qPrintable(name), worst,
+              static_cast<long long>(worst_pos));
+        QVERIFY2(worst <= kTolerance, qPrintable(QString("engine vs reference, %1: max |dlogit| %2 > %3 at position %4")
+                                                     .arg(name)
+                                                     .arg(worst)
+                                                     .arg(kTolerance)
+                                                     .arg(worst_pos)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestReferenceForward)
+#include "test_reference_forward.moc"
