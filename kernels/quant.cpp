@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kernels/ref/quant_ref.h"
+#include "kernels/ref/vec_dot_ref.h"
 
 namespace strata::kernels {
 
@@ -87,6 +88,78 @@ void quantize_row(WeightType t, const float* src, void* dst, int64_t n) {
         case WeightType::Q6_K: return quantize_row_q6_K_ref(src, static_cast<block_q6_K*>(dst), n);
         case WeightType::Q8_K: return quantize_row_q8_K_ref(src, static_cast<block_q8_K*>(dst), n);
         default: return;
+    }
+}
+
+WeightType activation_type(WeightType w) {
+    switch (w) {
+        case WeightType::F32: return WeightType::F32;
+        case WeightType::F16: return WeightType::F16;
+        case WeightType::BF16: return WeightType::BF16;
+        case WeightType::Q4_0:
+        case WeightType::Q5_0:
+        case WeightType::Q8_0: return WeightType::Q8_0;
+        case WeightType::Q4_1:
+        case WeightType::Q5_1: return WeightType::Q8_1;
+        case WeightType::Q2_K:
+        case WeightType::Q3_K:
+        case WeightType::Q4_K:
+        case WeightType::Q5_K:
+        case WeightType::Q6_K:
+        case WeightType::Q8_K: return WeightType::Q8_K;
+        default: return WeightType::F32;
+    }
+}
+
+int64_t activation_row_bytes(WeightType w, int64_t n) {
+    if (!has_kernels(w) || row_bytes(w, n) < 0) return -1;
+    return row_bytes(activation_type(w), n);
+}
+
+void quantize_activation(WeightType w, const float* x, void* xq, int64_t n) {
+    switch (activation_type(w)) {
+        case WeightType::F32:
+            if (w == WeightType::F32) quantize_row_f32_ref(x, static_cast<float*>(xq), n);
+            return;
+        case WeightType::F16: return quantize_row_f16_ref(x, static_cast<uint16_t*>(xq), n);
+        case WeightType::BF16: return quantize_row_bf16_ref(x, static_cast<uint16_t*>(xq), n);
+        case WeightType::Q8_0: return quantize_act_q8_0_ref(x, static_cast<block_q8_0*>(xq), n);
+        case WeightType::Q8_1: return quantize_act_q8_1_ref(x, static_cast<block_q8_1*>(xq), n);
+        case WeightType::Q8_K: return quantize_row_q8_K_ref(x, static_cast<block_q8_K*>(xq), n);
+        default: return;
+    }
+}
+
+float dot_row_q(WeightType w, const void* wrow, const void* xq, int64_t n) {
+    switch (w) {
+        case WeightType::F32: return vec_dot_f32_ref(static_cast<const float*>(wrow), static_cast<const float*>(xq), n);
+        case WeightType::F16:
+            return vec_dot_f16_ref(static_cast<const uint16_t*>(wrow), static_cast<const uint16_t*>(xq), n);
+        case WeightType::BF16:
+            return vec_dot_bf16_ref(static_cast<const uint16_t*>(wrow), static_cast<const uint16_t*>(xq), n);
+        case WeightType::Q4_0:
+            return vec_dot_q4_0_q8_0_ref(static_cast<const block_q4_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
+        case WeightType::Q4_1:
+            return vec_dot_q4_1_q8_1_ref(static_cast<const block_q4_1*>(wrow), static_cast<const block_q8_1*>(xq), n);
+        case WeightType::Q5_0:
+            return vec_dot_q5_0_q8_0_ref(static_cast<const block_q5_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
+        case WeightType::Q5_1:
+            return vec_dot_q5_1_q8_1_ref(static_cast<const block_q5_1*>(wrow), static_cast<const block_q8_1*>(xq), n);
+        case WeightType::Q8_0:
+            return vec_dot_q8_0_q8_0_ref(static_cast<const block_q8_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
+        case WeightType::Q2_K:
+            return vec_dot_q2_K_q8_K_ref(static_cast<const block_q2_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        case WeightType::Q3_K:
+            return vec_dot_q3_K_q8_K_ref(static_cast<const block_q3_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        case WeightType::Q4_K:
+            return vec_dot_q4_K_q8_K_ref(static_cast<const block_q4_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        case WeightType::Q5_K:
+            return vec_dot_q5_K_q8_K_ref(static_cast<const block_q5_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        case WeightType::Q6_K:
+            return vec_dot_q6_K_q8_K_ref(static_cast<const block_q6_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        case WeightType::Q8_K:
+            return vec_dot_q8_K_q8_K_ref(static_cast<const block_q8_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        default: return std::numeric_limits<float>::quiet_NaN();
     }
 }
 

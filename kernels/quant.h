@@ -36,6 +36,55 @@ float dot_row(WeightType t, const void* w, const float* x, int64_t n);
 // is conversion (round to nearest even).
 void quantize_row(WeightType t, const float* src, void* dst, int64_t n);
 
+// ---------------------------------------------------------------------------
+// Quantized activations: the arithmetic of llama.cpp's CPU matmul.
+//
+// llama.cpp does not multiply quantized weights with float activations: it
+// converts each activation row once to the weight type's "vec_dot_type" and
+// takes integer block dot products. These four functions do the same, so that
+// an engine using them computes what the reference logits were computed with:
+//
+//   std::vector<uint8_t> xq(activation_row_bytes(W.type, cols));  // per token
+//   quantize_activation(W.type, x, xq.data(), cols);               // once
+//   for (r...) y[r] = dot_row_q(W.type, W.row(r), xq.data(), cols);
+//
+// A quantized row can be reused for every weight matrix of the same
+// activation_type() that multiplies the same x (e.g. Q, K, V or gate and up).
+//
+// Semantics (see kernels/ref/vec_dot_ref.h for the details):
+//   - q8_0 / q8_1 activations are quantized as x86 ggml does (AVX code, which
+//     produced the fixtures): d = amax/127 as fp16, q = round_half_even(x *
+//     (127/amax)); q8_1 also stores s = fp16(d * sum(q)).
+//   - q8_K activations: ggml's quantize_row_q8_K_ref (d = max/-127 as float,
+//     nearest_int, bsums[16] = sums of 16 quants).
+//   - f16 / bf16 activations: x rounded to nearest even; f32: copied.
+//   - dot_row_q: ggml's generic vec_dot for the pair (integer sums per block,
+//     float scale products accumulated in ggml's order; float formats: float
+//     products summed in double). Bit-exact with ggml's generic C build;
+//     ggml's SIMD kernels sum the same block terms in another order.
+//
+// Types without kernels (has_kernels() false): activation_type returns F32,
+// activation_row_bytes -1, quantize_activation writes nothing, dot_row_q NaN.
+
+// The activation format ggml pairs with weight type w (its vec_dot_type):
+// F32->F32, F16->F16, BF16->BF16, Q4_0/Q5_0/Q8_0->Q8_0, Q4_1/Q5_1->Q8_1,
+// Q2_K..Q6_K->Q8_K. Q8_K (not a ggml weight type) -> Q8_K.
+WeightType activation_type(WeightType w);
+
+// Bytes of an activation row of n elements for weights of type w
+// (row_bytes(activation_type(w), n)); -1 when n is not a multiple of w's block
+// size or w has no kernels.
+int64_t activation_row_bytes(WeightType w, int64_t n);
+
+// Quantizes one activation row (n elements, n a multiple of w's block size)
+// into activation_type(w), for dotting with weights of type w. xq must hold
+// activation_row_bytes(w, n) bytes, aligned to 4 (q8_K holds a float).
+void quantize_activation(WeightType w, const float* x, void* xq, int64_t n);
+
+// Dot product of one weight row of type w with an activation row prepared by
+// quantize_activation (same w, same n).
+float dot_row_q(WeightType w, const void* wrow, const void* xq, int64_t n);
+
 // IEEE binary16 and bfloat16 conversions. Narrowing rounds to nearest, ties
 // to even, overflows to Inf; NaN stays NaN (payload kept where it fits).
 float fp16_to_fp32(uint16_t h);

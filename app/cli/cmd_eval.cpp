@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "common.h"
 #include "common/error.h"
+#include "core/engine.h"
 
 namespace strata::cli {
 
@@ -32,16 +33,17 @@ int cmd_eval(int argc, char** argv) {
     a.option("--prompts", "", "FILE", "prompts, one per line");
     a.option("--logits", "", "OUT.f32", "where to write the logits rows (little-endian float32)");
     a.option("--greedy", "", "N", "greedy tokens to decode after each prompt", "32");
-    add_context_options(a);
+    add_engine_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
     if (!a.has("--prompts")) throw UsageError("missing --prompts FILE");
     if (!a.has("--logits")) throw UsageError("missing --logits OUT.f32");
     const int64_t n_greedy = a.integer("--greedy", 0, 1 << 20);
-    const model::ContextParams cp = context_params(a);
+    const EngineSettings settings = engine_settings(a);
 
     const std::vector<std::string> prompts = read_prompt_file(a.str("--prompts"));
 
-    auto m = model::Model::load(a.pos("MODEL"));
+    auto engine = core::Engine::load(a.pos("MODEL"), settings);
+    const model::Model* m = &engine->model();
     const int64_t n_vocab = m->config().n_vocab;
     const tok::Vocab& vocab = m->vocab();
     if (vocab.bos() < 0) throw Error(a.pos("MODEL") + ": the model has no BOS token, which eval prepends");
@@ -49,7 +51,7 @@ int cmd_eval(int argc, char** argv) {
     if (!out) throw Error(a.str("--logits") + ": cannot create the logits file");
     std::unique_ptr<FILE, int (*)(FILE*)> out_guard(out, std::fclose);
 
-    model::Context ctx(*m, cp);
+    model::Context& ctx = engine->context();
     int64_t rows = 0;
     for (const std::string& prompt : prompts) {
         std::vector<int32_t> tokens = vocab.encode(prompt, false);

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "common.h"
 #include "common/error.h"
+#include "core/engine.h"
 #include "experts/routing_stats.h"
 
 namespace strata::cli {
@@ -19,16 +20,19 @@ int cmd_routing_stats(int argc, char** argv) {
     a.positional("MODEL", "a GGUF MoE model");
     a.option("--prompts", "", "FILE", "prompts, one per line");
     a.flag("--json", "print one JSON object instead of the table");
-    add_context_options(a);
+    add_engine_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
     if (!a.has("--prompts")) throw UsageError("missing --prompts FILE");
 
     const std::vector<std::string> prompts = read_prompt_file(a.str("--prompts"));
-    auto m = model::Model::load(a.pos("MODEL"));
+    const EngineSettings settings = engine_settings(a);
+    auto engine = core::Engine::load(a.pos("MODEL"), settings);
+    const model::Model* m = &engine->model();
     if (m->config().n_expert == 0) throw Error(a.pos("MODEL") + ": not a mixture-of-experts model (no expert_count)");
-    model::Context ctx(*m, context_params(a));
+    model::Context& ctx = engine->context();
     experts::RoutingStatsCollector stats(m->config());
-    stats.attach(ctx);
+    engine->add_routing_listener([&stats](const model::RoutingEvent& e) { stats.on_route(e); });
+    engine->add_lookahead_listener([&stats](const model::LookaheadEvent& e) { stats.on_lookahead(e); });
     for (const std::string& p : prompts) {
         const auto tokens = m->vocab().encode(p, true);
         if (static_cast<int64_t>(tokens.size()) > ctx.n_ctx()) {

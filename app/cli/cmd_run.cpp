@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "core/engine.h"
 #include "sched/generator.h"
 
 namespace strata::cli {
@@ -14,23 +15,21 @@ int cmd_run(int argc, char** argv) {
     a.option("--prompt", "-p", "TEXT", "the prompt");
     a.option("--n-predict", "-n", "N", "the most tokens to generate", "128");
     a.flag("--no-special", "do not add BOS/EOS to the prompt as the model's metadata asks");
-    add_context_options(a);
+    add_engine_options(a);
     add_sampling_options(a, "0.8");
     if (!a.parse(argc, argv, 2)) return 0;
     if (!a.has("--prompt")) throw UsageError("missing --prompt/-p TEXT");
 
     sched::SamplingParams sp = sampling_params(a);
     sp.max_tokens = static_cast<int32_t>(a.integer("--n-predict", 1, 1 << 24));
-    const model::ContextParams cp = context_params(a);
-    auto m = model::Model::load(a.pos("MODEL"));
-    model::Context ctx(*m, cp);
+    auto engine = core::Engine::load(a.pos("MODEL"), engine_settings(a));
     const std::string prompt = a.str("--prompt");
-    const auto tokens = m->vocab().encode(prompt, !a.flag_set("--no-special"));
+    const auto tokens = engine->vocab().encode(prompt, !a.flag_set("--no-special"));
     if (tokens.empty()) throw UsageError("the prompt is empty");
 
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
-    const sched::GenerationResult r = sched::generate(ctx, m->vocab(), sp, tokens, [](std::string_view text) {
+    const sched::GenerationResult r = sched::generate(engine->context(), engine->vocab(), sp, tokens, [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
         return true;

@@ -10,5 +10,10 @@ int cmd_eval(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_routing_stats(int argc, char** argv);
+int cmd_trace(int argc, char** argv);
+int cmd_simulate(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
 
 }  // namespace strata::cli

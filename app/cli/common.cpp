@@ -14,6 +14,59 @@ void add_context_options(Args& a) {
     a.option("--batch", "", "N", "largest number of prompt tokens per forward chunk", "256");
 }
 
+void add_engine_options(Args& a) {
+    add_context_options(a);
+    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 512M, 4G; default: none");
+    a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none");
+    a.option("--expert-cache-fraction", "", "F", "expert cache size as a fraction (0,1] of all expert bytes");
+    a.option("--slots", "", "N", "expert cache size in slots (overrides the fraction)");
+    a.option("--policy", "", "P", "expert cache policy: lru, lfu, arc, pinned", "lru");
+    a.option("--pin-file", "", "FILE", "pin the hot experts listed by 'strata-cli calibrate'");
+    a.option("--prefetch", "", "on|off", "prefetch the next layer's predicted experts", "on");
+    a.option("--prefetch-width", "", "N", "experts prefetched per layer (0: the model's top-k)", "0");
+    a.option("--predictor", "", "P", "prefetch predictor: lookahead, frequency, combined", "lookahead");
+    a.option("--io-threads", "", "N", "expert transfer threads", "1");
+    a.flag("--no-direct-io", "read experts through the page cache instead of O_DIRECT");
+    a.option("--trace", "", "FILE", "record a routing trace to FILE (for 'strata-cli simulate')");
+}
+
+EngineSettings engine_settings(const Args& a) {
+    EngineSettings s;
+    const model::ContextParams cp = context_params(a);
+    s.n_ctx = cp.n_ctx;
+    s.n_batch = cp.n_batch;
+    s.threads = cp.n_threads;
+    if (a.has("--fast-budget")) {
+        s.fast_budget = parse_size(a.str("--fast-budget"), "--fast-budget");
+        if (s.fast_budget == 0) throw UsageError("--fast-budget: 0 bytes leaves no room for anything (omit the option for no budget)");
+    }
+    if (a.has("--slow-budget")) {
+        s.slow_budget = parse_size(a.str("--slow-budget"), "--slow-budget");
+        if (s.slow_budget == 0) throw UsageError("--slow-budget: 0 bytes leaves no room for the experts (omit the option for no budget)");
+    }
+    if (a.has("--expert-cache-fraction")) {
+        s.expert_cache_fraction = a.number("--expert-cache-fraction", 0.0, 1.0);
+        if (s.expert_cache_fraction <= 0.0)
+            throw UsageError("--expert-cache-fraction: must be greater than 0 (the cache needs at least one slot)");
+    }
+    if (a.has("--slots")) {
+        s.expert_slots = a.integer("--slots", 0, int64_t{1} << 32);
+        if (s.expert_slots == 0) throw UsageError("--slots: zero slots leave no room to compute an expert (use 1 or more)");
+    }
+    s.policy = a.str("--policy");
+    if (a.has("--pin-file")) s.pin_file = a.str("--pin-file");
+    const std::string pf = a.str("--prefetch");
+    if (pf != "on" && pf != "off") throw UsageError("--prefetch: expected on or off, got '" + pf + "'");
+    s.prefetch = pf == "on";
+    s.prefetch_width = static_cast<int>(a.integer("--prefetch-width", 0, 4096));
+    s.predictor = a.str("--predictor");
+    s.io_threads = static_cast<int>(a.integer("--io-threads", 1, 64));
+    s.direct_io = !a.flag_set("--no-direct-io");
+    if (a.has("--trace")) s.trace_file = a.str("--trace");
+    if (const std::string err = s.validate(); !err.empty()) throw UsageError(err);
+    return s;
+}
+
 void add_sampling_options(Args& a, const std::string& default_temp) {
     a.option("--temp", "", "T", "temperature; 0 = greedy", default_temp);
     a.option("--top-k", "", "K", "keep the K most likely tokens; 0 = off", "40");

@@ -11,10 +11,16 @@
 #include "model/context.h"
 #include "model/model.h"
 #include "sched/sampler.h"
+#include "strata/settings.h"
 
 namespace strata::cli {
 
 void add_context_options(Args& a);
+// Every engine setting (tiers, expert cache, prefetch, threads, context):
+// accepted alike by run, eval, bench, routing-stats and calibrate. Includes
+// the context options.
+void add_engine_options(Args& a);
+EngineSettings engine_settings(const Args& a);
 void add_sampling_options(Args& a, const std::string& default_temp);
 
 model::ContextParams context_params(const Args& a);

@@ -22,7 +22,12 @@ const Command kCommands[] = {
     {"run", strata::cli::cmd_run, "generate text from a prompt, streaming, then print tokens/s"},
     {"eval", strata::cli::cmd_eval, "teacher-forced logits and greedy continuations for a prompt file"},
     {"tokenize", strata::cli::cmd_tokenize, "token ids and pieces of a text"},
+    {"bench", strata::cli::cmd_bench, "prefill/decode speed, roofline and expert-cache figures (JSON with --json)"},
+    {"calibrate", strata::cli::cmd_calibrate, "count expert use on prompts and write the hot-expert pin list"},
     {"routing-stats", strata::cli::cmd_routing_stats, "expert load, reuse, lookahead and LRU figures of a MoE model"},
+    {"trace", strata::cli::cmd_trace, "record a routing trace (experts, weights, lookahead) of prompts for simulate"},
+    {"simulate", strata::cli::cmd_simulate, "replay a routing trace: cache policies, prefetch, projected tokens/s"},
+    {"plan", strata::cli::cmd_plan, "the memory plan: ledger accounts per tier vs budgets, and whether the model fits"},
     {"make-model", strata::cli::cmd_make_model, "write a random-weight model of any shape (tests, benchmarks)"},
 };
 

@@ -152,6 +152,15 @@ public:
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* tensor(std::string_view name) const;
 
+    // Drops the mapping's resident pages (they refault on the next access).
+    // Called once the weights an engine uses have been copied out, so the
+    // mapping no longer counts toward the process's resident memory.
+    void drop_pages() const;
+    // No read-ahead on page faults: for engines that read the file through
+    // other means (O_DIRECT) and touch the mapping only for small tensors, so
+    // those touches do not pull megabytes around them into the page cache.
+    void advise_random() const;
+
 private:
     File() = default;
     void parse();

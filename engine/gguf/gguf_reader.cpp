@@ -313,6 +313,14 @@ std::unique_ptr<File> File::from_memory(const uint8_t* data, size_t size, std::s
     return f;
 }
 
+void File::advise_random() const {
+    if (mapped_ && base_) ::madvise(const_cast<uint8_t*>(base_), size_, MADV_RANDOM);
+}
+
+void File::drop_pages() const {
+    if (mapped_ && base_) ::madvise(const_cast<uint8_t*>(base_), size_, MADV_DONTNEED);
+}
+
 File::~File() {
     if (mapped_ && base_) ::munmap(const_cast<uint8_t*>(base_), size_);
 }

@@ -1,6 +1,7 @@
 #include "model/context.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <thread>
@@ -56,9 +57,11 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     ge_.resize(B * ff);
     ue_.resize(B * ff);
     ye_.resize(B * c.n_embd);
+    expert_out_.resize(B * U * c.n_embd);
     shared_gate_.resize(B);
     max_cols_ = std::max({c.n_embd, q_dim, ff});
     row_scratch_.resize(static_cast<size_t>(pool_->size() * max_cols_));
+    act_scratch_.resize(B * static_cast<size_t>(max_cols_) * sizeof(float));
     score_scratch_.resize(static_cast<size_t>(pool_->size() * n_ctx_));
 }
 
@@ -82,6 +85,8 @@ const float* Context::decode(std::span<const int32_t> tokens, bool all_logits) {
                         std::to_string(cfg_.n_vocab) + " tokens)");
         }
     }
+    if (step_begin_) step_begin_(n);
+    const auto t0 = std::chrono::steady_clock::now();
     const size_t rows = static_cast<size_t>(all_logits ? n : 1);
     if (logits_.size() < rows * cfg_.n_vocab) logits_.resize(rows * cfg_.n_vocab);
     for (int64_t done = 0; done < n; done += n_batch_) {
@@ -90,23 +95,47 @@ const float* Context::decode(std::span<const int32_t> tokens, bool all_logits) {
         float* out = all_logits ? logits_.data() + done * cfg_.n_vocab : (last ? logits_.data() : nullptr);
         forward_chunk(tokens.data() + done, chunk, all_logits, out);
     }
+    if (step_) step_(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return logits_.data();
+}
+
+uint64_t Context::scratch_bytes() const {
+    size_t floats = x_.size() + h_.size() + q_.size() + k_.size() + v_.size() + attn_.size() + tmp_.size() +
+                    router_logits_.size() + route_w_.size() + expert_out_.size() + xe_.size() + ge_.size() + ue_.size() + ye_.size() +
+                    shared_gate_.size() + row_scratch_.size() + score_scratch_.size() + logits_.capacity();
+    return floats * sizeof(float) + act_scratch_.size() + (route_ids_.size() + expert_count_.size() + expert_offset_.size() +
+                                     expert_tokens_.size()) * sizeof(int32_t);
 }
 
 void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     const int64_t rows = W.rows;
     const int64_t cols = W.cols;
     const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, rows / (4 * pool_->size()) + 1));
-    pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int thread) {
-        if (n == 1) {
-            for (int64_t r = r0; r < r1; ++r) Y[r] = kernels::dot_row(W.type, W.row(r), X, cols);
-            return;
-        }
-        // Several tokens: dequantize each row once, reuse it for all of them.
-        float* row = row_scratch_.data() + static_cast<size_t>(thread) * max_cols_;
+    if (kernels::activation_type(W.type) == kernels::WeightType::F32) {
+        pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int thread) {
+            if (n == 1) {
+                for (int64_t r = r0; r < r1; ++r) Y[r] = kernels::dot_row(W.type, W.row(r), X, cols);
+                return;
+            }
+            // Several tokens: read each row once, reuse it for all of them.
+            float* row = row_scratch_.data() + static_cast<size_t>(thread) * max_cols_;
+            for (int64_t r = r0; r < r1; ++r) {
+                kernels::dequantize_row(W.type, W.row(r), row, cols);
+                for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = ops::dot_f32(row, X + t * cols, cols);
+            }
+        });
+        return;
+    }
+    // Quantized and half-precision weights: quantize each activation row once
+    // to the weight type's partner format (Q8_0, Q8_1, Q8_K, F16, BF16), as
+    // ggml does, and use integer block dot products.
+    const int64_t ab = kernels::activation_row_bytes(W.type, cols);
+    uint8_t* xq = act_scratch_.data();
+    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(W.type, X + t * cols, xq + t * ab, cols);
+    pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
-            kernels::dequantize_row(W.type, W.row(r), row, cols);
-            for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = ops::dot_f32(row, X + t * cols, cols);
+            const uint8_t* w = W.row(r);
+            for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = kernels::dot_row_q(W.type, w, xq + t * ab, cols);
         }
     });
 }
@@ -277,7 +306,10 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     for (int32_t e = 0; e < E; ++e)
         if (expert_count_[e] > 0) needed_.push_back(e);
     experts_->demand(L.index, needed_);
-    std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
+    // Expert outputs land in per-(token, rank) rows and are summed in rank
+    // order afterwards, so the result does not depend on the order in which
+    // experts became resident: a cached run equals a fully resident one bit
+    // for bit (and the sum follows the router's ranking, as ggml's does).
     FfnMatrices mats;
     for (int32_t e; (e = experts_->take(L.index, &mats)) >= 0;) {
         const int64_t m = expert_count_[e];
@@ -288,11 +320,13 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
         }
         ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert);
         experts_->release(L.index, e);
-        for (int64_t i = 0; i < m; ++i) {
-            const int64_t t = slots[i] / U;
-            ops::axpy(route_w_[slots[i]], ye_.data() + i * d, tmp_.data() + t * d, d);
-        }
+        for (int64_t i = 0; i < m; ++i)
+            std::copy(ye_.begin() + i * d, ye_.begin() + (i + 1) * d, expert_out_.begin() + slots[i] * d);
     }
+    std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t k = 0; k < U; ++k)
+            ops::axpy(route_w_[t * U + k], expert_out_.data() + (t * U + k) * d, tmp_.data() + t * d, d);
 
     if (L.has_shared_expert()) {
         ffn_dense(L.shared, h_.data(), n, ye_.data(), L.shared.gate.rows);

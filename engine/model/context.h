@@ -52,6 +52,11 @@ struct LookaheadEvent {
 };
 using LookaheadObserver = std::function<void(const LookaheadEvent&)>;
 
+// Before every decode() call (how many tokens it will run), and after it (how
+// many it ran and how long it took).
+using StepBeginObserver = std::function<void(int64_t n_tokens)>;
+using StepObserver = std::function<void(int64_t n_tokens, double seconds)>;
+
 class Context {
 public:
     // `weights` (default: the model's own, in the file mapping) may be a copy
@@ -77,8 +82,16 @@ public:
     void truncate(int64_t n);
 
     void set_routing_observer(RoutingObserver obs) { observer_ = std::move(obs); }
+    // Replaces where experts come from (nullptr: the weights' own); between decode calls.
+    void set_expert_provider(ExpertProvider* experts) { experts_ = experts ? experts : &mapped_; }
     // Costs one extra router product per MoE layer and token while set.
     void set_lookahead_observer(LookaheadObserver obs) { lookahead_ = std::move(obs); }
+    void set_step_observer(StepObserver obs) { step_ = std::move(obs); }
+    void set_step_begin_observer(StepBeginObserver obs) { step_begin_ = std::move(obs); }
+
+    // Bytes this context holds: the f32 KV cache and the forward-pass scratch.
+    uint64_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+    uint64_t scratch_bytes() const;
 
 private:
     void forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
@@ -100,6 +113,8 @@ private:
     int64_t n_past_ = 0;
     RoutingObserver observer_;
     LookaheadObserver lookahead_;
+    StepObserver step_;
+    StepBeginObserver step_begin_;
 
     // KV cache, f32: [layer][pos][n_head_kv * head_dim]
     std::vector<float> k_cache_, v_cache_;
@@ -109,9 +124,10 @@ private:
     std::vector<float> router_logits_, route_w_;
     std::vector<int32_t> route_ids_;
     std::vector<int32_t> expert_count_, expert_offset_, expert_tokens_, needed_;
-    std::vector<float> xe_, ge_, ue_, ye_;
+    std::vector<float> xe_, ge_, ue_, ye_, expert_out_;
     std::vector<float> shared_gate_;
     std::vector<float> row_scratch_;    // per thread: one dequantized row
+    std::vector<uint8_t> act_scratch_;  // activations quantized for the weight type
     std::vector<float> score_scratch_;  // per thread: attention scores
     std::vector<float> logits_;
     std::vector<float> look_h_, look_probs_;

@@ -5,9 +5,10 @@
 
 namespace strata::model {
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, bool random_access) {
     std::unique_ptr<Model> m(new Model());
     m->file_ = gguf::File::open(path);
+    if (random_access) m->file_->advise_random();
     m->config_ = ModelConfig::from_gguf(*m->file_);
     m->weights_ = ModelWeights::bind(*m->file_, m->config_);
     m->vocab_ = tok::Vocab::from_gguf(*m->file_);

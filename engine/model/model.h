@@ -16,8 +16,9 @@ namespace strata::model {
 class Model {
 public:
     // Opens, validates and binds. Throws strata::Error with the file name and
-    // what is wrong.
-    static std::unique_ptr<Model> load(const std::string& path);
+    // what is wrong. `random_access`: the caller reads weights through other
+    // means (O_DIRECT), so the mapping is advised not to read ahead.
+    static std::unique_ptr<Model> load(const std::string& path, bool random_access = false);
 
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }

@@ -25,8 +25,8 @@
 //     with ties to EVEN (_mm256_round_ps(.., _MM_ROUND_NEAREST)). ggml's
 //     portable quantize_row_q8_0_ref / q8_1_ref instead use id = 1 / d and
 //     roundf (ties away from zero); the two agree except when x * id lands
-//     within an ulp of a half-integer (observed: about 1 element in 10^5..10^6
-//     of random data), where a quant differs by 1. quantize_row_q8_1_ref below
+//     within an ulp of a half-integer (about 2 elements per million of
+//     gaussian data), where a quant differs by 1. quantize_row_q8_1_ref below
 //     is that portable variant, kept for comparison; quantize_row_q8_0_ref is
 //     in quant_ref.h (the weight quantizer, byte-exact with llama-quantize).
 //

@@ -44,11 +44,11 @@ void expect_one_line_error(const Run& r, int code, const QString& must_contain) 
 class TestCli : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     void help_for_every_command() {
         const Run top = cli({"--help"});
         QCOMPARE(top.code, 0);
-        for (const QString cmd : {"inspect", "run", "eval", "tokenize", "make-model", "routing-stats"}) {
+        for (const QString cmd : {"inspect", "run", "eval", "tokenize", "make-model", "routing-stats", "plan", "trace", "simulate"}) {
             QVERIFY2(top.out.contains(cmd), qPrintable(cmd));
             const Run r = cli({cmd, "--help"});
             QCOMPARE(r.code, 0);
@@ -146,6 +146,178 @@ private slots:
             rows += g["tokens"].toArray().size();
         }
         QCOMPARE(QFileInfo(dir.path() + "/out.f32").size(), rows * 512 * 4);
+    }
+
+    // plan: the table and the verdict, exit 0 whether or not the model fits;
+    // bad settings are one-line usage errors with exit 2.
+    void plan_table_and_verdict() {
+        QTemporaryDir dir;
+        const QString path = dir.path() + "/m.gguf";
+        QCOMPARE(cli({"make-model", path, "--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                      "--experts", "8", "--used", "2", "--expert-ff", "64", "--ctx", "256"})
+                     .code,
+                 0);
+        const Run all = cli({"plan", path, "--threads", "1"});
+        QCOMPARE(all.code, 0);
+        for (const char* part : {"weights.shared", "weights.router", "experts.cache", "experts.pinned", "kv.pages",
+                                 "activations", "transfer.buffers", "draft.model", "runtime.reserve", "experts.home",
+                                 "resident minimum", "16 of 16 slots", "fits:"})
+            QVERIFY2(all.out.contains(part), qPrintable(QString(part) + " missing in:\n" + all.out));
+
+        const Run json = cli({"plan", path, "--threads", "1", "--expert-cache-fraction", "0.25", "--json"});
+        QCOMPARE(json.code, 0);
+        const QJsonObject o = QJsonDocument::fromJson(json.out.toUtf8()).object();
+        QVERIFY2(!o.isEmpty(), qPrintable(json.out));
+        QCOMPARE(o["experts_total"].toInt(), 16);
+        QCOMPARE(o["expert_slots"].toInt(), 4);
+        QCOMPARE(o["fits"].toBool(), true);
+        QVERIFY(o["fast_budget"].isNull());
+        qint64 fast = 0;
+        for (const QJsonValue r : o["rows"].toArray())
+            if (r.toObject()["tier"].toString() == "fast") fast += r.toObject()["bytes"].toInteger();
+        QCOMPARE(fast, o["fast_total"].toInteger());
+        const qint64 minimum = o["resident_minimum"].toInteger();
+
+        // One byte below the resident minimum: the verdict says so, still exit 0.
+        const Run below = cli({"plan", path, "--threads", "1", "--fast-budget", QString::number(minimum - 1)});
+        QCOMPARE(below.code, 0);
+        QVERIFY2(below.out.contains("does not fit") && below.out.contains("resident minimum"), qPrintable(below.out));
+        QVERIFY(below.out.contains("OVER by"));
+        const Run at = cli({"plan", path, "--threads", "1", "--fast-budget", QString::number(minimum), "--json"});
+        QCOMPARE(at.code, 0);
+        const QJsonObject a = QJsonDocument::fromJson(at.out.toUtf8()).object();
+        QCOMPARE(a["fits"].toBool(), true);
+        QCOMPARE(a["expert_slots"].toInt(), 2);
+
+        const Run slow = cli({"plan", path, "--slow-budget", "1K"});
+        QCOMPARE(slow.code, 0);
+        QVERIFY2(slow.out.contains("does not fit") && slow.out.contains("experts.home"), qPrintable(slow.out));
+    }
+
+    void plan_usage_errors() {
+        QTemporaryDir dir;
+        const QString path = dir.path() + "/m.gguf";
+        QCOMPARE(cli({"make-model", path, "--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                      "--experts", "4", "--used", "2", "--expert-ff", "64", "--ctx", "128"})
+                     .code,
+                 0);
+        expect_one_line_error(cli({"plan"}), 2, "missing MODEL");
+        expect_one_line_error(cli({"plan", path, "--slots", "0"}), 2, "zero slots");
+        expect_one_line_error(cli({"plan", path, "--slots", "1"}), 2, "too few expert slots");
+        expect_one_line_error(cli({"plan", path, "--expert-cache-fraction", "0"}), 2, "outside (0, 1]");
+        expect_one_line_error(cli({"plan", path, "--expert-cache-fraction", "1.5"}), 2, "outside (0, 1]");
+        expect_one_line_error(cli({"plan", path, "--fast-budget", "-5M"}), 2, "is not a size");
+        expect_one_line_error(cli({"plan", path, "--fast-budget", "0"}), 2, "zero budget");
+        expect_one_line_error(cli({"plan", path, "--pinned", "9"}), 2, "only 8 routed experts");
+        expect_one_line_error(cli({"plan", dir.path() + "/missing.gguf"}), 1, "missing.gguf");
+    }
+
+    void plan_fixture() {
+        STRATA_REQUIRE_FIXTURES();
+        const QString model = strata::test::fixtures_dir() + "/models/moe-tiny-f32.gguf";
+        const Run r = cli({"plan", model, "--threads", "1", "--json"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(o["experts_total"].toInt(), 32);
+        QCOMPARE(o["slow_total"].toInteger(), qint64{32} * 3 * 128 * 256 * 4);
+        QCOMPARE(o["n_ctx"].toInt(), 512);
+        const Run tight = cli({"plan", model, "--fast-budget", "2M"});
+        QCOMPARE(tight.code, 0);
+        QVERIFY2(tight.out.contains("does not fit: the fast budget of 2.00 MiB is below the resident minimum"),
+                 qPrintable(tight.out));
+    }
+
+    // trace records the fixture's routing; simulate replays it for every
+    // policy and two cache sizes, and projects it onto seed-125b.
+    void trace_and_simulate_fixture() {
+        STRATA_REQUIRE_FIXTURES();
+        QTemporaryDir dir;
+        const QString models = strata::test::fixtures_dir() + "/models/";
+        const QString trace = dir.path() + "/tiny.trace";
+        const Run t = cli({"trace", models + "moe-tiny-f32.gguf", "--prompts", models + "prompts.txt", "--out", trace,
+                           "--greedy", "8", "--threads", "1"});
+        QCOMPARE(t.code, 0);
+        QVERIFY2(t.out.contains("32 decoded one at a time") && t.out.contains("4 MoE layers x 8 experts top-2"),
+                 qPrintable(t.out));
+
+        const Run s = cli({"simulate", trace, "--slots", "25%,50%", "--json"});
+        QCOMPARE(s.code, 0);
+        const QJsonObject o = QJsonDocument::fromJson(s.out.toUtf8()).object();
+        QVERIFY2(!o.isEmpty(), qPrintable(s.out));
+        QCOMPARE(o["trace"].toObject()["decode_tokens"].toInt(), 32);
+        QCOMPARE(o["trace"].toObject()["moe_layers_with_lookahead"].toInt(), 3);
+        const QJsonArray runs = o["runs"].toArray();
+        QCOMPARE(runs.size(), 8);  // lru, lfu, arc, pinned x 25%, 50%
+        for (const QJsonValue v : runs) {
+            const QJsonObject r = v.toObject();
+            QVERIFY(r["hit_rate"].toDouble() >= 0.0 && r["hit_rate"].toDouble() <= 1.0);
+            QCOMPARE(r["hits"].toInt() + r["misses"].toInt(), r["uses"].toInt());
+            QCOMPARE(r["trace_slots"].toInt(), r["slots"].toInt());  // no profile model: the same experts
+        }
+        QCOMPARE(runs[0].toObject()["trace_slots"].toInt(), 8);
+        QCOMPARE(runs[1].toObject()["trace_slots"].toInt(), 16);
+        QCOMPARE(runs[6].toObject()["pinned"].toInt(), 4);  // pinned: half of the slots
+        // A bigger cache never hurts LRU here.
+        QVERIFY(runs[1].toObject()["hit_rate"].toDouble() >= runs[0].toObject()["hit_rate"].toDouble());
+
+        // The lookahead predictor is measured against the router and beats
+        // uniform guessing (2 of 8).
+        const Run p = cli({"simulate", trace, "--policy", "lru", "--slots", "50%", "--predictor", "none,lookahead", "--json"});
+        QCOMPARE(p.code, 0);
+        const QJsonArray pr = QJsonDocument::fromJson(p.out.toUtf8()).object()["runs"].toArray();
+        QCOMPARE(pr.size(), 2);
+        QVERIFY(pr[1].toObject()["precision"].toDouble() > 0.25);
+        QVERIFY(pr[1].toObject()["prefetch_loads"].toInt() > 0);
+        QVERIFY(pr[1].toObject()["hit_rate"].toDouble() > pr[0].toObject()["hit_rate"].toDouble());
+
+        // seed-125b: DESIGN.md §1's figures, the budget's 260 of 1280 slots,
+        // per-token loads scaled by (20 x 2) / (4 x 2).
+        const Run seed = cli({"simulate", trace, "--profile", "seed-125b", "--policy", "lru", "--json"});
+        QCOMPARE(seed.code, 0);
+        const QJsonObject so = QJsonDocument::fromJson(seed.out.toUtf8()).object();
+        QCOMPARE(so["scale"].toDouble(), 5.0);
+        QCOMPARE(so["profile"].toObject()["budget_slots"].toInt(), 260);
+        QVERIFY(qAbs(so["hit_rate_needed_overlap"].toDouble() - 0.935) < 1e-6);
+        const QJsonObject sr = so["runs"].toArray()[0].toObject();
+        QCOMPARE(sr["slots"].toInt(), 260);
+        QCOMPARE(sr["trace_slots"].toInt(), 7);  // 260 / 1280 x 32 = 6.5, rounded
+        QVERIFY(qAbs(sr["misses_per_token"].toDouble() / sr["trace_misses_per_token"].toDouble() - 5.0) < 1e-4);
+        QVERIFY(sr["tok_s"].toDouble() > 0.0 && sr["tok_s"].toDouble() < so["max_tok_s"].toDouble());
+        const Run table = cli({"simulate", trace, "--profile", "seed-125b", "--set", "link-gbs=32"});
+        QCOMPARE(table.code, 0);
+        QVERIFY2(table.out.contains("link: 32 GB/s") && table.out.contains("260/1280 -> 7/32"), qPrintable(table.out));
+        const Run list = cli({"simulate", "--list-profiles"});
+        QCOMPARE(list.code, 0);
+        QVERIFY(list.out.contains("seed-125b") && list.out.contains("936 GB/s"));
+    }
+
+    void trace_and_simulate_errors() {
+        QTemporaryDir dir;
+        QFile junk(dir.path() + "/junk.trace");
+        QVERIFY(junk.open(QIODevice::WriteOnly));
+        junk.write(QByteArray(100, 'x'));
+        junk.close();
+        expect_one_line_error(cli({"simulate"}), 2, "missing TRACE");
+        expect_one_line_error(cli({"simulate", junk.fileName()}), 1, "not a routing trace");
+        expect_one_line_error(cli({"simulate", dir.path() + "/none.trace"}), 1, "cannot open");
+        expect_one_line_error(cli({"simulate", junk.fileName(), "--policy", "mru"}), 2, "unknown policy 'mru'");
+        expect_one_line_error(cli({"simulate", junk.fileName(), "--predictor", "oracle"}), 2, "unknown predictor");
+        expect_one_line_error(cli({"simulate", junk.fileName(), "--slots", "150%"}), 2, "more than 100%");
+        expect_one_line_error(cli({"simulate", junk.fileName(), "--slots", "lots"}), 2, "is not a count");
+        expect_one_line_error(cli({"simulate", junk.fileName(), "--profile", "h100"}), 2, "unknown hardware profile");
+        expect_one_line_error(cli({"simulate", junk.fileName(), "--set", "warp=9"}), 2, "unknown profile figure");
+        expect_one_line_error(cli({"trace", "x.gguf", "--prompts", "p.txt"}), 2, "missing --out");
+        const QString dense = dir.path() + "/dense.gguf";
+        QCOMPARE(cli({"make-model", dense, "--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                      "--experts", "0"})
+                     .code,
+                 0);
+        QFile prompts(dir.path() + "/p.txt");
+        QVERIFY(prompts.open(QIODevice::WriteOnly));
+        prompts.write("hello\n");
+        prompts.close();
+        expect_one_line_error(cli({"trace", dense, "--prompts", prompts.fileName(), "--out", dir.path() + "/d.trace"}), 1,
+                              "not a mixture-of-experts model");
     }
 };
 

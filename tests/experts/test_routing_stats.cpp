@@ -30,7 +30,7 @@ void route(experts::RoutingStatsCollector& s, int64_t layer, int64_t pos, std::v
 class TestRoutingStats : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     void lru_set() {
         experts::LruSet lru(2);
         QVERIFY(!lru.access(1));

@@ -418,7 +418,7 @@ struct TempDir {
 class TestGguf : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     // ---- values and the format ----
     void valueFactories();
     void writerMatchesHandBuiltLayout();

@@ -247,7 +247,7 @@ bool load_gguf(const std::string& path, GgufFile* out, QString* error) {
 class TestQuantKernels : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     // --- fp16 / bf16 ---------------------------------------------------------
     void fp16_exhaustive_roundtrip();
     void fp16_rounding_midpoints();

@@ -59,7 +59,7 @@ model::MakeModelSpec small_spec(const QString& arch) {
 class TestMakeModel : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     void architectures_data() {
         QTest::addColumn<QString>("arch");
         QTest::addColumn<QString>("type");

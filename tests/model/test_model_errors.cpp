@@ -78,7 +78,7 @@ void expect_load_error(const std::string& path, std::initializer_list<const char
 class TestModelErrors : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     void missing_tensor() {
         Fixture f;
         const auto path = f.variant("missing", {}, [](const gguf::TensorInfo& t, gguf::Writer&) {

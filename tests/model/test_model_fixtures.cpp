@@ -76,7 +76,7 @@ enum class Tolerance { F32, F16, Quantized };
 class TestModelFixtures : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     void logits_data() {
         QTest::addColumn<QString>("name");
         QTest::addColumn<int>("tolerance");
@@ -151,9 +151,14 @@ private slots:
             case Tolerance::F32: QVERIFY2(max_abs <= 1e-3, qPrintable(QString("max |dlogit| %1 > 1e-3").arg(max_abs))); break;
             case Tolerance::F16: QVERIFY2(max_abs <= 2e-2, qPrintable(QString("max |dlogit| %1 > 2e-2").arg(max_abs))); break;
             case Tolerance::Quantized:
-                QVERIFY2(agree >= 0.90, qPrintable(QString("top-1 agreement %1 < 0.90").arg(agree)));
-                QVERIFY2(mean_abs <= 0.05 * std_ref,
-                         qPrintable(QString("mean |dlogit| %1 > 0.05 x std %2").arg(mean_abs).arg(std_ref)));
+                // The README's bounds are top-1 >= 0.90 and mean <= 0.05 x std. The
+                // engine quantizes activations as the reference does (Q8_0/Q8_1/Q8_K),
+                // so it is held tighter: measured 1.000, <= 0.0082 x std, >= 111/128.
+                QVERIFY2(agree >= 0.98, qPrintable(QString("top-1 agreement %1 < 0.98").arg(agree)));
+                QVERIFY2(mean_abs <= 0.02 * std_ref,
+                         qPrintable(QString("mean |dlogit| %1 > 0.02 x std %2").arg(mean_abs).arg(std_ref)));
+                QVERIFY2(greedy_match >= greedy_total * 8 / 10,
+                         qPrintable(QString("greedy ids %1/%2 < 80%").arg(greedy_match).arg(greedy_total)));
                 break;
         }
     }

@@ -153,7 +153,7 @@ class TestReferenceForward : public QObject {
         return v;
     }
 
-private slots:
+private Q_SLOTS:
     void initTestCase() {
         QVERIFY(tmp_.isValid());
         QVERIFY2(QFile::exists(kScript), qPrintable(kScript + " is missing"));

@@ -145,7 +145,7 @@ std::pair<std::string, std::string> run_stops(StopMatcher& m, const std::vector<
 class TestSampler : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     // --- greedy -----------------------------------------------------------
     void greedyPicksArgmax() {
         SamplingParams p;

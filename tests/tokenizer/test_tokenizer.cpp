@@ -263,7 +263,7 @@ const char* kVocabs[] = {"llama-spm", "phi-3", "gpt-2", "deepseek-llm"};
 class TestTokenizer : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     // --- fixtures: llama.cpp's vectors
     void vectors_data() {
         QTest::addColumn<QString>("name");

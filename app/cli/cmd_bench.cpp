@@ -1,0 +1,169 @@
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "common.h"
+#include "common/error.h"
+#include "core/bandwidth.h"
+#include "core/engine.h"
+
+namespace strata::cli {
+
+namespace {
+
+// Public-domain text (the opening of Genesis, KJV) for prompts when none is given.
+const char* kDefaultText =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+    "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God "
+    "said, Let there be light: and there was light. And God saw the light, that it was good: and God divided the "
+    "light from the darkness. And God called the light Day, and the darkness he called Night. And the evening and "
+    "the morning were the first day. And God said, Let there be a firmament in the midst of the waters, and let it "
+    "divide the waters from the waters.";
+
+int32_t argmax(const float* x, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = static_cast<int32_t>(i);
+    return best;
+}
+
+uint64_t peak_rss_bytes() {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    return 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+    Args a("bench", "MODEL [engine options] [-n N] [--prompt-len P] [--json]",
+           "Measures prefill and decode speed and the expert cache under the given settings, in one run:\n"
+           "the machine's memory read bandwidth (the roofline), a warm-up pass, a prefill of P prompt tokens,\n"
+           "then N greedy decode steps. Expert figures cover the decode steps only.\n"
+           "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth.");
+    a.positional("MODEL", "a GGUF model file");
+    a.option("--n-predict", "-n", "N", "decode steps", "64");
+    a.option("--prompt-len", "", "P", "prompt tokens for the prefill measurement", "64");
+    a.option("--prompt", "-p", "TEXT", "text the prompt is cut from (default: a public-domain passage)");
+    a.option("--warmup", "", "N", "decode steps before measuring (fills the cache)", "16");
+    a.flag("--json", "print one JSON object");
+    add_engine_options(a);
+    if (!a.parse(argc, argv, 2)) return 0;
+    const int64_t n_decode = a.integer("--n-predict", 1, 1 << 20);
+    const int64_t prompt_len = a.integer("--prompt-len", 1, 1 << 20);
+    const int64_t warmup = a.integer("--warmup", 0, 1 << 20);
+    const EngineSettings settings = engine_settings(a);
+    const int threads = settings.threads > 0 ? settings.threads : static_cast<int>(std::thread::hardware_concurrency());
+
+    const double read_gbs = core::measure_read_gbs(threads);
+    // The bandwidth buffer is gone; restart the peak-RSS count (Linux >= 4.0) so
+    // peak_rss_bytes describes the engine, not the measurement.
+    if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+        std::fputs("5", f);
+        std::fclose(f);
+    }
+    auto engine = core::Engine::load(a.pos("MODEL"), settings);
+    const model::Model& m = engine->model();
+    model::Context& ctx = engine->context();
+    const int64_t V = m.config().n_vocab;
+
+    std::string text = a.has("--prompt") ? a.str("--prompt") : kDefaultText;
+    std::vector<int32_t> prompt = engine->vocab().encode(text, true);
+    if (prompt.empty()) throw UsageError("the prompt text is empty");
+    while (static_cast<int64_t>(prompt.size()) < prompt_len) {
+        const auto more = engine->vocab().encode(text, false);
+        prompt.insert(prompt.end(), more.begin(), more.end());
+    }
+    prompt.resize(static_cast<size_t>(prompt_len));
+    if (prompt_len + n_decode + warmup > ctx.n_ctx()) {
+        throw UsageError("--prompt-len + -n + --warmup = " + std::to_string(prompt_len + n_decode + warmup) +
+                         " exceeds the context of " + std::to_string(ctx.n_ctx()) + " tokens (use --ctx)");
+    }
+
+    // Warm-up: the same prompt and some decode steps, so the cache and the
+    // page tables are in their steady state.
+    {
+        const float* logits = ctx.decode(prompt, false);
+        for (int64_t i = 0; i < warmup; ++i) {
+            const int32_t t = argmax(logits, V);
+            logits = ctx.decode({&t, 1}, false);
+        }
+        engine->wait_idle();
+        ctx.clear();
+    }
+
+    auto t0 = std::chrono::steady_clock::now();
+    const float* logits = ctx.decode(prompt, false);
+    const double prefill_s = seconds_since(t0);
+
+    experts::ExpertStoreStats s0{}, s1{};
+    if (auto* store = engine->expert_store()) s0 = store->stats();
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n_decode; ++i) {
+        const int32_t t = argmax(logits, V);
+        logits = ctx.decode({&t, 1}, false);
+    }
+    const double decode_s = seconds_since(t0);
+    if (auto* store = engine->expert_store()) s1 = store->stats();
+
+    const model::Model::Sizes sz = m.sizes();
+    const double decode_tok_s = n_decode / decode_s;
+    const double prefill_tok_s = prompt_len / prefill_s;
+    const double achieved_gbs = static_cast<double>(sz.bytes_active) * decode_tok_s / 1e9;
+    const uint64_t demanded = s1.demanded - s0.demanded;
+    const double hit_rate = demanded ? double(s1.hits - s0.hits) / double(demanded) : 1.0;
+    const double loaded_per_token = double(s1.bytes_loaded - s0.bytes_loaded) / double(n_decode);
+    const double stall = decode_s > 0 ? std::min(1.0, (s1.stall_seconds - s0.stall_seconds) / decode_s) : 0.0;
+    const uint64_t pf_loads = s1.prefetch_loads - s0.prefetch_loads;
+    const uint64_t pf_used = s1.prefetch_used - s0.prefetch_used;
+    const double pf_precision = pf_loads ? double(pf_used) / double(pf_loads) : 0.0;
+    const double pf_recall = demanded ? double(pf_used) / double(demanded) : 0.0;
+    auto* store = engine->expert_store();
+    const int64_t slots = store ? store->slots() : 0;
+    const int64_t experts_total = store ? store->experts_total() : 0;
+
+    std::ostringstream js;
+    js.precision(6);
+    js << "{\"model\": \"" << json_escape(a.pos("MODEL")) << "\", \"threads\": " << threads
+       << ", \"prompt_tokens\": " << prompt_len << ", \"decode_tokens\": " << n_decode
+       << ", \"prefill_tok_s\": " << prefill_tok_s << ", \"decode_tok_s\": " << decode_tok_s
+       << ", \"active_weight_bytes_per_token\": " << sz.bytes_active << ", \"machine_read_gbs\": " << read_gbs
+       << ", \"achieved_read_gbs\": " << achieved_gbs << ", \"roofline_fraction\": " << achieved_gbs / read_gbs
+       << ", \"expert_slots\": " << slots << ", \"experts_total\": " << experts_total
+       << ", \"expert_cache_fraction\": " << (experts_total ? double(slots) / experts_total : 0.0)
+       << ", \"policy\": \"" << engine->settings().policy << "\", \"prefetch\": "
+       << (engine->settings().prefetch ? "true" : "false") << ", \"expert_hit_rate\": " << hit_rate
+       << ", \"expert_bytes_loaded_per_token\": " << loaded_per_token << ", \"stall_fraction\": " << stall
+       << ", \"prefetch_precision\": " << pf_precision << ", \"prefetch_recall\": " << pf_recall
+       << ", \"peak_rss_bytes\": " << peak_rss_bytes()
+       << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast) << "}";
+    if (a.flag_set("--json")) {
+        std::printf("%s\n", js.str().c_str());
+        return 0;
+    }
+    std::printf("model               %s\n", a.pos("MODEL").c_str());
+    std::printf("prefill             %.1f tok/s (%lld tokens)\n", prefill_tok_s, static_cast<long long>(prompt_len));
+    std::printf("decode              %.1f tok/s (%lld tokens)\n", decode_tok_s, static_cast<long long>(n_decode));
+    std::printf("roofline            %.1f%% (%.2f GB/s of %.2f GB/s measured, %s per token)\n",
+                100.0 * achieved_gbs / read_gbs, achieved_gbs, read_gbs, human_bytes(sz.bytes_active).c_str());
+    if (store) {
+        std::printf("expert cache        %lld of %lld experts, policy %s, prefetch %s\n", static_cast<long long>(slots),
+                    static_cast<long long>(experts_total), engine->settings().policy.c_str(),
+                    engine->settings().prefetch ? "on" : "off");
+        std::printf("hit rate            %.1f%%, %s loaded per token, stalled %.1f%% of decode\n", 100 * hit_rate,
+                    human_bytes(static_cast<uint64_t>(loaded_per_token)).c_str(), 100 * stall);
+        std::printf("prefetch            precision %.2f, recall %.2f\n", pf_precision, pf_recall);
+    }
+    std::printf("peak RSS            %s\n", human_bytes(peak_rss_bytes()).c_str());
+    return 0;
+}
+
+}  // namespace strata::cli

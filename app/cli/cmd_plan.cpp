@@ -1,0 +1,76 @@
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "commands.h"
+#include "common.h"
+#include "common/error.h"
+#include "memory/plan.h"
+
+namespace strata::cli {
+
+int cmd_plan(int argc, char** argv) {
+    Args a("plan", "MODEL [--fast-budget SIZE] [--slow-budget SIZE] [--expert-cache-fraction F | --slots N] [--json]",
+           "Plans the memory a model needs before loading it: every ledger account (shared weights, routers,\n"
+           "expert cache slots, KV cache, activations, transfer buffers, runtime reserve) in its tier, the\n"
+           "totals against the budgets, and whether and why it fits. The fast tier is the RAM the engine may\n"
+           "hold (VRAM with a GPU); the slow tier is where the experts live (the model file; pinned host RAM\n"
+           "with a GPU). Without --expert-cache-fraction or --slots the expert cache gets every slot that fits\n"
+           "the fast budget (all experts without a budget). Exits 0 whether or not the model fits.");
+    a.positional("MODEL", "a GGUF model");
+    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 8G (default: no budget)");
+    a.option("--slow-budget", "", "SIZE", "slow-tier budget for the experts' home (default: no budget)");
+    a.option("--expert-cache-fraction", "", "F", "share of all routed experts that get a cache slot, in (0, 1]");
+    a.option("--slots", "", "N", "expert cache slots, pinned included (overrides the fraction)");
+    a.option("--pinned", "", "N", "experts pinned in the cache (from calibration)", "0");
+    a.option("--transfer-buffers", "", "N", "staging slots for in-flight expert loads while prefetching", "2");
+    a.flag("--no-prefetch", "plan without prefetch (no transfer buffers)");
+    a.option("--runtime-reserve", "", "SIZE", "fast bytes kept for the runtime (allocator slack, stacks)", "64M");
+    a.flag("--json", "print one JSON object instead of the table");
+    add_context_options(a);
+    if (!a.parse(argc, argv, 2)) return 0;
+
+    memory::PlanSettings s;
+    auto budget = [&](const char* name) -> uint64_t {
+        if (!a.has(name)) return 0;
+        const uint64_t b = parse_size(a.str(name), std::string("option ") + name);
+        if (b == 0) throw UsageError(std::string("option ") + name + ": a zero budget holds nothing (leave the option out for no budget)");
+        return b;
+    };
+    s.fast_budget = budget("--fast-budget");
+    s.slow_budget = budget("--slow-budget");
+    if (a.has("--expert-cache-fraction")) {
+        const double inf = std::numeric_limits<double>::infinity();
+        const double f = a.number("--expert-cache-fraction", -inf, inf);
+        if (!(f > 0 && f <= 1))
+            throw UsageError("option --expert-cache-fraction: " + a.str("--expert-cache-fraction") +
+                             " is outside (0, 1] (the share of all routed experts that get a slot, e.g. 0.25)");
+        s.expert_cache_fraction = f;
+    }
+    if (a.has("--slots")) {
+        const int64_t n = a.integer("--slots", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+        if (n == 0) throw UsageError("option --slots: zero slots leave no room to compute a MoE layer (use at least the experts one token uses per layer)");
+        if (n < 0) throw UsageError("option --slots: " + a.str("--slots") + " is negative");
+        s.expert_slots = n;
+    }
+    s.pinned_experts = a.integer("--pinned", 0, std::numeric_limits<int32_t>::max());
+    s.transfer_buffers = a.integer("--transfer-buffers", 0, 1 << 16);
+    s.prefetch = !a.flag_set("--no-prefetch");
+    s.runtime_reserve = parse_size(a.str("--runtime-reserve"), "option --runtime-reserve");
+    const model::ContextParams cp = context_params(a);
+    s.n_ctx = cp.n_ctx;
+    s.n_batch = cp.n_batch;
+    s.threads = cp.n_threads;
+
+    auto m = model::Model::load(a.pos("MODEL"));
+    memory::Plan p;
+    try {
+        p = memory::make_plan(*m, s);
+    } catch (const Error& e) {
+        throw UsageError(e.what());  // the model loaded, so what is wrong is a setting
+    }
+    std::fputs(a.flag_set("--json") ? (p.to_json() + "\n").c_str() : p.to_table().c_str(), stdout);
+    return 0;
+}
+
+}  // namespace strata::cli

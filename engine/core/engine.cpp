@@ -1,0 +1,345 @@
+#include "core/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/json.h"
+#include "common/log.h"
+
+namespace strata {
+
+std::string EngineSettings::validate() const {
+    if (expert_slots == 0) return "expert_slots is 0: the expert cache needs at least one slot (or -1 for automatic)";
+    if (expert_slots < -1) return "expert_slots " + std::to_string(expert_slots) + " is invalid (use a positive count, or -1)";
+    if (expert_cache_fraction != -1.0 && !(expert_cache_fraction > 0.0 && expert_cache_fraction <= 1.0)) {
+        std::ostringstream os;
+        os << "expert_cache_fraction " << expert_cache_fraction << " is out of range: expected 0 < fraction <= 1";
+        return os.str();
+    }
+    if (policy != "lru" && policy != "lfu" && policy != "arc" && policy != "pinned")
+        return "policy '" + policy + "' is unknown (use lru, lfu, arc or pinned)";
+    if (policy == "pinned" && pin_file.empty()) return "policy 'pinned' needs a pin file (strata-cli calibrate writes one)";
+    if (prefetch_width < 0 || prefetch_width > 4096) return "prefetch_width " + std::to_string(prefetch_width) + " is out of range (0..4096)";
+    if (predictor != "lookahead" && predictor != "frequency" && predictor != "combined")
+        return "predictor '" + predictor + "' is unknown (use lookahead, frequency or combined)";
+    if (threads < 0 || threads > 1024) return "threads " + std::to_string(threads) + " is out of range (0..1024)";
+    if (io_threads < 1 || io_threads > 64) return "io_threads " + std::to_string(io_threads) + " is out of range (1..64)";
+    if (n_ctx < 0) return "n_ctx must not be negative";
+    if (n_batch < 1) return "n_batch must be at least 1";
+    return "";
+}
+
+namespace core {
+
+std::vector<experts::ExpertKey> read_pin_file(const std::string& path, const model::Model& m) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open the calibration file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const json::Value doc = json::parse(ss.str(), path);
+    const json::Value* ver = doc.get("strata_calibration");
+    if (!ver || !ver->is_number()) throw Error(path + ": not a Strata calibration file (no 'strata_calibration' key)");
+    const model::ModelConfig& c = m.config();
+    auto num = [&](const char* key) -> int64_t {
+        const json::Value* v = doc.get(key);
+        if (!v || !v->is_number()) throw Error(path + ": calibration file lacks '" + key + "'");
+        return static_cast<int64_t>(v->num);
+    };
+    if (num("n_layer") != c.n_layer || num("n_expert") != c.n_expert) {
+        throw Error(path + ": calibration file was made for a model with " + std::to_string(num("n_layer")) +
+                    " layers x " + std::to_string(num("n_expert")) + " experts, but this model has " +
+                    std::to_string(c.n_layer) + " x " + std::to_string(c.n_expert) +
+                    "; run strata-cli calibrate on this model");
+    }
+    const json::Value* pinned = doc.get("pinned");
+    if (!pinned || !pinned->is_array()) throw Error(path + ": calibration file lacks the 'pinned' list");
+    std::vector<experts::ExpertKey> keys;
+    for (const json::Value& p : pinned->arr) {
+        if (!p.is_array() || p.arr.size() != 2 || !p.arr[0].is_number() || !p.arr[1].is_number())
+            throw Error(path + ": 'pinned' entries must be [layer, expert] pairs");
+        const int64_t layer = static_cast<int64_t>(p.arr[0].num);
+        const int64_t e = static_cast<int64_t>(p.arr[1].num);
+        if (layer < 0 || layer >= c.n_layer || e < 0 || e >= c.n_expert ||
+            m.weights().layers[static_cast<size_t>(layer)].ffn != model::FfnKind::Moe) {
+            throw Error(path + ": pinned expert [" + std::to_string(layer) + ", " + std::to_string(e) +
+                        "] does not exist in this model");
+        }
+        keys.push_back(static_cast<experts::ExpertKey>(layer * c.n_expert + e));
+    }
+    return keys;
+}
+
+namespace {
+
+memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
+    memory::PlanSettings p;
+    p.fast_budget = s.fast_budget;
+    p.slow_budget = s.slow_budget;
+    p.expert_cache_fraction = s.expert_cache_fraction;
+    p.expert_slots = s.expert_slots;
+    p.pinned_experts = pinned;
+    p.n_ctx = s.n_ctx;
+    p.n_batch = s.n_batch;
+    p.threads = s.threads;
+    p.prefetch = s.prefetch;
+    // Expert reads land directly in their slots (O_DIRECT into aligned
+    // buffers): no staging buffers on the CPU tier pair.
+    p.transfer_buffers = 0;
+    return p;
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettings& settings) {
+    if (const std::string err = settings.validate(); !err.empty()) throw Error("invalid setting: " + err);
+    std::unique_ptr<Engine> eng(new Engine());
+    eng->settings_ = settings;
+    eng->model_ = model::Model::load(path, /*random_access=*/true);
+    const model::Model& m = *eng->model_;
+    const model::ModelConfig& c = m.config();
+
+    std::vector<experts::ExpertKey> pinned;
+    if (!settings.pin_file.empty()) pinned = read_pin_file(settings.pin_file, m);
+
+    eng->plan_ = memory::make_plan(m, plan_settings(settings, static_cast<int64_t>(pinned.size())));
+    if (!eng->plan_.fits) throw Error(path + ": " + eng->plan_.reason);
+
+    memory::Ledger& ledger = eng->ledger_;
+    memory::apply_budgets(eng->plan_, ledger);
+    ledger.set_description(memory::Tier::Fast, "RAM");
+    ledger.set_description(memory::Tier::Slow, "model file");
+    // Allocator slack, thread stacks and tables: held so the budget is honest.
+    ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng->plan_.bytes(memory::Account::RuntimeReserve));
+
+    experts::FileSlowTier file(path, settings.direct_io);
+    eng->resident_ = std::make_unique<ResidentWeights>(m, ledger, memory::Tier::Fast, file);
+
+    model::ContextParams cp;
+    cp.n_ctx = settings.n_ctx;
+    cp.n_batch = settings.n_batch;
+    cp.n_threads = settings.threads;
+    // The context first: its KV cache and scratch are not optional, the
+    // expert cache gets what remains.
+    eng->ctx_ = std::make_unique<model::Context>(m, cp, &eng->resident_->weights());
+    ledger.reserve(memory::Account::KvPages, memory::Tier::Fast, eng->ctx_->kv_bytes());
+    ledger.set_used(memory::Account::KvPages, memory::Tier::Fast, eng->ctx_->kv_bytes());
+    ledger.reserve(memory::Account::Activations, memory::Tier::Fast, eng->ctx_->scratch_bytes());
+    ledger.set_used(memory::Account::Activations, memory::Tier::Fast, eng->ctx_->scratch_bytes());
+    if (c.n_expert > 0) {
+        // The experts' home: the file, accounted in the slow tier.
+        const model::Model::Sizes sz = m.sizes();
+        ledger.reserve(memory::Account::ExpertsHome, memory::Tier::Slow, sz.bytes_experts);
+        ledger.set_used(memory::Account::ExpertsHome, memory::Tier::Slow, sz.bytes_experts);
+        experts::ExpertStoreSettings ss;
+        ss.slots = eng->plan_.expert_slots;
+        ss.policy = settings.policy == "pinned" ? "lru" : settings.policy;
+        ss.pinned = pinned;
+        ss.direct_io = settings.direct_io;
+        ss.io_threads = settings.io_threads;
+        eng->store_ = std::make_unique<experts::ExpertStore>(m, ledger, memory::Tier::Fast, ss);
+        eng->ctx_->set_expert_provider(eng->store_.get());
+    }
+    // Everything the engine computes with is now out of the mapping.
+    m.file().drop_pages();
+
+    Engine* self = eng.get();
+    eng->heat_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 1)), 0.0f);
+    eng->ctx_->set_routing_observer([self](const model::RoutingEvent& e) { self->on_route(e); });
+    eng->ctx_->set_step_observer([self](int64_t n, double s) { self->on_step(n, s); });
+    eng->ctx_->set_step_begin_observer([self](int64_t n) { self->on_step_begin(n); });
+    if (!settings.trace_file.empty()) {
+        if (c.n_expert == 0) throw Error("a routing trace needs a mixture-of-experts model");
+        eng->trace_ = std::make_unique<experts::TraceWriter>(settings.trace_file, experts::TraceHeader::for_model(m));
+    }
+    eng->set_prefetch(settings.prefetch, settings.prefetch_width);
+    return eng;
+}
+
+Engine::~Engine() {
+    if (trace_) {
+        try {
+            trace_->finish();
+        } catch (const std::exception& e) {
+            logger("experts")->error("{}", e.what());
+        }
+    }
+}
+
+void Engine::on_step_begin(int64_t n_tokens) {
+    if (trace_) trace_->begin_step(n_tokens);
+}
+
+void Engine::issue_prefetch(int64_t layer, int64_t pos) {
+    if (!store_ || !predictor_ || layer < 0) return;
+    std::vector<experts::ExpertKey> keys;
+    for (const experts::ExpertPrediction& p : predictor_->predict(layer, pos))
+        keys.push_back(store_->key(p.layer, p.expert));
+    store_->prefetch(keys);
+}
+
+void Engine::add_routing_listener(model::RoutingObserver obs) { route_listeners_.push_back(std::move(obs)); }
+
+void Engine::add_lookahead_listener(model::LookaheadObserver obs) {
+    lookahead_listeners_.push_back(std::move(obs));
+    install_lookahead();
+}
+
+void Engine::install_lookahead() {
+    // The lookahead costs a router product per layer: only while someone uses it.
+    const bool predictor_wants_it = predictor_ && settings_.predictor != "frequency";
+    if (predictor_wants_it || trace_ || !lookahead_listeners_.empty()) {
+        Engine* self = this;
+        ctx_->set_lookahead_observer([self](const model::LookaheadEvent& e) { self->on_lookahead(e); });
+    } else {
+        ctx_->set_lookahead_observer({});
+    }
+}
+
+void Engine::on_route(const model::RoutingEvent& e) {
+    for (const auto& l : route_listeners_) l(e);
+    const bool first_moe = heat_layer_ < 0 || e.layer == heat_layer_;
+    if (first_moe) {
+        if (e.pos <= last_pos_) {  // the context was cleared: a new sequence
+            if (predictor_) predictor_->begin_sequence();
+            if (trace_) trace_->begin_sequence();
+        }
+        last_pos_ = e.pos;
+    }
+    if (trace_) trace_->on_route(e);
+    if (predictor_) {
+        predictor_->on_route(e);
+        // Strategies without a lookahead predict the next MoE layer from here
+        // (after the last MoE layer: the first one, for the next token).
+        if (settings_.predictor == "frequency") {
+            const int64_t next = predictor_->next_moe_layer(e.layer);
+            if (next >= 0) issue_prefetch(next, e.pos);
+            else issue_prefetch(predictor_->first_moe_layer(), e.pos + 1);
+        }
+    }
+    std::lock_guard<std::mutex> lock(tele_mu_);
+    if (heat_layer_ < 0) heat_layer_ = e.layer;
+    float* row = heat_.data() + e.layer * e.n_expert;
+    // Heat: share of recent activations, halving every 32 tokens.
+    constexpr float kDecay = 0.97857206f;  // 2^(-1/32)
+    for (int64_t x = 0; x < e.n_expert; ++x) row[x] *= kDecay;
+    for (int64_t k = 0; k < e.n_used; ++k) row[e.experts[k]] += 1.0f - kDecay;
+}
+
+void Engine::on_lookahead(const model::LookaheadEvent& e) {
+    for (const auto& l : lookahead_listeners_) l(e);
+    if (trace_) trace_->on_lookahead(e);
+    if (!predictor_) return;
+    predictor_->on_lookahead(e);
+    // The next layer's most likely experts, best first, one layer ahead.
+    if (settings_.predictor != "frequency") issue_prefetch(e.layer, e.pos);
+}
+
+void Engine::on_step(int64_t n_tokens, double seconds) {
+    std::lock_guard<std::mutex> lock(tele_mu_);
+    tokens_ += n_tokens;
+    compute_seconds_ += seconds;
+    if (!store_) return;
+    const experts::ExpertStoreStats st = store_->stats();
+    recent_.push_back({st.demanded - last_stats_.demanded, st.hits - last_stats_.hits, n_tokens});
+    last_stats_ = st;
+    int64_t window = 0;
+    for (auto it = recent_.rbegin(); it != recent_.rend(); ++it) window += it->tokens;
+    while (recent_.size() > 1 && window - recent_.front().tokens >= 64) {
+        window -= recent_.front().tokens;
+        recent_.pop_front();
+    }
+}
+
+void Engine::set_expert_slots(int64_t slots) {
+    if (!store_) throw Error("this model has no experts to cache");
+    store_->set_slots(slots);
+}
+
+void Engine::set_expert_cache_fraction(double fraction) {
+    if (!(fraction > 0.0 && fraction <= 1.0)) throw Error("expert cache fraction must be in (0, 1]");
+    if (!store_) throw Error("this model has no experts to cache");
+    set_expert_slots(std::max<int64_t>(1, std::llround(fraction * static_cast<double>(store_->experts_total()))));
+}
+
+void Engine::set_policy(const std::string& policy) {
+    if (!store_) throw Error("this model has no experts to cache");
+    store_->set_policy(policy == "pinned" ? "lru" : policy);
+    settings_.policy = policy;
+}
+
+void Engine::set_pin_file(const std::string& path) {
+    if (!store_) throw Error("this model has no experts to cache");
+    store_->set_pinned(path.empty() ? std::vector<experts::ExpertKey>{} : read_pin_file(path, *model_));
+    settings_.pin_file = path;
+}
+
+void Engine::set_prefetch(bool on, int width) {
+    if (width < 0) throw Error("prefetch width must not be negative");
+    settings_.prefetch = on;
+    settings_.prefetch_width = width;
+    prefetch_width_ = on ? (width > 0 ? width : static_cast<int>(model_->config().n_expert_used)) : 0;
+    predictor_.reset();
+    if (store_ && prefetch_width_ > 0) {
+        const model::ModelConfig& c = model_->config();
+        std::vector<int64_t> moe_layers;
+        for (const model::LayerWeights& L : model_->weights().layers)
+            if (L.ffn == model::FfnKind::Moe) moe_layers.push_back(L.index);
+        experts::PredictorOptions po;
+        po.strategy = settings_.predictor;
+        po.width = prefetch_width_;
+        predictor_ = std::make_unique<experts::Predictor>(po, c.n_layer, c.n_expert, c.n_expert_used, moe_layers);
+    }
+    install_lookahead();
+}
+
+void Engine::wait_idle() {
+    if (store_) store_->wait_idle();
+}
+
+TelemetrySnapshot Engine::snapshot() const {
+    TelemetrySnapshot t;
+    const model::ModelConfig& c = model_->config();
+    {
+        std::lock_guard<std::mutex> lock(tele_mu_);
+        t.tokens_processed = tokens_;
+        t.compute_seconds = compute_seconds_;
+        t.heat = heat_;
+        uint64_t d = 0, h = 0;
+        for (const Window& w : recent_) {
+            d += w.demanded;
+            h += w.hits;
+        }
+        t.hit_rate_recent = d ? double(h) / double(d) : 0.0;
+    }
+    t.n_layer = c.n_layer;
+    t.n_expert = c.n_expert;
+    if (store_) {
+        const experts::ExpertStoreStats st = store_->stats();
+        t.hit_rate_total = st.hit_rate();
+        t.bytes_loaded = st.bytes_loaded;
+        t.bytes_loaded_per_token = t.tokens_processed ? double(st.bytes_loaded) / double(t.tokens_processed) : 0.0;
+        t.stall_fraction = t.compute_seconds > 0 ? std::min(1.0, st.stall_seconds / t.compute_seconds) : 0.0;
+        if (predictor_) {
+            const experts::PredictionCounts pc = predictor_->totals();
+            t.prefetch_precision = pc.precision();
+            t.prefetch_recall = pc.recall();
+        }
+        t.expert_slots = store_->slots();
+        t.expert_slot_bytes = store_->slot_bytes();
+        t.policy = settings_.policy;
+        const auto res = store_->residency();
+        t.residency.assign(res.size(), 0);
+        for (size_t i = 0; i < res.size(); ++i) t.residency[i] = static_cast<uint8_t>(res[i]);
+    }
+    for (const memory::LedgerRow& r : ledger_.rows())
+        t.ledger.push_back({memory::account_name(r.account), memory::tier_name(r.tier), r.reserved, r.used});
+    t.fast_budget = settings_.fast_budget;
+    t.slow_budget = settings_.slow_budget;
+    return t;
+}
+
+}  // namespace core
+}  // namespace strata

@@ -1,0 +1,111 @@
+// The engine as the app and the CLI use it: a model loaded under a memory plan,
+// its shared weights resident in the fast tier, its experts behind a budgeted
+// cache filled from the slow tier with prefetch, one sequence context, and the
+// telemetry that describes all of it.
+//
+// Loading goes: open and validate the file -> plan (does it fit, and why) ->
+// copy the shared weights into the fast tier -> create the expert store ->
+// create the context. Nothing is allocated before the plan says it fits.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/resident_weights.h"
+#include "experts/expert_store.h"
+#include "memory/ledger.h"
+#include "memory/plan.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "strata/settings.h"
+#include "strata/telemetry.h"
+
+#include "experts/predictor.h"
+#include "experts/trace.h"
+
+namespace strata::core {
+
+class Engine {
+public:
+    // Throws strata::Error: bad file, bad settings, or a plan that does not fit
+    // (the plan's reason, which says what to change).
+    static std::unique_ptr<Engine> load(const std::string& path, const EngineSettings& settings);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    const model::Model& model() const { return *model_; }
+    const tok::Vocab& vocab() const { return model_->vocab(); }
+    model::Context& context() { return *ctx_; }
+    const memory::Plan& plan() const { return plan_; }
+    const memory::Ledger& ledger() const { return ledger_; }
+    experts::ExpertStore* expert_store() { return store_.get(); }
+    const EngineSettings& settings() const { return settings_; }
+
+    // Run-time changes, between forward passes; throw strata::Error with the
+    // reason and leave the previous setting in force.
+    void set_expert_slots(int64_t slots);
+    void set_expert_cache_fraction(double fraction);
+    void set_policy(const std::string& policy);
+    void set_pin_file(const std::string& path);  // "" unpins everything
+    void set_prefetch(bool on, int width);
+
+    TelemetrySnapshot snapshot() const;
+
+    // Extra observers of the forward pass (routing statistics, calibration,
+    // traces). The engine keeps its own (telemetry, prefetch) and fans out.
+    void add_routing_listener(model::RoutingObserver obs);
+    void add_lookahead_listener(model::LookaheadObserver obs);
+
+    // Warm-up for benchmarks: loads every pinned expert and waits for the
+    // transfer threads to go idle.
+    void wait_idle();
+
+private:
+    Engine() = default;
+    void on_route(const model::RoutingEvent& e);
+    void on_lookahead(const model::LookaheadEvent& e);
+    void on_step(int64_t n_tokens, double seconds);
+    void on_step_begin(int64_t n_tokens);
+    void issue_prefetch(int64_t layer, int64_t pos);
+    void install_lookahead();
+
+    EngineSettings settings_;
+    std::unique_ptr<model::Model> model_;
+    memory::Plan plan_;
+    memory::Ledger ledger_;
+    std::unique_ptr<ResidentWeights> resident_;
+    std::unique_ptr<experts::ExpertStore> store_;
+    std::unique_ptr<model::Context> ctx_;
+    std::unique_ptr<experts::Predictor> predictor_;
+    std::unique_ptr<experts::TraceWriter> trace_;
+    int prefetch_width_ = 0;
+    int64_t last_pos_ = -1;       // to notice a new sequence (context cleared)
+    std::vector<model::RoutingObserver> route_listeners_;
+    std::vector<model::LookaheadObserver> lookahead_listeners_;
+
+    // Telemetry state (engine thread writes, snapshot() reads).
+    mutable std::mutex tele_mu_;
+    std::vector<float> heat_;
+    int64_t heat_layer_ = -1;     // the first MoE layer: one event there = one token
+    int64_t tokens_ = 0;
+    double compute_seconds_ = 0.0;
+    struct Window {
+        uint64_t demanded, hits;
+        int64_t tokens;
+    };
+    std::deque<Window> recent_;
+    experts::ExpertStoreStats last_stats_{};
+};
+
+// Reads a calibration file (strata-cli calibrate) and returns the pinned
+// experts as keys (layer * n_expert + expert). Throws strata::Error for an
+// unreadable file or one made for another model.
+std::vector<experts::ExpertKey> read_pin_file(const std::string& path, const model::Model& m);
+
+}  // namespace strata::core

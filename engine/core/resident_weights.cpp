@@ -1,0 +1,68 @@
+#include "core/resident_weights.h"
+
+#include <map>
+
+namespace strata::core {
+
+namespace {
+
+// Collects the matrices of one kind, lays their aligned windows out in one
+// buffer, reads them and repoints the matrices.
+class Packer {
+public:
+    void add(model::Matrix* m) {
+        if (m && *m) items_.push_back(m);
+    }
+    uint64_t bytes(uint64_t align) const {
+        uint64_t total = 0;
+        for (const model::Matrix* m : items_) total += experts::make_window(m->file_offset, m->slab_bytes() * m->slabs, align).window_bytes;
+        return total;
+    }
+    void load(memory::AlignedBuffer& buf, experts::SlowTier& src) {
+        uint64_t at = 0;
+        std::map<uint64_t, const uint8_t*> done;  // tied output shares the embedding's copy
+        for (model::Matrix* m : items_) {
+            if (auto it = done.find(m->file_offset); it != done.end()) {
+                m->data = it->second;
+                continue;
+            }
+            const experts::ByteWindow w = experts::make_window(m->file_offset, m->slab_bytes() * m->slabs, src.alignment());
+            src.read(w, buf.data() + at);
+            m->data = buf.data() + at + w.inner;
+            done[m->file_offset] = m->data;
+            at += w.window_bytes;
+        }
+    }
+
+private:
+    std::vector<model::Matrix*> items_;
+};
+
+}  // namespace
+
+ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier,
+                                 experts::SlowTier& source)
+    : weights_(m.weights()) {
+    Packer shared, router;
+    shared.add(&weights_.tok_embd);
+    if (!weights_.output_tied) shared.add(&weights_.output);
+    for (model::LayerWeights& L : weights_.layers) {
+        for (model::Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo}) shared.add(x);
+        if (L.ffn == model::FfnKind::Dense) {
+            for (model::Matrix* x : {&L.dense.gate, &L.dense.up, &L.dense.down}) shared.add(x);
+        } else {
+            router.add(&L.router);
+            for (model::Matrix* x : {&L.shared.gate, &L.shared.up, &L.shared.down}) shared.add(x);
+        }
+    }
+    const uint64_t align = source.alignment();
+    shared_ = memory::AlignedBuffer(ledger, memory::Account::WeightsShared, tier, shared.bytes(align));
+    router_ = memory::AlignedBuffer(ledger, memory::Account::WeightsRouter, tier, std::max<uint64_t>(router.bytes(align), 1));
+    shared.load(shared_, source);
+    router.load(router_, source);
+    if (weights_.output_tied) weights_.output = weights_.tok_embd;
+    ledger.set_used(memory::Account::WeightsShared, tier, shared_.size());
+    ledger.set_used(memory::Account::WeightsRouter, tier, router_.size());
+}
+
+}  // namespace strata::core

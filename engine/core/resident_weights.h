@@ -1,0 +1,35 @@
+// The shared weights (everything but the routed experts) copied out of the
+// model file into the fast tier, through the ledger (weights.shared and
+// weights.router), so the engine's RAM budget is real: nothing it computes
+// with lives in the file mapping, whose pages are dropped after loading.
+#pragma once
+
+#include <memory>
+
+#include "experts/slow_tier.h"
+#include "memory/aligned_buffer.h"
+#include "memory/ledger.h"
+#include "model/model.h"
+
+namespace strata::core {
+
+class ResidentWeights {
+public:
+    // Reads through `source` (O_DIRECT on the file), so loading does not fill
+    // the page cache either. Throws strata::Error (the ledger's message when the
+    // budget does not hold them).
+    ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier, experts::SlowTier& source);
+
+    // The model's weight description with every shared matrix pointing into
+    // the fast-tier copy; expert matrices keep their file offsets (the expert
+    // store serves them).
+    const model::ModelWeights& weights() const { return weights_; }
+    uint64_t shared_bytes() const { return shared_.size(); }
+    uint64_t router_bytes() const { return router_.size(); }
+
+private:
+    memory::AlignedBuffer shared_, router_;
+    model::ModelWeights weights_;
+};
+
+}  // namespace strata::core

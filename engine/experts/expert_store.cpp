@@ -1,0 +1,375 @@
+#include "experts/expert_store.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace strata::experts {
+
+using clock_type = std::chrono::steady_clock;
+
+class ExpertStore::Filter final : public EvictableFilter {
+public:
+    explicit Filter(const ExpertStore& s) : s_(s) {}
+    bool evictable(ExpertKey key) const override { return !s_.protected_locked(key); }
+
+private:
+    const ExpertStore& s_;
+};
+
+ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memory::Tier tier,
+                         const ExpertStoreSettings& settings, std::unique_ptr<SlowTier> source)
+    : model_(model), ledger_(ledger), tier_(tier), source_(std::move(source)) {
+    const model::ModelConfig& c = model.config();
+    n_expert_ = c.n_expert;
+    if (n_expert_ <= 0) throw Error(model.file().path() + ": the expert store needs a mixture-of-experts model");
+    if (!source_) source_ = std::make_unique<FileSlowTier>(model.file().path(), settings.direct_io);
+    const uint64_t align = source_->alignment();
+
+    // Each expert's three byte ranges, widened to the slow tier's alignment.
+    extents_.resize(static_cast<size_t>(c.n_layer * n_expert_));
+    for (const model::LayerWeights& L : model.weights().layers) {
+        if (L.ffn != model::FfnKind::Moe) continue;
+        for (int64_t e = 0; e < L.n_experts(); ++e) {
+            Extent& x = extents_[static_cast<size_t>(L.index * n_expert_ + e)];
+            x.valid = true;
+            x.proto = L.expert(e);
+            const model::Matrix* m[3] = {&x.proto.gate, &x.proto.up, &x.proto.down};
+            uint64_t at = 0;
+            for (int k = 0; k < 3; ++k) {
+                x.win[k] = make_window(m[k]->file_offset, m[k]->slab_bytes(), align);
+                x.offset_in_slot[k] = at;
+                at += x.win[k].window_bytes;
+            }
+            slot_bytes_ = std::max(slot_bytes_, at);
+        }
+    }
+    if (slot_bytes_ == 0) throw Error(model.file().path() + ": the model has no expert tensors");
+    if (settings.slots < 1) {
+        throw Error("the expert cache needs at least 1 slot (asked for " + std::to_string(settings.slots) +
+                    "); raise the fast-tier budget or the cache fraction");
+    }
+    pinned_.assign(extents_.size(), 0);
+    wanted_.assign(extents_.size(), 0);
+    policy_ = make_policy(settings.policy, settings.slots);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (int64_t i = 0; i < settings.slots; ++i) add_slot_locked();
+    }
+    const int n_io = std::max(1, settings.io_threads);
+    for (int i = 0; i < n_io; ++i) io_threads_.emplace_back([this] { io_main(); });
+    if (!settings.pinned.empty()) set_pinned(settings.pinned);
+    logger("experts")->info("expert store: {} slots of {} bytes ({} experts), policy {}, source {}", settings.slots,
+                            slot_bytes_, extents_.size(), policy_->name(), source_->name());
+}
+
+ExpertStore::~ExpertStore() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    io_cv_.notify_all();
+    done_cv_.notify_all();
+    for (auto& t : io_threads_) t.join();
+}
+
+void ExpertStore::add_slot_locked() {
+    Slot s;
+    // No huge pages: a 2 MiB rounding per slot would break the plan's arithmetic.
+    s.buf = memory::AlignedBuffer(ledger_, memory::Account::ExpertsCache, tier_, slot_bytes_);
+    slots_.push_back(std::move(s));
+    policy_->set_capacity(static_cast<int64_t>(slots_.size()));
+}
+
+model::FfnMatrices ExpertStore::rebase(const Extent& e, uint8_t* base) const {
+    model::FfnMatrices m = e.proto;
+    model::Matrix* mm[3] = {&m.gate, &m.up, &m.down};
+    for (int k = 0; k < 3; ++k) mm[k]->data = base + e.offset_in_slot[k] + e.win[k].inner;
+    return m;
+}
+
+bool ExpertStore::protected_locked(ExpertKey k) const {
+    if (pinned_[k] || wanted_[k]) return true;
+    auto it = where_.find(k);
+    if (it == where_.end()) return false;
+    const Slot& s = slots_[static_cast<size_t>(it->second)];
+    return s.loading || s.in_use > 0;
+}
+
+void ExpertStore::evict_locked(int64_t i) {
+    Slot& s = slots_[static_cast<size_t>(i)];
+    if (s.key < 0) return;
+    const auto k = static_cast<ExpertKey>(s.key);
+    if (s.prefetched_unused) ++stats_.prefetch_dropped;
+    policy_->on_remove(k);
+    where_.erase(k);
+    s.key = -1;
+    s.prefetched_unused = false;
+    ++stats_.evictions;
+}
+
+int64_t ExpertStore::find_slot_locked(bool for_demand) {
+    (void)for_demand;
+    for (size_t i = 0; i < slots_.size(); ++i)
+        if (slots_[i].key < 0) return static_cast<int64_t>(i);
+    const std::optional<ExpertKey> v = policy_->victim(Filter(*this));
+    if (!v) return -1;
+    const int64_t i = where_.at(*v);
+    evict_locked(i);
+    return i;
+}
+
+void ExpertStore::enqueue_locked(ExpertKey k, bool demand) {
+    if (demand) {
+        demand_q_.push_back({k, true});
+    } else {
+        prefetch_q_.push_back({k, false});
+    }
+    io_cv_.notify_one();
+}
+
+void ExpertStore::io_main() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+        io_cv_.wait(lock, [&] { return stop_ || !demand_q_.empty() || !prefetch_q_.empty(); });
+        if (stop_) return;
+        const bool demand = !demand_q_.empty();
+        Request r = demand ? demand_q_.front() : prefetch_q_.front();
+        if (demand) demand_q_.pop_front();
+        else prefetch_q_.pop_front();
+        if (where_.count(r.key)) continue;  // resident or already loading
+        int64_t slot = find_slot_locked(demand);
+        if (slot < 0) {
+            if (!demand && !pinned_[r.key]) {
+                ++stats_.prefetch_dropped;
+                continue;
+            }
+            // A demand load (or a pin) with every slot protected: wait for a
+            // release, then retry from the front of the queue.
+            demand_q_.push_front(r);
+            done_cv_.wait(lock);
+            continue;
+        }
+        Slot& s = slots_[static_cast<size_t>(slot)];
+        s.key = r.key;
+        s.loading = true;
+        s.prefetched_unused = !demand && !wanted_[r.key] && !pinned_[r.key];
+        where_[r.key] = slot;
+        ++loads_in_flight_;
+        if (demand) ++stats_.demand_loads;
+        else ++stats_.prefetch_loads;
+        const Extent& x = extents_[r.key];
+        uint8_t* base = s.buf.data();
+        lock.unlock();
+        std::string error;
+        try {
+            for (int k = 0; k < 3; ++k) source_->read(x.win[k], base + x.offset_in_slot[k]);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        lock.lock();
+        Slot& done = slots_[static_cast<size_t>(slot)];
+        done.loading = false;
+        --loads_in_flight_;
+        if (!error.empty()) {
+            io_error_ = error;
+            where_.erase(r.key);
+            done.key = -1;
+        } else {
+            done.mats = rebase(x, base);
+            stats_.bytes_loaded += x.win[0].window_bytes + x.win[1].window_bytes + x.win[2].window_bytes;
+            policy_->on_insert(r.key);
+        }
+        done_cv_.notify_all();
+    }
+}
+
+void ExpertStore::demand(int64_t layer, std::span<const int32_t> experts) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!io_error_.empty()) throw Error(io_error_);
+    // A layer abandoned half-way (an exception in the forward pass) leaves
+    // wanted marks behind; they must not protect those experts forever.
+    for (int32_t e : cur_pending_) --wanted_[key(cur_layer_, e)];
+    cur_layer_ = layer;
+    cur_pending_.assign(experts.begin(), experts.end());
+    // Prefetches aimed at this layer or earlier are stale once it runs.
+    prefetch_q_.erase(std::remove_if(prefetch_q_.begin(), prefetch_q_.end(),
+                                     [&](const Request& r) {
+                                         const bool stale = static_cast<int64_t>(r.key / n_expert_) <= layer &&
+                                                            !pinned_[r.key];
+                                         stats_.prefetch_dropped += stale;
+                                         return stale;
+                                     }),
+                      prefetch_q_.end());
+    for (int32_t e : experts) {
+        const ExpertKey k = key(layer, e);
+        ++wanted_[k];
+        ++stats_.demanded;
+        if (where_.count(k)) {
+            ++stats_.hits;
+            if (!slots_[static_cast<size_t>(where_[k])].loading) policy_->on_hit(k);
+        } else {
+            policy_->on_miss(k);
+            enqueue_locked(k, true);
+        }
+    }
+}
+
+int32_t ExpertStore::take(int64_t layer, model::FfnMatrices* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (layer != cur_layer_) return -1;
+    for (;;) {
+        if (!io_error_.empty()) throw Error(io_error_);
+        if (cur_pending_.empty()) return -1;
+        for (size_t i = 0; i < cur_pending_.size(); ++i) {
+            const ExpertKey k = key(layer, cur_pending_[i]);
+            auto it = where_.find(k);
+            if (it == where_.end()) continue;
+            Slot& s = slots_[static_cast<size_t>(it->second)];
+            if (s.loading) continue;
+            const int32_t e = cur_pending_[i];
+            cur_pending_.erase(cur_pending_.begin() + static_cast<std::ptrdiff_t>(i));
+            --wanted_[k];
+            ++s.in_use;
+            if (s.prefetched_unused) {
+                s.prefetched_unused = false;
+                ++stats_.prefetch_used;
+            }
+            *out = s.mats;
+            return e;
+        }
+        // Nothing ready: wait for a load (this is the stall the telemetry shows).
+        const auto t0 = clock_type::now();
+        done_cv_.wait(lock);
+        stats_.stall_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+        if (stop_) throw Error("the expert store is shutting down");
+    }
+}
+
+void ExpertStore::release(int64_t layer, int32_t expert) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = where_.find(key(layer, expert));
+    if (it != where_.end()) {
+        Slot& s = slots_[static_cast<size_t>(it->second)];
+        if (s.in_use > 0) --s.in_use;
+    }
+    done_cv_.notify_all();
+}
+
+void ExpertStore::prefetch(std::span<const ExpertKey> keys) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ExpertKey k : keys) {
+        if (k >= extents_.size() || !extents_[k].valid || where_.count(k)) continue;
+        bool queued = false;
+        for (const Request& r : prefetch_q_) queued |= r.key == k;
+        if (!queued) prefetch_q_.push_back({k, false});
+    }
+    if (!prefetch_q_.empty()) io_cv_.notify_all();
+}
+
+void ExpertStore::wait_idle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] {
+        return stop_ || !io_error_.empty() || (demand_q_.empty() && prefetch_q_.empty() && loads_in_flight_ == 0);
+    });
+    if (!io_error_.empty()) throw Error(io_error_);
+}
+
+void ExpertStore::set_slots(int64_t n) {
+    if (n < 1) throw Error("the expert cache needs at least 1 slot (asked for " + std::to_string(n) + ")");
+    std::unique_lock<std::mutex> lock(mu_);
+    int64_t pinned = 0;
+    for (uint8_t p : pinned_) pinned += p;
+    if (n <= pinned) {
+        throw Error("cannot shrink the expert cache to " + std::to_string(n) + " slots: " + std::to_string(pinned) +
+                    " experts are pinned and at least one slot must stay unpinned; unpin some first");
+    }
+    while (static_cast<int64_t>(slots_.size()) < n) add_slot_locked();  // throws with the ledger's message
+    while (static_cast<int64_t>(slots_.size()) > n) {
+        // Prefer a free slot; else evict an unprotected expert; else wait.
+        int64_t victim = -1;
+        for (size_t i = 0; i < slots_.size() && victim < 0; ++i)
+            if (slots_[i].key < 0 && !slots_[i].loading) victim = static_cast<int64_t>(i);
+        if (victim < 0) {
+            if (auto v = policy_->victim(Filter(*this))) {
+                victim = where_.at(*v);
+                evict_locked(victim);
+            }
+        }
+        if (victim < 0) {
+            done_cv_.wait(lock);
+            continue;
+        }
+        // Move the last slot into the hole so indices stay dense.
+        const int64_t last = static_cast<int64_t>(slots_.size()) - 1;
+        if (victim != last) {
+            if (slots_[last].loading) {  // never move a slot under a read
+                done_cv_.wait(lock);
+                continue;
+            }
+            if (slots_[last].key >= 0) where_[static_cast<ExpertKey>(slots_[last].key)] = victim;
+            std::swap(slots_[victim], slots_[last]);
+        }
+        slots_.pop_back();
+        policy_->set_capacity(static_cast<int64_t>(slots_.size()));
+    }
+}
+
+void ExpertStore::set_policy(const std::string& name) {
+    std::unique_ptr<CachePolicy> p = make_policy(name, 0);
+    std::lock_guard<std::mutex> lock(mu_);
+    p->set_capacity(static_cast<int64_t>(slots_.size()));
+    for (const Slot& s : slots_)
+        if (s.key >= 0 && !s.loading) p->on_insert(static_cast<ExpertKey>(s.key));
+    policy_ = std::move(p);
+}
+
+void ExpertStore::set_pinned(std::vector<ExpertKey> keys) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ExpertKey k : keys) {
+        if (k >= extents_.size() || !extents_[k].valid) {
+            throw Error("pinned expert " + std::to_string(k / n_expert_) + ":" + std::to_string(k % n_expert_) +
+                        " does not exist in this model");
+        }
+    }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    // At least one slot must stay unpinned, or a demand load could never find room.
+    if (static_cast<int64_t>(keys.size()) >= static_cast<int64_t>(slots_.size())) {
+        throw Error(std::to_string(keys.size()) + " pinned experts leave no free slot in a cache of " +
+                    std::to_string(slots_.size()) + " slots; raise the cache size or pin fewer experts");
+    }
+    std::fill(pinned_.begin(), pinned_.end(), 0);
+    for (ExpertKey k : keys) {
+        pinned_[k] = 1;
+        if (!where_.count(k)) enqueue_locked(k, true);  // pins load like demand and are never dropped
+    }
+}
+
+int64_t ExpertStore::slots() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(slots_.size());
+}
+
+std::string ExpertStore::policy_name() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return policy_->name();
+}
+
+ExpertStoreStats ExpertStore::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+}
+
+std::vector<Residency> ExpertStore::residency() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Residency> r(extents_.size(), Residency::Absent);
+    for (const auto& [k, slot] : where_) {
+        const Slot& s = slots_[static_cast<size_t>(slot)];
+        r[k] = s.loading ? Residency::Loading : pinned_[k] ? Residency::Pinned : Residency::Resident;
+    }
+    return r;
+}
+
+}  // namespace strata::experts

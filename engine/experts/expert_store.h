@@ -1,0 +1,157 @@
+// The expert store: a budgeted cache of expert slots in the fast tier, filled
+// from the slow tier by transfer threads, behind the ExpertProvider interface
+// the forward pass uses.
+//
+// Every expert's home is its byte ranges in the model file (gate, up and down
+// slabs). A slot holds one expert: its three ranges, each read as an aligned
+// window so O_DIRECT can target the slot directly (no bounce copy). Slots are
+// allocated through the ledger (account experts.cache), one buffer each, so the
+// cache can grow and shrink at run time.
+//
+// Requests: demand loads (the layer being computed needs the expert) always go
+// before prefetches (a predictor thinks the next layer will). An expert that is
+// demanded, in use, loading or pinned is never evicted; the cache policy ranks
+// the rest. The forward pass takes resident experts first, so compute proceeds
+// while the others load.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "experts/cache_policy.h"
+#include "experts/slow_tier.h"
+#include "memory/aligned_buffer.h"
+#include "memory/ledger.h"
+#include "model/expert_provider.h"
+#include "model/model.h"
+
+namespace strata::experts {
+
+struct ExpertStoreSettings {
+    int64_t slots = 0;                 // total slots, pinned ones included; >= 1
+    std::string policy = "lru";
+    std::vector<ExpertKey> pinned;     // kept resident, never evicted
+    bool direct_io = true;
+    int io_threads = 1;
+};
+
+struct ExpertStoreStats {
+    uint64_t demanded = 0;        // expert uses by the forward pass
+    uint64_t hits = 0;            // ... found resident (or already loading) when demanded
+    uint64_t demand_loads = 0;    // loads issued because the forward pass needed the expert
+    uint64_t prefetch_loads = 0;  // loads issued by prefetch
+    uint64_t prefetch_used = 0;   // prefetched experts used before eviction
+    uint64_t prefetch_dropped = 0;// prefetch requests dropped (no room, or superseded)
+    uint64_t evictions = 0;
+    uint64_t bytes_loaded = 0;
+    double stall_seconds = 0.0;   // forward pass blocked waiting for loads
+    double hit_rate() const { return demanded ? double(hits) / double(demanded) : 0.0; }
+};
+
+enum class Residency : uint8_t { Absent = 0, Loading = 1, Resident = 2, Pinned = 3 };
+
+class ExpertStore final : public model::ExpertProvider {
+public:
+    ExpertStore(const model::Model& model, memory::Ledger& ledger, memory::Tier tier,
+                const ExpertStoreSettings& settings, std::unique_ptr<SlowTier> source = nullptr);
+    ~ExpertStore() override;
+    ExpertStore(const ExpertStore&) = delete;
+    ExpertStore& operator=(const ExpertStore&) = delete;
+
+    // ExpertProvider
+    void demand(int64_t layer, std::span<const int32_t> experts) override;
+    int32_t take(int64_t layer, model::FfnMatrices* out) override;
+    void release(int64_t layer, int32_t expert) override;
+
+    // Queues prefetches (best first) behind the pending ones, skipping experts
+    // already resident, loading or queued. Never delays demand loads; pending
+    // prefetches for a layer are dropped when that layer is demanded.
+    void prefetch(std::span<const ExpertKey> keys);
+    // Waits until no load is pending (tests, benchmarks' warm-up).
+    void wait_idle();
+
+    // Run-time changes, between forward passes. Throw strata::Error with the
+    // reason (the ledger's message when the budget does not allow it).
+    void set_slots(int64_t slots);
+    void set_policy(const std::string& name);
+    void set_pinned(std::vector<ExpertKey> keys);
+
+    ExpertKey key(int64_t layer, int32_t expert) const { return static_cast<ExpertKey>(layer * n_expert_ + expert); }
+    int64_t slots() const;
+    uint64_t slot_bytes() const { return slot_bytes_; }
+    int64_t experts_total() const { return static_cast<int64_t>(extents_.size()); }
+    std::string policy_name() const;
+    const char* source_name() const { return source_->name(); }
+    ExpertStoreStats stats() const;
+    // One entry per (layer * n_expert + expert); layers without experts stay Absent.
+    std::vector<Residency> residency() const;
+
+private:
+    struct Extent {
+        bool valid = false;
+        ByteWindow win[3];
+        uint64_t offset_in_slot[3] = {0, 0, 0};
+        model::FfnMatrices proto;  // shapes and types; data pointers rebased per slot
+    };
+    struct Slot {
+        memory::AlignedBuffer buf;
+        int64_t key = -1;          // expert held (or being loaded), -1 when free
+        bool loading = false;
+        bool prefetched_unused = false;
+        int in_use = 0;
+        model::FfnMatrices mats;
+    };
+    struct Request {
+        ExpertKey key;
+        bool demand;
+    };
+    class Filter;
+
+    void io_main();
+    bool protected_locked(ExpertKey k) const;
+    int64_t find_slot_locked(bool for_demand);  // free slot or victim; -1 when none
+    void evict_locked(int64_t slot);
+    void add_slot_locked();
+    void enqueue_locked(ExpertKey k, bool demand);
+    model::FfnMatrices rebase(const Extent& e, uint8_t* base) const;
+
+    const model::Model& model_;
+    memory::Ledger& ledger_;
+    memory::Tier tier_;
+    std::unique_ptr<SlowTier> source_;
+    int64_t n_expert_ = 0;
+    uint64_t slot_bytes_ = 0;
+    std::vector<Extent> extents_;
+
+    mutable std::mutex mu_;
+    std::condition_variable io_cv_;    // work for the transfer threads
+    std::condition_variable done_cv_;  // a load finished or a slot was released
+    std::vector<Slot> slots_;
+    std::unordered_map<ExpertKey, int64_t> where_;  // key -> slot
+    std::unique_ptr<CachePolicy> policy_;
+    std::vector<uint8_t> pinned_;      // per key
+    std::vector<uint16_t> wanted_;     // per key: demanded, not yet taken
+    std::deque<Request> demand_q_, prefetch_q_;
+    int64_t loads_in_flight_ = 0;
+    std::string io_error_;
+    bool stop_ = false;
+    std::vector<std::thread> io_threads_;
+
+    // The layer being served to the forward pass.
+    int64_t cur_layer_ = -1;
+    std::vector<int32_t> cur_pending_;
+
+    ExpertStoreStats stats_;
+};
+
+}  // namespace strata::experts

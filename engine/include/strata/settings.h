@@ -1,0 +1,40 @@
+// Every engine setting, in one plain struct, accepted alike by strata-cli's
+// run, eval and bench and by the desktop app. validate() names the field, the
+// value and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+struct EngineSettings {
+    // Tiers. 0 = no budget. The fast tier holds the shared weights, the expert
+    // cache, the KV cache and scratch; the slow tier holds the experts (the file).
+    uint64_t fast_budget = 0;
+    uint64_t slow_budget = 0;
+
+    // Expert cache size: an explicit slot count, else a fraction of all routed
+    // expert bytes, else everything the fast budget allows (all experts without a budget).
+    int64_t expert_slots = -1;
+    double expert_cache_fraction = -1.0;
+    std::string policy = "lru";        // lru | lfu | arc | pinned
+    std::string pin_file;              // calibration file (strata-cli calibrate) to pin hot experts
+
+    bool prefetch = true;
+    int prefetch_width = 0;            // experts prefetched per layer; 0 = the model's top-k
+    std::string predictor = "lookahead";  // lookahead | frequency | combined
+
+    int threads = 0;                   // compute threads; 0 = all cores
+    int io_threads = 1;                // transfer threads
+    bool direct_io = true;             // O_DIRECT expert reads (bypass the page cache)
+    int64_t n_ctx = 0;                 // 0 = the model's training context, at most 4096
+    int64_t n_batch = 256;
+
+    std::string trace_file;            // record a routing trace here (empty: off)
+
+    // Empty when valid, else one line naming the field and the allowed values.
+    std::string validate() const;
+};
+
+}  // namespace strata

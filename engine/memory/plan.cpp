@@ -1,0 +1,380 @@
+#include "memory/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+#include "model/model.h"
+
+namespace strata::memory {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+uint64_t mat_bytes(const model::Matrix& m) { return m ? m.slab_bytes() * static_cast<uint64_t>(m.slabs) : 0; }
+
+std::string pct(double f) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f%%", f * 100.0);
+    return b;
+}
+
+std::string json_str(const std::string& s) {
+    std::string o = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            o += '\\';
+            o += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+        } else {
+            o += static_cast<char>(c);
+        }
+    }
+    return o + "\"";
+}
+
+
+// Forward-pass scratch of a Context for n_batch tokens, mirroring
+// model/context.cpp (4 bytes per element, floats and int32 alike). With
+// B = n_batch, E = max(n_expert, 1), U = max(n_expert_used, 1),
+// ff = max(n_ff, n_ff_expert, n_ff_shared, 1), q = n_head*head_dim,
+// kv = n_head_kv*head_dim, T = threads:
+//   B*n_embd*6     x, h, tmp, xe, ye, lookahead h
+//   B*q*2          q, attn;        B*kv*2   k, v (this chunk's projections)
+//   B*E*2          router logits, lookahead probs
+//   B*U*3          route weights, ids, expert token lists;   2E+1 expert counts/offsets
+//   B*ff*2         expert gate and up outputs;               B shared-expert gates
+//   B*n_vocab      logits of a whole chunk
+//   T*(max(n_embd, q, ff) + n_ctx)   per-thread row and attention-score scratch
+uint64_t activation_bytes(const model::ModelConfig& c, int64_t B, int64_t n_ctx, int64_t T) {
+    const int64_t E = std::max<int64_t>(c.n_expert, 1);
+    const int64_t U = std::max<int64_t>(c.n_expert_used, 1);
+    const int64_t ff = std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}});
+    const int64_t q = c.n_head * c.head_dim;
+    const int64_t kv = c.n_head_kv * c.head_dim;
+    // ... plus per token: each routed expert's output row (U x n_embd, summed in
+    // rank order) and the activation row quantized for the weight type (at most
+    // 4 bytes per element of the widest input).
+    const int64_t per_token = 6 * c.n_embd + 2 * q + 2 * kv + 2 * E + 3 * U + 2 * ff + 1 + c.n_vocab +
+                              U * c.n_embd + std::max({c.n_embd, q, ff});
+    const int64_t elems = B * per_token + 2 * E + 1 + T * (std::max({c.n_embd, q, ff}) + n_ctx);
+    return static_cast<uint64_t>(elems) * 4;
+}
+
+struct Totals {
+    uint64_t shared = 0, router = 0, experts = 0, slot = 0;
+    int64_t total = 0, moe_layers = 0;
+};
+
+Totals measure(const model::Model& m) {
+    Totals t;
+    for (const model::LayerWeights& L : m.weights().layers) {
+        if (L.ffn != model::FfnKind::Moe) continue;
+        ++t.moe_layers;
+        t.router += mat_bytes(L.router);
+        const int64_t n = L.n_experts();
+        t.total += n;
+        for (int64_t e = 0; e < n; ++e) t.slot = std::max(t.slot, expert_slot_bytes(L.expert(e)));
+    }
+    const model::Model::Sizes sz = m.sizes();
+    t.experts = sz.bytes_experts;
+    t.shared = sz.bytes_total - sz.bytes_experts - t.router;
+    return t;
+}
+
+uint64_t mul(uint64_t a, int64_t n) { return a * static_cast<uint64_t>(n); }
+
+}  // namespace
+
+uint64_t direct_read_window(uint64_t offset, uint64_t bytes) {
+    if (bytes == 0) return 0;
+    const uint64_t start = offset / kPage * kPage;
+    const uint64_t end = (offset + bytes + kPage - 1) / kPage * kPage;
+    return end - start;
+}
+
+uint64_t expert_slot_bytes(const model::FfnMatrices& x) {
+    uint64_t s = 0;
+    for (const model::Matrix* m : {&x.gate, &x.up, &x.down})
+        if (*m) s += direct_read_window(m->file_offset, m->slab_bytes() * static_cast<uint64_t>(m->slabs));
+    return s;
+}
+
+Plan make_plan(const model::Model& m, const PlanSettings& s) {
+    const model::ModelConfig& c = m.config();
+
+    // --- settings -------------------------------------------------------------
+    if (std::isnan(s.expert_cache_fraction) ||
+        (s.expert_cache_fraction >= 0 && (s.expert_cache_fraction == 0 || s.expert_cache_fraction > 1))) {
+        char b[64];
+        std::snprintf(b, sizeof b, "%g", s.expert_cache_fraction);
+        throw Error(std::string("expert cache fraction ") + b +
+                    " is outside (0, 1]: it is the share of all routed experts that get a slot (e.g. 0.25)");
+    }
+    if (s.expert_slots == 0)
+        throw Error("zero slots: the expert cache needs at least " + std::to_string(std::max<int64_t>(c.n_expert_used, 1)) +
+                    " slots (the experts one token uses in a layer)");
+    if (s.pinned_experts < 0) throw Error("the number of pinned experts cannot be negative");
+    if (s.n_ctx < 0) throw Error("the context size cannot be negative (0: the model's own)");
+    if (s.n_batch < 1) throw Error("the batch size must be at least 1 token");
+    if (s.transfer_buffers < 0) throw Error("the number of transfer buffers cannot be negative");
+    if (s.threads < 0) throw Error("the thread count cannot be negative (0: all hardware threads)");
+
+    const Totals t = measure(m);
+    Plan p;
+    p.fast_budget = s.fast_budget == 0 ? Ledger::kUnlimited : s.fast_budget;
+    p.slow_budget = s.slow_budget == 0 ? Ledger::kUnlimited : s.slow_budget;
+    p.experts_total = t.total;
+    p.moe_layers = t.moe_layers;
+    p.n_expert_used = c.n_expert_used;
+    p.slot_bytes = t.slot;
+    p.n_ctx = s.n_ctx > 0 ? s.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
+    p.n_batch = std::min(s.n_batch, p.n_ctx);
+    p.threads = s.threads > 0 ? s.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    {
+        std::ostringstream os;
+        os << (c.name.empty() ? std::string("model") : "'" + c.name + "'") << " (" << c.arch_name << ", "
+           << c.n_layer << " layers";
+        if (t.total > 0) os << ", " << t.moe_layers << " MoE x " << c.n_expert << " experts top-" << c.n_expert_used;
+        os << ")";
+        p.model = os.str();
+    }
+
+    if (s.pinned_experts > t.total)
+        throw Error(std::to_string(s.pinned_experts) + " pinned experts, but the model has only " +
+                    std::to_string(t.total) + " routed experts");
+    p.pinned_experts = s.pinned_experts;
+
+    const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(p.n_ctx) *
+                        static_cast<uint64_t>(c.n_head_kv * c.head_dim) * 4;
+    const uint64_t act = activation_bytes(c, p.n_batch, p.n_ctx, p.threads);
+    const uint64_t pinned = mul(t.slot, p.pinned_experts);
+    const uint64_t base = t.shared + t.router + kv + act + s.draft_model_bytes + s.runtime_reserve + pinned;
+    // Unpinned slots a MoE layer needs at the least (fewer when pinning covers almost everything).
+    const int64_t unpinned_min = t.total > 0 ? std::min(std::max<int64_t>(c.n_expert_used, 1), t.total - p.pinned_experts) : 0;
+    const int64_t min_slots = p.pinned_experts + unpinned_min;
+    p.resident_minimum = base + mul(t.slot, unpinned_min);
+    const uint64_t transfer_want = (s.prefetch && t.total > 0) ? mul(t.slot, s.transfer_buffers) : 0;
+    const bool limited = p.fast_budget != Ledger::kUnlimited;
+
+    std::vector<std::string> notes;  // remarks appended to the verdict
+    // --- expert slots -----------------------------------------------------------
+    bool explicit_slots = false;
+    int64_t slots = 0;
+    if (t.total == 0) {
+        slots = 0;
+    } else if (s.expert_slots > 0) {
+        explicit_slots = true;
+        if (s.expert_slots < min_slots) {
+            throw Error("too few expert slots (" + std::to_string(s.expert_slots) + "): a layer needs " +
+                        std::to_string(unpinned_min) + " unpinned slots (the experts one token uses)" +
+                        (p.pinned_experts > 0 ? " besides the " + std::to_string(p.pinned_experts) + " pinned ones" : "") +
+                        "; use at least " + std::to_string(min_slots));
+        }
+        slots = std::min(s.expert_slots, t.total);
+        if (s.expert_slots > t.total)
+            notes.push_back(std::to_string(s.expert_slots) + " slots asked, the model has " + std::to_string(t.total) +
+                            " experts");
+    } else if (s.expert_cache_fraction > 0) {
+        explicit_slots = true;
+        slots = std::llround(s.expert_cache_fraction * static_cast<double>(t.total));
+        if (slots < min_slots) {
+            notes.push_back("a fraction of " + pct(s.expert_cache_fraction) + " gives fewer slots than the minimum, raised to " +
+                            std::to_string(min_slots));
+            slots = min_slots;
+        }
+    } else if (!limited) {
+        slots = t.total;
+    } else {
+        slots = min_slots;  // the budget decides below
+    }
+
+    // --- fit ----------------------------------------------------------------------
+    uint64_t transfer = 0;
+    std::string why_not;
+    if (!limited) {
+        transfer = slots < t.total ? transfer_want : 0;
+    } else if (p.resident_minimum > p.fast_budget) {
+        transfer = slots < t.total ? transfer_want : 0;
+        std::ostringstream os;
+        os << "the fast budget of " << format_bytes(p.fast_budget) << " is below the resident minimum of "
+           << format_bytes(p.resident_minimum) << " (weights.shared " << format_bytes(t.shared) << ", weights.router "
+           << format_bytes(t.router) << ", kv.pages " << format_bytes(kv) << " for " << p.n_ctx
+           << " tokens, activations " << format_bytes(act) << ", runtime.reserve " << format_bytes(s.runtime_reserve);
+        if (s.draft_model_bytes) os << ", draft.model " << format_bytes(s.draft_model_bytes);
+        if (t.total > 0) os << ", " << min_slots << " expert slots " << format_bytes(mul(t.slot, min_slots));
+        os << "); raise the fast budget to at least " << format_bytes(p.resident_minimum)
+           << ", or shorten the context";
+        why_not = os.str();
+    } else if (!explicit_slots) {
+        // Every expert that fits: transfer buffers give way first when room is short.
+        const uint64_t room = p.fast_budget - base;
+        if (room >= mul(t.slot, t.total - p.pinned_experts)) {
+            slots = t.total;
+        } else {
+            transfer = transfer_want;
+            if (room < mul(t.slot, unpinned_min) + transfer) {
+                transfer = 0;
+                if (transfer_want) notes.push_back("no room for transfer buffers: they gave way (prefetch reads go straight into slots)");
+            }
+            const int64_t unpinned = t.slot ? static_cast<int64_t>((room - transfer) / t.slot) : 0;
+            slots = p.pinned_experts + std::min(unpinned, t.total - p.pinned_experts);
+        }
+    } else {
+        transfer = slots < t.total ? transfer_want : 0;
+        const uint64_t need = base + mul(t.slot, slots - p.pinned_experts);
+        if (need <= p.fast_budget && need + transfer > p.fast_budget) {
+            transfer = 0;
+            notes.push_back("no room for transfer buffers: they gave way (prefetch reads go straight into slots)");
+        }
+        if (need > p.fast_budget) {
+            const int64_t fit_slots =
+                p.pinned_experts + std::min<int64_t>(t.total - p.pinned_experts, static_cast<int64_t>((p.fast_budget - base) / t.slot));
+            std::ostringstream os;
+            os << "experts.cache needs " << format_bytes(mul(t.slot, slots - p.pinned_experts)) << " for "
+               << slots - p.pinned_experts << " slots of " << format_bytes(t.slot) << ", which takes the fast tier to "
+               << format_bytes(need) << ", " << format_bytes(need - p.fast_budget) << " over its budget of "
+               << format_bytes(p.fast_budget) << "; raise the fast budget to at least " << format_bytes(need)
+               << ", or lower the expert cache to at most " << fit_slots << " slots (fraction "
+               << pct(static_cast<double>(fit_slots) / static_cast<double>(t.total)) << ")";
+            why_not = os.str();
+        }
+    }
+    p.expert_slots = slots;
+    p.minimum_slots = min_slots;
+    p.transfer_buffers = t.slot ? static_cast<int64_t>(transfer / t.slot) : 0;
+    p.cache_fraction = t.total > 0 ? static_cast<double>(slots) / static_cast<double>(t.total) : 1.0;
+
+    // --- rows ---------------------------------------------------------------------
+    auto row = [&](Account a, Tier tier, uint64_t b, std::string note) {
+        p.rows.push_back({a, tier, b, 0});
+        p.notes.push_back(std::move(note));
+    };
+    const std::string slot_x = " x " + format_bytes(t.slot);
+    row(Account::WeightsShared, Tier::Fast, t.shared, "embeddings, attention, norms, dense/shared FFNs, output head");
+    row(Account::WeightsRouter, Tier::Fast, t.router, std::to_string(t.moe_layers) + " routers");
+    row(Account::ExpertsCache, Tier::Fast, mul(t.slot, slots - p.pinned_experts),
+        std::to_string(slots - p.pinned_experts) + " slots" + slot_x);
+    row(Account::ExpertsPinned, Tier::Fast, pinned, std::to_string(p.pinned_experts) + " pinned slots" + slot_x);
+    row(Account::KvPages, Tier::Fast, kv,
+        std::to_string(p.n_ctx) + " tokens x " + std::to_string(c.n_layer) + " layers, K+V f32");
+    row(Account::Activations, Tier::Fast, act,
+        "batch " + std::to_string(p.n_batch) + ", " + std::to_string(p.threads) + " thread" + (p.threads == 1 ? "" : "s"));
+    row(Account::TransferBuffers, Tier::Fast, transfer,
+        !s.prefetch || t.total == 0 ? std::string("prefetch off")
+        : slots == t.total           ? std::string("none needed: every expert has a slot")
+                                     : std::to_string(p.transfer_buffers) + " staging slots" + slot_x);
+    row(Account::DraftModel, Tier::Fast, s.draft_model_bytes, s.draft_model_bytes ? "draft model" : "no draft model");
+    row(Account::RuntimeReserve, Tier::Fast, s.runtime_reserve, "allocator slack, thread stacks, tables");
+    row(Account::ExpertsHome, Tier::Slow, t.experts,
+        std::to_string(t.total) + " routed experts in the model file");
+    for (const LedgerRow& r : p.rows) (r.tier == Tier::Fast ? p.fast_total : p.slow_total) += r.reserved;
+
+    // --- verdict ------------------------------------------------------------------
+    if (p.slow_budget != Ledger::kUnlimited && p.slow_total > p.slow_budget) {
+        if (!why_not.empty()) why_not += "; and ";
+        why_not += "experts.home needs " + format_bytes(p.slow_total) + " in the slow tier (every routed expert), " +
+                  format_bytes(p.slow_total - p.slow_budget) + " over its budget of " + format_bytes(p.slow_budget) +
+                  "; raise the slow budget to at least " + format_bytes(p.slow_total);
+    }
+    std::string slots_text;
+    if (t.total > 0)
+        slots_text = "expert cache " + std::to_string(slots) + " of " + std::to_string(t.total) + " slots (" +
+                     pct(p.cache_fraction) + ")";
+    if (why_not.empty()) {
+        p.fits = true;
+        std::ostringstream os;
+        os << "fits: " << format_bytes(p.fast_total) << " fast"
+           << (limited ? " of " + format_bytes(p.fast_budget) : std::string(" (no budget given)")) << ", "
+           << format_bytes(p.slow_total) << " slow"
+           << (p.slow_budget != Ledger::kUnlimited ? " of " + format_bytes(p.slow_budget) : std::string());
+        if (!slots_text.empty()) os << "; " << slots_text;
+        p.reason = os.str();
+    } else {
+        p.fits = false;
+        p.reason = "does not fit: " + why_not;
+    }
+    for (const std::string& n : notes) p.reason += "; " + n;
+    return p;
+}
+
+uint64_t Plan::bytes(Account a) const {
+    uint64_t s = 0;
+    for (const LedgerRow& r : rows)
+        if (r.account == a) s += r.reserved;
+    return s;
+}
+
+std::string Plan::to_table() const {
+    std::ostringstream os;
+    char line[256];
+    os << "plan for " << model << "\n";
+    os << "context " << n_ctx << " tokens, batch " << n_batch << ", " << threads << " thread" << (threads == 1 ? "" : "s");
+    if (experts_total > 0) os << ", slot " << format_bytes(slot_bytes);
+    os << "\ntiers: fast = " << tier_default_description(Tier::Fast) << "; slow = " << tier_default_description(Tier::Slow)
+       << "\n\n";
+    std::snprintf(line, sizeof line, "%-18s %-5s %12s  %s\n", "account", "tier", "bytes", "what");
+    os << line;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        std::snprintf(line, sizeof line, "%-18s %-5s %12s  %s\n", account_name(rows[i].account), tier_name(rows[i].tier),
+                      format_bytes(rows[i].reserved).c_str(), i < notes.size() ? notes[i].c_str() : "");
+        os << line;
+    }
+    os << "\n";
+    auto total_line = [&](Tier t, uint64_t total, uint64_t budget) {
+        std::string tail;
+        if (budget == Ledger::kUnlimited) tail = "no budget";
+        else if (total <= budget) tail = "of " + format_bytes(budget) + ", " + format_bytes(budget - total) + " spare";
+        else tail = "of " + format_bytes(budget) + ", OVER by " + format_bytes(total - budget);
+        std::snprintf(line, sizeof line, "%-18s %-5s %12s  %s\n", "total", tier_name(t), format_bytes(total).c_str(),
+                      tail.c_str());
+        os << line;
+    };
+    total_line(Tier::Fast, fast_total, fast_budget);
+    total_line(Tier::Slow, slow_total, slow_budget);
+    const std::string min_note = experts_total > 0 ? "with " + std::to_string(minimum_slots) + " expert slots" : "";
+    std::snprintf(line, sizeof line, "%-18s %-5s %12s  %s\n", "resident minimum", "fast",
+                  format_bytes(resident_minimum).c_str(), min_note.c_str());
+    os << line;
+    if (experts_total > 0)
+        os << "\nexpert cache: " << expert_slots << " of " << experts_total << " slots (" << pct(cache_fraction)
+           << ")" << (pinned_experts ? ", " + std::to_string(pinned_experts) + " pinned" : std::string()) << "\n";
+    os << "\n" << reason << "\n";
+    return os.str();
+}
+
+std::string Plan::to_json() const {
+    std::ostringstream os;
+    auto budget = [](uint64_t b) { return b == Ledger::kUnlimited ? std::string("null") : std::to_string(b); };
+    char frac[32];
+    std::snprintf(frac, sizeof frac, "%.6g", cache_fraction);
+    os << "{\"model\":" << json_str(model) << ",\"fits\":" << (fits ? "true" : "false") << ",\"reason\":" << json_str(reason)
+       << ",\"fast_budget\":" << budget(fast_budget) << ",\"slow_budget\":" << budget(slow_budget)
+       << ",\"fast_total\":" << fast_total << ",\"slow_total\":" << slow_total
+       << ",\"resident_minimum\":" << resident_minimum << ",\"expert_slots\":" << expert_slots
+       << ",\"pinned_experts\":" << pinned_experts << ",\"experts_total\":" << experts_total
+       << ",\"slot_bytes\":" << slot_bytes << ",\"cache_fraction\":" << frac
+       << ",\"transfer_buffers\":" << transfer_buffers << ",\"n_ctx\":" << n_ctx << ",\"n_batch\":" << n_batch
+       << ",\"threads\":" << threads << ",\"rows\":[";
+    for (size_t i = 0; i < rows.size(); ++i) {
+        if (i) os << ",";
+        os << "{\"account\":" << json_str(account_name(rows[i].account)) << ",\"tier\":" << json_str(tier_name(rows[i].tier))
+           << ",\"bytes\":" << rows[i].reserved << ",\"note\":" << json_str(i < notes.size() ? notes[i] : "") << "}";
+    }
+    os << "]}";
+    return os.str();
+}
+
+void apply_budgets(const Plan& p, Ledger& ledger) {
+    ledger.set_budget(Tier::Fast, p.fast_budget);
+    ledger.set_budget(Tier::Slow, p.slow_budget);
+}
+
+}  // namespace strata::memory

@@ -1,0 +1,105 @@
+// The plan (DESIGN.md §4): the whole ledger table for a model and a set of
+// settings, computed before the model's weights are touched, so the app and
+// the CLI can say "fits / does not fit, and why" before loading.
+//
+// Tiers on a CPU-only machine: fast = the RAM the engine may hold (shared
+// weights copied out of the file, expert slots, KV, activations, transfer
+// buffers, runtime reserve); slow = where the experts live (the model file,
+// read with O_DIRECT). With a GPU: fast = VRAM, slow = pinned host RAM.
+//
+// Accounts and what they are planned as:
+//   weights.shared    every tensor byte except routed experts and routers
+//   weights.router    the MoE routers (ffn_gate_inp)
+//   experts.pinned    pinned_experts slots (never evicted)
+//   experts.cache     the unpinned expert slots
+//   kv.pages          2 * n_layer * n_ctx * n_head_kv * head_dim * 4 (f32 K and V)
+//   activations       forward-pass scratch for n_batch tokens (formula in plan.cpp)
+//   transfer.buffers  transfer_buffers slots of staging when prefetch is on and
+//                     not every expert has a slot
+//   draft.model       draft_model_bytes (speculative decoding; 0 without a draft)
+//   runtime.reserve   runtime_reserve
+//   experts.home      slow tier: every routed expert's bytes in the file
+//
+// Slot counts: expert_slots counts every slot of the expert cache, pinned ones
+// included (experts.pinned holds pinned_experts of them, experts.cache the
+// rest), so cache_fraction = expert_slots / experts_total.
+//
+// Resident minimum (fast tier) = shared + router + KV + activations + draft +
+// runtime reserve + pinned slots + n_expert_used unpinned slots (the fewest with
+// which a MoE layer can be computed at all). Transfer buffers are not part of
+// it: under pressure they give way first, then unpinned cache slots.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory/ledger.h"
+
+namespace strata::model {
+class Model;
+struct FfnMatrices;
+}  // namespace strata::model
+
+namespace strata::memory {
+
+struct PlanSettings {
+    uint64_t fast_budget = 0;            // 0: unlimited (no budget given)
+    uint64_t slow_budget = 0;            // 0: unlimited
+    double expert_cache_fraction = -1;   // of all routed experts, in (0, 1]; <0: every expert that fits the
+                                         // fast budget, or all of them without a budget
+    int64_t expert_slots = -1;           // >0: explicit slot count (pinned included); overrides the fraction
+    int64_t pinned_experts = 0;          // experts pinned from a calibration file
+    int64_t n_ctx = 0;                   // 0: the model's training context, at most 4096 (as Context does)
+    int64_t n_batch = 256;               // largest forward chunk (capped at n_ctx, as Context does)
+    int threads = 1;                     // compute threads (per-thread scratch); 0: all hardware threads
+    bool prefetch = true;
+    int64_t transfer_buffers = 2;        // slots of staging for in-flight loads while prefetching
+    uint64_t draft_model_bytes = 0;
+    uint64_t runtime_reserve = 64ull << 20;
+};
+
+struct Plan {
+    std::vector<LedgerRow> rows;     // every account, reserved = planned bytes (used = 0); fast tier first
+    std::vector<std::string> notes;  // one per row: what the bytes are
+    uint64_t fast_budget = Ledger::kUnlimited;
+    uint64_t slow_budget = Ledger::kUnlimited;
+    uint64_t fast_total = 0;         // sum of the fast rows
+    uint64_t slow_total = 0;
+    uint64_t resident_minimum = 0;   // fewest fast bytes with which the model runs at all
+    int64_t expert_slots = 0;        // pinned included
+    int64_t minimum_slots = 0;       // slots counted in the resident minimum (pinned + n_expert_used)
+    int64_t pinned_experts = 0;
+    int64_t experts_total = 0;       // routed experts over all MoE layers
+    int64_t moe_layers = 0;
+    int64_t n_expert_used = 0;
+    uint64_t slot_bytes = 0;         // one slot: the largest expert, each of gate/up/down as a 4096-aligned window
+    double cache_fraction = 0;       // expert_slots / experts_total (1 for a dense model)
+    int64_t transfer_buffers = 0;    // planned staging slots (0 when they gave way or are not needed)
+    int64_t n_ctx = 0, n_batch = 0;
+    int threads = 0;
+    std::string model;               // "name (arch, 4 layers, 8 experts top-2)"
+    bool fits = false;
+    std::string reason;              // "fits: ..." or "does not fit: ... ; what to do"
+
+    uint64_t bytes(Account a) const;  // the planned bytes of an account
+    std::string to_table() const;     // account, tier, bytes, note; totals per tier vs budget; verdict
+    std::string to_json() const;      // one JSON object
+};
+
+// Throws strata::Error for bad settings (fraction outside (0, 1], zero slots,
+// fewer slots than one token needs in a layer, more pinned experts than the
+// model has, negative sizes). A budget too small is not an error: the plan says
+// so (fits = false, with the reason).
+Plan make_plan(const model::Model& m, const PlanSettings& s);
+
+// The file window an O_DIRECT read of [offset, offset + bytes) covers: from
+// offset rounded down to 4096 to offset + bytes rounded up to 4096.
+uint64_t direct_read_window(uint64_t offset, uint64_t bytes);
+// Bytes of a slot for this expert: the sum of its gate/up/down windows.
+uint64_t expert_slot_bytes(const model::FfnMatrices& expert);
+
+// Sets the ledger's tier budgets from the plan.
+void apply_budgets(const Plan& p, Ledger& ledger);
+
+}  // namespace strata::memory

@@ -1,0 +1,299 @@
+// Tiered expert offloading, end to end: with a quarter of the experts cached
+// the engine computes exactly what the fully resident engine computes; the
+// ledger never exceeds its budget, even while the cache is resized and its
+// policy switched during generation; bad settings are clear errors that leave
+// the running engine intact; and the O_DIRECT path really bounds memory.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+
+#include "common/error.h"
+#include "core/engine.h"
+#include "model/make_model.h"
+#include "test_support.h"
+
+using namespace strata;
+
+namespace {
+
+int32_t argmax(const float* x, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = static_cast<int32_t>(i);
+    return best;
+}
+
+struct RunResult {
+    std::vector<float> logits;   // teacher-forced, every prompt position
+    std::vector<int32_t> greedy;
+};
+
+// Teacher-forced logits of the prompt, then `n` greedy tokens; between tokens
+// `between(i)` may change settings.
+RunResult run(core::Engine& e, const std::string& prompt, int n, const std::function<void(int)>& between = {}) {
+    model::Context& ctx = e.context();
+    ctx.clear();
+    const auto toks = e.vocab().encode(prompt, true);
+    const int64_t V = e.model().config().n_vocab;
+    RunResult r;
+    const float* l = ctx.decode(toks, true);
+    r.logits.assign(l, l + toks.size() * V);
+    int32_t next = argmax(l + (toks.size() - 1) * V, V);
+    for (int i = 0; i < n; ++i) {
+        r.greedy.push_back(next);
+        if (between) between(i);
+        next = argmax(ctx.decode({&next, 1}, false), V);
+    }
+    return r;
+}
+
+std::vector<std::string> prompts() {
+    return {"Once upon a time", "The little dog ran to the park and saw a big red ball. He was very happy.",
+            "Lily and Tom went to the store.\nThey bought apples, milk and bread!"};
+}
+
+std::string demo_model() { return STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf"; }
+
+}  // namespace
+
+class TestOffload : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void quarter_cache_is_exact_data() {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QString>("policy");
+        QTest::addColumn<QString>("predictor");
+        for (const char* m : {"moe-tiny-f32", "moe-small-q4_k_m", "qwen2moe-tiny-f32"}) {
+            QTest::newRow(m) << QString::fromStdString(test::fixture_path(QString("models/%1.gguf").arg(m)))
+                             << "lru" << "lookahead";
+        }
+        QTest::newRow("q4_k_m-arc-frequency")
+            << QString::fromStdString(test::fixture_path("models/moe-small-q4_k_m.gguf")) << "arc" << "frequency";
+        QTest::newRow("q4_k_m-lfu-combined")
+            << QString::fromStdString(test::fixture_path("models/moe-small-q4_k_m.gguf")) << "lfu" << "combined";
+        QTest::newRow("demo") << QString::fromStdString(demo_model()) << "lru" << "lookahead";
+    }
+
+    // Acceptance: expert cache at 25% of expert bytes -> greedy ids and logits
+    // identical to the fully resident run.
+    void quarter_cache_is_exact() {
+        QFETCH(QString, path);
+        QFETCH(QString, policy);
+        QFETCH(QString, predictor);
+        if (QString(QTest::currentDataTag()) == "demo") {
+            if (!QFileInfo::exists(path)) QSKIP("the demo model is not built into this tree");
+        } else {
+            STRATA_REQUIRE_FIXTURES();
+        }
+        EngineSettings full;
+        full.threads = 2;
+        EngineSettings quarter = full;
+        quarter.expert_cache_fraction = 0.25;
+        quarter.policy = policy.toStdString();
+        quarter.predictor = predictor.toStdString();
+        auto a = core::Engine::load(path.toStdString(), full);
+        auto b = core::Engine::load(path.toStdString(), quarter);
+        QVERIFY(b->expert_store()->slots() * 4 <= b->expert_store()->experts_total() + 3);
+        for (const std::string& p : prompts()) {
+            const RunResult ra = run(*a, p, 16);
+            const RunResult rb = run(*b, p, 16);
+            QCOMPARE(rb.greedy, ra.greedy);
+            QVERIFY(rb.logits == ra.logits);  // bit for bit
+        }
+        const TelemetrySnapshot t = b->snapshot();
+        QVERIFY(t.hit_rate_total < 1.0);  // the cache really was too small for everything
+        QVERIFY(t.bytes_loaded > 0);
+        QVERIFY(t.prefetch_precision > 0.0);
+    }
+
+    // The ledger never exceeds the fast budget, while the cache is resized and
+    // its policy switched between decode steps; the output does not change.
+    void ledger_holds_under_runtime_changes() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string path = test::fixture_path("models/moe-small-q4_k_m.gguf");
+        EngineSettings probe;
+        probe.threads = 2;
+        auto reference = core::Engine::load(path, probe);
+        // A budget that allows about half of the experts.
+        const memory::Plan& full = reference->plan();
+        EngineSettings s = probe;
+        s.fast_budget = full.resident_minimum + full.slot_bytes * 14;
+        auto e = core::Engine::load(path, s);
+        const int64_t max_slots = e->expert_store()->slots();
+        QVERIFY(max_slots >= 8 && max_slots < e->expert_store()->experts_total());
+        const char* policies[] = {"lru", "lfu", "arc", "lru"};
+        int refused = 0;
+        const RunResult want = run(*reference, prompts()[1], 40);
+        const RunResult got = run(*e, prompts()[1], 40, [&](int i) {
+            if (i % 5 != 4) return;
+            e->set_policy(policies[(i / 5) % 4]);
+            const int64_t slots = 2 + (i * 7) % (max_slots + 6);  // sometimes more than the budget allows
+            try {
+                e->set_expert_slots(slots);
+            } catch (const Error& err) {
+                ++refused;
+                QVERIFY2(std::string(err.what()).find("budget") != std::string::npos, err.what());
+            }
+            QVERIFY(e->ledger().reserved(memory::Tier::Fast) <= s.fast_budget);
+        });
+        QCOMPARE(got.greedy, want.greedy);
+        QVERIFY(got.logits == want.logits);
+        QVERIFY(refused > 0);  // the over-budget requests were refused, not obeyed
+        QVERIFY(e->ledger().peak_reserved(memory::Tier::Fast) <= s.fast_budget);
+    }
+
+    void bad_settings_are_clear_errors() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string path = test::fixture_path("models/moe-small-q4_k_m.gguf");
+        auto expect = [&](const EngineSettings& s, const char* phrase) {
+            try {
+                core::Engine::load(path, s);
+                QFAIL(qPrintable(QString("loaded; expected an error with '%1'").arg(phrase)));
+            } catch (const Error& e) {
+                QVERIFY2(std::string(e.what()).find(phrase) != std::string::npos, e.what());
+            }
+        };
+        EngineSettings s;
+        s.fast_budget = 1 << 20;
+        expect(s, "resident minimum");
+        s = {};
+        s.expert_slots = 0;
+        expect(s, "at least one slot");
+        s = {};
+        s.expert_cache_fraction = 1.5;
+        expect(s, "expert_cache_fraction");
+        s = {};
+        s.policy = "mru";
+        expect(s, "policy 'mru' is unknown");
+        s = {};
+        s.pin_file = "/nonexistent/hot.json";
+        expect(s, "cannot open the calibration file");
+
+        QTemporaryDir dir;
+        const std::string other = (dir.path() + "/other.json").toStdString();
+        std::ofstream(other) << R"({"strata_calibration": 1, "n_layer": 9, "n_expert": 8, "pinned": [[0, 1]]})";
+        s = {};
+        s.pin_file = other;
+        expect(s, "made for a model with 9 layers");
+        const std::string junk = (dir.path() + "/junk.json").toStdString();
+        std::ofstream(junk) << "{not json";
+        s.pin_file = junk;
+        expect(s, "JSON error");
+        const std::string many = (dir.path() + "/many.json").toStdString();
+        {
+            std::ofstream f(many);
+            f << R"({"strata_calibration": 1, "n_layer": 4, "n_expert": 8, "pinned": [)";
+            for (int i = 0; i < 8; ++i) f << (i ? "," : "") << "[0," << i << "]";
+            f << "]}";
+        }
+        s = {};
+        s.expert_slots = 6;
+        s.pin_file = many;
+        expect(s, "pinned");
+
+        // A refused run-time change leaves the engine as it was.
+        EngineSettings ok;
+        ok.expert_slots = 8;
+        ok.fast_budget = 0;
+        auto e = core::Engine::load(path, ok);
+        const RunResult before = run(*e, prompts()[0], 8);
+        QVERIFY_THROWS_EXCEPTION(Error, e->set_pin_file(other));
+        QVERIFY_THROWS_EXCEPTION(Error, e->set_policy("mru"));
+        QVERIFY_THROWS_EXCEPTION(Error, e->set_expert_slots(0));
+        QCOMPARE(e->expert_store()->slots(), int64_t{8});
+        QCOMPARE(run(*e, prompts()[0], 8).greedy, before.greedy);
+    }
+
+    // Calibration -> pin file -> pinned experts stay resident.
+    void pinned_experts_stay() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string path = test::fixture_path("models/moe-small-q4_k_m.gguf");
+        QTemporaryDir dir;
+        const std::string pins = (dir.path() + "/hot.json").toStdString();
+        std::ofstream(pins) << R"({"strata_calibration": 1, "n_layer": 4, "n_expert": 8, "pinned": [[0, 3], [2, 5]]})";
+        EngineSettings s;
+        s.expert_slots = 6;
+        s.pin_file = pins;
+        auto e = core::Engine::load(path, s);
+        run(*e, prompts()[1], 24);
+        const auto res = e->expert_store()->residency();
+        QCOMPARE(res[0 * 8 + 3], experts::Residency::Pinned);
+        QCOMPARE(res[2 * 8 + 5], experts::Residency::Pinned);
+        e->set_pin_file("");
+        run(*e, prompts()[2], 4);
+        QVERIFY(e->expert_store()->residency()[0 * 8 + 3] != experts::Residency::Pinned);
+    }
+
+    // A model larger than its budget runs with its peak RSS under the budget,
+    // and O_DIRECT leaves the model file out of the page cache.
+    void direct_io_bounds_resident_memory() {
+        QTemporaryDir dir;
+        const std::string path = (dir.path() + "/big.gguf").toStdString();
+        model::MakeModelSpec spec;
+        spec.layers = 4;
+        spec.dim = 512;
+        spec.heads = 8;
+        spec.kv_heads = 4;
+        spec.experts = 32;
+        spec.used = 2;
+        spec.expert_ff = 1024;
+        spec.type = kernels::WeightType::Q8_0;
+        spec.threads = 2;
+        model::make_model(spec, path);
+        const qint64 file_size = QFileInfo(QString::fromStdString(path)).size();
+        QVERIFY(file_size > 200 << 20);
+
+        // Drop the freshly written file from the page cache.
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        QVERIFY(fd >= 0);
+        ::fdatasync(fd);
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+
+        const uint64_t budget = 120ull << 20;
+        QProcess p;
+        p.start(QStringLiteral(STRATA_CLI), {"bench", QString::fromStdString(path), "--fast-budget", "120M", "--ctx",
+                                             "256", "-n", "24", "--prompt-len", "16", "--warmup", "4", "--json"});
+        QVERIFY(p.waitForFinished(300000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const QJsonObject o = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        const double rss = o["peak_rss_bytes"].toDouble();
+        qInfo("model %.1f MiB, budget %.1f MiB: peak RSS %.1f MiB, %lld of %lld experts cached, hit rate %.3f",
+              file_size / 1048576.0, budget / 1048576.0, rss / 1048576.0, o["expert_slots"].toInteger(),
+              o["experts_total"].toInteger(), o["expert_hit_rate"].toDouble());
+        QVERIFY(rss > 0);
+        QVERIFY2(rss < budget, "peak RSS above the fast budget");
+        QVERIFY(rss < file_size * 0.5);
+        QVERIFY(o["fast_tier_peak_bytes"].toDouble() <= budget);
+
+        // The page cache holds almost none of the file: experts came in with O_DIRECT.
+        struct stat st {};
+        ::fstat(fd, &st);
+        void* map = ::mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        QVERIFY(map != MAP_FAILED);
+        const long page = ::sysconf(_SC_PAGESIZE);
+        std::vector<unsigned char> vec((st.st_size + page - 1) / page);
+        QCOMPARE(::mincore(map, st.st_size, vec.data()), 0);
+        size_t cached = 0;
+        for (unsigned char v : vec) cached += v & 1;
+        ::munmap(map, st.st_size);
+        ::close(fd);
+        const double cached_fraction = double(cached) / double(vec.size());
+        qInfo("page cache holds %.1f%% of the model file after the run", 100 * cached_fraction);
+        if (QFileInfo(dir.path()).absoluteFilePath().startsWith("/tmp") && cached_fraction > 0.9)
+            QSKIP("the temporary directory is on tmpfs (no page cache to bypass)");
+        QVERIFY2(cached_fraction < 0.10, "the model file went through the page cache");
+    }
+};
+
+QTEST_GUILESS_MAIN(TestOffload)
+#include "test_offload.moc"

@@ -1,0 +1,407 @@
+// The plan: the whole ledger table for a model before it loads. Numbers add up
+// to the model's bytes, fractions and budgets give the slots they should, a
+// budget below the resident minimum says so, and bad settings are errors.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "memory/plan.h"
+#include "model/context.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "test_support.h"
+
+using namespace strata;
+using namespace strata::memory;
+
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+template <class F>
+QString error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return QString::fromStdString(e.what());
+    }
+    return QString();
+}
+
+uint64_t file_tensor_bytes(const model::Model& m) {
+    uint64_t s = 0;
+    for (const gguf::TensorInfo& t : m.file().tensors()) s += t.nbytes;
+    return s;
+}
+
+uint64_t router_bytes(const model::Model& m) {
+    uint64_t s = 0;
+    for (const model::LayerWeights& L : m.weights().layers)
+        if (L.router) s += L.router.slab_bytes();
+    return s;
+}
+
+uint64_t max_expert_bytes(const model::Model& m) {
+    uint64_t best = 0;
+    for (const model::LayerWeights& L : m.weights().layers)
+        for (int64_t e = 0; e < L.n_experts(); ++e) {
+            const model::FfnMatrices x = L.expert(e);
+            best = std::max(best, x.gate.slab_bytes() + x.up.slab_bytes() + x.down.slab_bytes());
+        }
+    return best;
+}
+
+uint64_t fast_sum(const Plan& p) {
+    uint64_t s = 0;
+    for (const LedgerRow& r : p.rows)
+        if (r.tier == Tier::Fast) s += r.reserved;
+    return s;
+}
+
+// Checks that hold for every plan.
+void check_invariants(const model::Model& m, const Plan& p) {
+    const model::Model::Sizes sz = m.sizes();
+    QCOMPARE(p.bytes(Account::WeightsShared) + p.bytes(Account::WeightsRouter) + p.bytes(Account::ExpertsHome),
+             sz.bytes_total);
+    QCOMPARE(p.bytes(Account::ExpertsHome), sz.bytes_experts);
+    QCOMPARE(p.bytes(Account::WeightsRouter), router_bytes(m));
+    QCOMPARE(p.fast_total, fast_sum(p));
+    QCOMPARE(p.slow_total, p.bytes(Account::ExpertsHome));
+    QCOMPARE(p.bytes(Account::ExpertsCache) + p.bytes(Account::ExpertsPinned), p.slot_bytes * uint64_t(p.expert_slots));
+    QCOMPARE(p.bytes(Account::ExpertsPinned), p.slot_bytes * uint64_t(p.pinned_experts));
+    QCOMPARE(p.bytes(Account::TransferBuffers), p.slot_bytes * uint64_t(p.transfer_buffers));
+    const model::ModelConfig& c = m.config();
+    QCOMPARE(p.bytes(Account::KvPages), uint64_t(2 * c.n_layer * p.n_ctx * c.n_head_kv * c.head_dim * 4));
+    QVERIFY(p.bytes(Account::Activations) >= uint64_t(p.n_batch * c.n_vocab * 4));
+    if (p.experts_total > 0) {
+        // A slot holds the largest expert plus at most two pages of O_DIRECT padding per matrix.
+        const uint64_t biggest = max_expert_bytes(m);
+        QVERIFY(p.slot_bytes >= biggest);
+        QVERIFY(p.slot_bytes <= biggest + 6 * 4096);
+        QCOMPARE(p.slot_bytes % 4096, uint64_t{0});
+        QCOMPARE(p.cache_fraction, double(p.expert_slots) / double(p.experts_total));
+    }
+    QCOMPARE(p.rows.size(), p.notes.size());
+    QVERIFY(p.fits ? p.reason.rfind("fits:", 0) == 0 : p.reason.rfind("does not fit:", 0) == 0);
+    if (p.fits && p.fast_budget != Ledger::kUnlimited) QVERIFY(p.fast_total <= p.fast_budget);
+    QVERIFY(!p.to_table().empty());
+    QVERIFY(p.to_json().front() == '{');
+}
+
+// A plan that fits can be reserved, row by row, in a ledger with its budgets.
+void reserve_plan(const Plan& p) {
+    Ledger l;
+    apply_budgets(p, l);
+    for (const LedgerRow& r : p.rows) l.reserve(r.account, r.tier, r.reserved);
+    QCOMPARE(l.reserved(Tier::Fast), p.fast_total);
+    QVERIFY(l.peak_reserved(Tier::Fast) <= l.budget(Tier::Fast));
+}
+
+}  // namespace
+
+class TestPlan : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::unique_ptr<model::Model> moe_, shared_, dense_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        model::MakeModelSpec s;
+        s.layers = 3;
+        s.dim = 64;
+        s.heads = 4;
+        s.kv_heads = 2;
+        s.experts = 8;
+        s.used = 2;
+        s.expert_ff = 96;
+        s.dense_layers = 1;
+        s.ff = 128;
+        s.ctx = 256;
+        s.threads = 1;
+        model::make_model(s, (dir_.path() + "/moe.gguf").toStdString());
+        moe_ = model::Model::load((dir_.path() + "/moe.gguf").toStdString());
+
+        model::MakeModelSpec q = s;
+        q.arch = "qwen2moe";
+        q.dense_layers = 0;
+        q.shared_ff = 64;
+        q.type = kernels::WeightType::Q8_0;
+        model::make_model(q, (dir_.path() + "/shared.gguf").toStdString());
+        shared_ = model::Model::load((dir_.path() + "/shared.gguf").toStdString());
+
+        model::MakeModelSpec d = s;
+        d.experts = 0;
+        d.dense_layers = 0;
+        model::make_model(d, (dir_.path() + "/dense.gguf").toStdString());
+        dense_ = model::Model::load((dir_.path() + "/dense.gguf").toStdString());
+    }
+
+    void no_budget_caches_everything() {
+        const Plan p = make_plan(*moe_, {});
+        check_invariants(*moe_, p);
+        QVERIFY(p.fits);
+        QCOMPARE(p.experts_total, int64_t{2 * 8});  // two MoE layers after one dense one
+        QCOMPARE(p.moe_layers, int64_t{2});
+        QCOMPARE(p.expert_slots, p.experts_total);
+        QCOMPARE(p.cache_fraction, 1.0);
+        QCOMPARE(p.bytes(Account::TransferBuffers), uint64_t{0});  // nothing to stage
+        QCOMPARE(p.n_ctx, int64_t{256});                          // the model's context
+        QCOMPARE(p.fast_budget, Ledger::kUnlimited);
+        QVERIFY(p.reason.find("no budget") != std::string::npos);
+        // The F32 file holds exactly the planned weight bytes.
+        QCOMPARE(p.bytes(Account::WeightsShared) + p.bytes(Account::WeightsRouter) + p.bytes(Account::ExpertsHome),
+                 file_tensor_bytes(*moe_));
+        reserve_plan(p);
+    }
+
+    void shared_expert_and_quantized() {
+        const Plan p = make_plan(*shared_, {});
+        check_invariants(*shared_, p);
+        QCOMPARE(p.experts_total, int64_t{3 * 8});
+        // The shared expert is a shared weight, not a routed one.
+        uint64_t shexp = 0;
+        for (const auto& L : shared_->weights().layers)
+            shexp += L.shared.gate.slab_bytes() + L.shared.up.slab_bytes() + L.shared.down.slab_bytes();
+        QVERIFY(shexp > 0);
+        QVERIFY(p.bytes(Account::WeightsShared) > shexp);
+    }
+
+    void dense_model() {
+        PlanSettings s;
+        s.fast_budget = 200 * MiB;
+        const Plan p = make_plan(*dense_, s);
+        check_invariants(*dense_, p);
+        QVERIFY(p.fits);
+        QCOMPARE(p.experts_total, int64_t{0});
+        QCOMPARE(p.bytes(Account::ExpertsCache), uint64_t{0});
+        QCOMPARE(p.bytes(Account::ExpertsHome), uint64_t{0});
+        QCOMPARE(p.resident_minimum, p.fast_total);
+    }
+
+    void fraction_gives_share_of_slots() {
+        PlanSettings s;
+        s.expert_cache_fraction = 0.25;
+        const Plan p = make_plan(*moe_, s);
+        check_invariants(*moe_, p);
+        QCOMPARE(p.expert_slots, int64_t{4});
+        QCOMPARE(p.cache_fraction, 0.25);
+        QCOMPARE(p.transfer_buffers, int64_t{2});
+        s.expert_cache_fraction = 0.5;
+        QCOMPARE(make_plan(*moe_, s).expert_slots, int64_t{8});
+        // A tiny fraction is raised to the minimum a layer needs.
+        s.expert_cache_fraction = 0.01;
+        const Plan tiny = make_plan(*moe_, s);
+        QCOMPARE(tiny.expert_slots, int64_t{2});
+        QVERIFY(tiny.reason.find("raised") != std::string::npos);
+        // Explicit slots override the fraction.
+        s.expert_slots = 5;
+        QCOMPARE(make_plan(*moe_, s).expert_slots, int64_t{5});
+    }
+
+    void pinned_experts() {
+        PlanSettings s;
+        s.expert_slots = 6;
+        s.pinned_experts = 3;
+        const Plan p = make_plan(*moe_, s);
+        check_invariants(*moe_, p);
+        QCOMPARE(p.expert_slots, int64_t{6});
+        QCOMPARE(p.bytes(Account::ExpertsPinned), 3 * p.slot_bytes);
+        QCOMPARE(p.bytes(Account::ExpertsCache), 3 * p.slot_bytes);
+        QCOMPARE(p.minimum_slots, int64_t{5});
+        s.expert_slots = 4;  // the 3 pinned + 2 for a layer do not fit in 4
+        QVERIFY(error_of([&] { make_plan(*moe_, s); }).contains("too few expert slots (4)"));
+    }
+
+    void budget_below_minimum_does_not_fit() {
+        PlanSettings s;
+        s.runtime_reserve = 1 * MiB;
+        const Plan unlimited = make_plan(*moe_, s);
+        const uint64_t min = unlimited.resident_minimum;
+        QVERIFY(min < unlimited.fast_total);
+
+        s.fast_budget = min - 1;
+        const Plan below = make_plan(*moe_, s);
+        check_invariants(*moe_, below);
+        QVERIFY(!below.fits);
+        QVERIFY2(below.reason.find("resident minimum") != std::string::npos, below.reason.c_str());
+        QVERIFY(below.reason.find(format_bytes(min)) != std::string::npos);
+        QVERIFY(below.fast_total > below.fast_budget);
+
+        // Just at the minimum: it fits with the fewest slots, transfer buffers gave way.
+        s.fast_budget = min;
+        const Plan at = make_plan(*moe_, s);
+        check_invariants(*moe_, at);
+        QVERIFY2(at.fits, at.reason.c_str());
+        QCOMPARE(at.expert_slots, int64_t{2});
+        QCOMPARE(at.fast_total, min);
+        QCOMPARE(at.bytes(Account::TransferBuffers), uint64_t{0});
+        QVERIFY(at.reason.find("transfer buffers") != std::string::npos);
+        reserve_plan(at);
+
+        // Room for the transfer buffers and two more slots.
+        s.fast_budget = min + 4 * at.slot_bytes + 100;
+        const Plan more = make_plan(*moe_, s);
+        check_invariants(*moe_, more);
+        QVERIFY(more.fits);
+        QCOMPARE(more.transfer_buffers, int64_t{2});
+        QCOMPARE(more.expert_slots, int64_t{4});
+        reserve_plan(more);
+
+        // Room for every expert: all slots, no staging needed.
+        s.fast_budget = unlimited.fast_total + 1;
+        const Plan all = make_plan(*moe_, s);
+        QVERIFY(all.fits);
+        QCOMPARE(all.expert_slots, all.experts_total);
+        QCOMPARE(all.transfer_buffers, int64_t{0});
+
+        // Without prefetch there are never transfer buffers.
+        s.fast_budget = min + 4 * at.slot_bytes + 100;
+        s.prefetch = false;
+        const Plan nopf = make_plan(*moe_, s);
+        QCOMPARE(nopf.transfer_buffers, int64_t{0});
+        QCOMPARE(nopf.expert_slots, int64_t{6});
+    }
+
+    void explicit_cache_over_budget() {
+        PlanSettings s;
+        s.runtime_reserve = 1 * MiB;
+        const uint64_t min = make_plan(*moe_, s).resident_minimum;
+        s.fast_budget = min + 3 * make_plan(*moe_, s).slot_bytes;
+        s.expert_cache_fraction = 1.0;
+        const Plan p = make_plan(*moe_, s);
+        check_invariants(*moe_, p);
+        QVERIFY(!p.fits);
+        QVERIFY2(p.reason.find("experts.cache") != std::string::npos, p.reason.c_str());
+        QVERIFY(p.reason.find("over its budget") != std::string::npos);
+        QVERIFY2(p.reason.find("at most 5 slots") != std::string::npos, p.reason.c_str());
+        s.expert_cache_fraction = -1;
+        s.expert_slots = 5;
+        const Plan five = make_plan(*moe_, s);
+        QVERIFY2(five.fits, five.reason.c_str());
+        QCOMPARE(five.transfer_buffers, int64_t{0});  // they gave way to the requested slots
+    }
+
+    void slow_budget() {
+        PlanSettings s;
+        s.slow_budget = moe_->sizes().bytes_experts - 1;
+        const Plan p = make_plan(*moe_, s);
+        QVERIFY(!p.fits);
+        QVERIFY2(p.reason.find("experts.home") != std::string::npos, p.reason.c_str());
+        QVERIFY(p.reason.find("slow") != std::string::npos);
+        s.slow_budget = moe_->sizes().bytes_experts;
+        QVERIFY(make_plan(*moe_, s).fits);
+    }
+
+    void context_and_batch() {
+        PlanSettings s;
+        s.n_ctx = 128;
+        s.n_batch = 1000;
+        s.threads = 3;
+        const Plan p = make_plan(*moe_, s);
+        check_invariants(*moe_, p);
+        QCOMPARE(p.n_ctx, int64_t{128});
+        QCOMPARE(p.n_batch, int64_t{128});  // capped at the context, as Context does
+        s.n_ctx = 256;
+        QCOMPARE(make_plan(*moe_, s).bytes(Account::KvPages), 2 * p.bytes(Account::KvPages));
+        s.n_batch = 64;
+        QVERIFY(make_plan(*moe_, s).bytes(Account::Activations) < p.bytes(Account::Activations));
+    }
+
+    void bad_settings() {
+        auto err = [&](auto tweak) {
+            PlanSettings s;
+            tweak(s);
+            return error_of([&] { make_plan(*moe_, s); });
+        };
+        QVERIFY(err([](PlanSettings& s) { s.expert_cache_fraction = 0; }).contains("outside (0, 1]"));
+        QVERIFY(err([](PlanSettings& s) { s.expert_cache_fraction = 1.5; }).contains("outside (0, 1]"));
+        QVERIFY(err([](PlanSettings& s) { s.expert_cache_fraction = NAN; }).contains("outside (0, 1]"));
+        QVERIFY(err([](PlanSettings& s) { s.expert_slots = 0; }).contains("zero slots"));
+        QVERIFY(err([](PlanSettings& s) { s.expert_slots = 1; }).contains("too few expert slots (1)"));
+        QVERIFY(err([](PlanSettings& s) { s.pinned_experts = 17; }).contains("only 16 routed experts"));
+        QVERIFY(err([](PlanSettings& s) { s.pinned_experts = -1; }).contains("negative"));
+        QVERIFY(err([](PlanSettings& s) { s.n_ctx = -1; }).contains("negative"));
+        QVERIFY(err([](PlanSettings& s) { s.n_batch = 0; }).contains("batch"));
+        QVERIFY(err([](PlanSettings& s) { s.transfer_buffers = -1; }).contains("transfer buffers"));
+        // Asking for more slots than experts is not an error: every expert gets one.
+        PlanSettings s;
+        s.expert_slots = 100;
+        const Plan p = make_plan(*moe_, s);
+        QCOMPARE(p.expert_slots, p.experts_total);
+    }
+
+    // The plan's KV is exactly what a Context allocates, and its activation
+    // estimate covers the Context's scratch after a full chunk with all logits.
+    void plan_matches_context() {
+        for (model::Model* m : {moe_.get(), shared_.get(), dense_.get()}) {
+            PlanSettings s;
+            s.n_ctx = 200;
+            s.n_batch = 64;
+            s.threads = 2;
+            const Plan p = make_plan(*m, s);
+            model::ContextParams cp;
+            cp.n_ctx = s.n_ctx;
+            cp.n_batch = s.n_batch;
+            cp.n_threads = s.threads;
+            model::Context ctx(*m, cp);
+            std::vector<int32_t> tokens(64, 1);
+            ctx.decode(tokens, true);
+            QCOMPARE(p.bytes(Account::KvPages), ctx.kv_bytes());
+            QVERIFY2(p.bytes(Account::Activations) >= ctx.scratch_bytes(),
+                     qPrintable(QString("planned %1 < context %2").arg(p.bytes(Account::Activations)).arg(ctx.scratch_bytes())));
+            // ... and not wildly more (lookahead buffers are the only extra).
+            QVERIFY(p.bytes(Account::Activations) <= ctx.scratch_bytes() * 3 / 2);
+        }
+    }
+
+    void json_is_complete() {
+        PlanSettings s;
+        s.fast_budget = 100 * MiB;
+        const std::string j = make_plan(*moe_, s).to_json();
+        for (const char* key : {"\"fits\":", "\"reason\":", "\"fast_budget\":104857600", "\"slow_budget\":null",
+                                "\"resident_minimum\":", "\"expert_slots\":", "\"slot_bytes\":", "\"rows\":[",
+                                "\"account\":\"experts.home\",\"tier\":\"slow\""})
+            QVERIFY2(j.find(key) != std::string::npos, key);
+    }
+
+    void fixture_moe_tiny() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(strata::test::fixture_path("models/moe-tiny-f32.gguf"));
+        PlanSettings s;
+        s.threads = 1;
+        const Plan all = make_plan(*m, s);
+        check_invariants(*m, all);
+        // d=128, 4 layers, 8 experts of FFN 256, F32: one expert is 3 * 128 * 256 * 4 bytes.
+        QCOMPARE(all.experts_total, int64_t{32});
+        QCOMPARE(all.bytes(Account::ExpertsHome), uint64_t{32 * 3 * 128 * 256 * 4});
+        QCOMPARE(all.bytes(Account::WeightsShared) + all.bytes(Account::WeightsRouter) + all.bytes(Account::ExpertsHome),
+                 file_tensor_bytes(*m));
+        QCOMPARE(all.bytes(Account::WeightsRouter), uint64_t{4 * 128 * 8 * 4});
+        QCOMPARE(all.expert_slots, int64_t{32});
+        QVERIFY(all.fits);
+
+        s.expert_cache_fraction = 0.25;
+        const Plan quarter = make_plan(*m, s);
+        QCOMPARE(quarter.expert_slots, int64_t{8});
+        QCOMPARE(quarter.cache_fraction, 0.25);
+
+        s.expert_cache_fraction = -1;
+        s.fast_budget = all.resident_minimum - 1;
+        const Plan below = make_plan(*m, s);
+        QVERIFY(!below.fits);
+        QVERIFY(below.reason.find("resident minimum") != std::string::npos);
+        s.fast_budget = all.resident_minimum + 1;
+        const Plan above = make_plan(*m, s);
+        QVERIFY2(above.fits, above.reason.c_str());
+        QCOMPARE(above.expert_slots, int64_t{2});
+        reserve_plan(above);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPlan)
+#include "test_plan.moc"
