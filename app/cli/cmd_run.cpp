@@ -2,16 +2,19 @@
 
 #include "commands.h"
 #include "common.h"
+#include "core/default_model.h"
 #include "core/engine.h"
 #include "sched/generator.h"
 
 namespace strata::cli {
 
 int cmd_run(int argc, char** argv) {
-    Args a("run", "MODEL -p TEXT [-n N] [options]",
+    Args a("run", "[MODEL] -p TEXT [-n N] [options]",
            "Generates a continuation of TEXT, streaming it to stdout, then prints prompt and\n"
-           "generation tokens/s to stderr.");
-    a.positional("MODEL", "a GGUF model file");
+           "generation tokens/s to stderr. Without MODEL (or --model) it runs the embedded demo model\n"
+           "(or $STRATA_MODEL).");
+    a.positional("MODEL", "a GGUF model file (default: the demo model)", false);
+    a.option("--model", "-m", "MODEL", "the model, as an option");
     a.option("--prompt", "-p", "TEXT", "the prompt");
     a.option("--n-predict", "-n", "N", "the most tokens to generate", "128");
     a.flag("--no-special", "do not add BOS/EOS to the prompt as the model's metadata asks");
@@ -22,7 +25,12 @@ int cmd_run(int argc, char** argv) {
 
     sched::SamplingParams sp = sampling_params(a);
     sp.max_tokens = static_cast<int32_t>(a.integer("--n-predict", 1, 1 << 24));
-    auto engine = core::Engine::load(a.pos("MODEL"), engine_settings(a));
+    std::string model = a.has("--model") ? a.str("--model") : a.pos("MODEL");
+    if (model.empty()) model = core::default_model_path();
+    if (model.empty()) {
+        throw UsageError("no MODEL given and the demo model was not found (set STRATA_MODEL or pass a GGUF file)");
+    }
+    auto engine = core::Engine::load(model, engine_settings(a));
     const std::string prompt = a.str("--prompt");
     const auto tokens = engine->vocab().encode(prompt, !a.flag_set("--no-special"));
     if (tokens.empty()) throw UsageError("the prompt is empty");

@@ -179,7 +179,12 @@ void ExpertStore::io_main() {
         } else {
             done.mats = rebase(x, base);
             stats_.bytes_loaded += x.win[0].window_bytes + x.win[1].window_bytes + x.win[2].window_bytes;
-            policy_->on_insert(r.key);
+            // Pinned experts stay outside the policy (it never has to step over
+            // them); a prefetch enters as a guess, not as a use.
+            if (!pinned_[r.key]) {
+                if (done.prefetched_unused) policy_->on_prefetch_insert(r.key);
+                else policy_->on_insert(r.key);
+            }
         }
         done_cv_.notify_all();
     }
@@ -208,7 +213,7 @@ void ExpertStore::demand(int64_t layer, std::span<const int32_t> experts) {
         ++stats_.demanded;
         if (where_.count(k)) {
             ++stats_.hits;
-            if (!slots_[static_cast<size_t>(where_[k])].loading) policy_->on_hit(k);
+            if (!slots_[static_cast<size_t>(where_[k])].loading && !pinned_[k]) policy_->on_hit(k);
         } else {
             policy_->on_miss(k);
             enqueue_locked(k, true);
@@ -320,8 +325,9 @@ void ExpertStore::set_policy(const std::string& name) {
     std::unique_ptr<CachePolicy> p = make_policy(name, 0);
     std::lock_guard<std::mutex> lock(mu_);
     p->set_capacity(static_cast<int64_t>(slots_.size()));
-    for (const Slot& s : slots_)
-        if (s.key >= 0 && !s.loading) p->on_insert(static_cast<ExpertKey>(s.key));
+    // Residents move over in the old policy's eviction order (first to go
+    // first), so recency survives the switch.
+    for (ExpertKey k : policy_->eviction_order()) p->on_insert(k);
     policy_ = std::move(p);
 }
 
@@ -340,10 +346,18 @@ void ExpertStore::set_pinned(std::vector<ExpertKey> keys) {
         throw Error(std::to_string(keys.size()) + " pinned experts leave no free slot in a cache of " +
                     std::to_string(slots_.size()) + " slots; raise the cache size or pin fewer experts");
     }
-    std::fill(pinned_.begin(), pinned_.end(), 0);
-    for (ExpertKey k : keys) {
-        pinned_[k] = 1;
-        if (!where_.count(k)) enqueue_locked(k, true);  // pins load like demand and are never dropped
+    std::vector<uint8_t> next(pinned_.size(), 0);
+    for (ExpertKey k : keys) next[k] = 1;
+    for (ExpertKey k = 0; k < next.size(); ++k) {
+        if (next[k] == pinned_[k]) continue;
+        auto it = where_.find(k);
+        const bool resident = it != where_.end() && !slots_[static_cast<size_t>(it->second)].loading;
+        if (resident) {
+            if (next[k]) policy_->on_remove(k);  // pinned: out of the policy's hands
+            else policy_->on_insert(k);          // unpinned: an ordinary resident again
+        }
+        pinned_[k] = next[k];
+        if (next[k] && it == where_.end()) enqueue_locked(k, true);  // pins load like demand, never dropped
     }
 }
 
