@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "core/bandwidth.h"
 #include "core/engine.h"
+#include "sched/sampler.h"
 
 namespace strata::cli {
 
@@ -47,13 +48,15 @@ int cmd_bench(int argc, char** argv) {
     Args a("bench", "MODEL [engine options] [-n N] [--prompt-len P] [--json]",
            "Measures prefill and decode speed and the expert cache under the given settings, in one run:\n"
            "the machine's memory read bandwidth (the roofline), a warm-up pass, a prefill of P prompt tokens,\n"
-           "then N greedy decode steps. Expert figures cover the decode steps only.\n"
+           "then N decode steps (greedy, or sampled with --temp). Expert figures cover the decode steps only.\n"
            "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth.");
     a.positional("MODEL", "a GGUF model file");
     a.option("--n-predict", "-n", "N", "decode steps", "64");
     a.option("--prompt-len", "", "P", "prompt tokens for the prefill measurement", "64");
     a.option("--prompt", "-p", "TEXT", "text the prompt is cut from (default: a public-domain passage)");
     a.option("--warmup", "", "N", "decode steps before measuring (fills the cache)", "16");
+    a.option("--temp", "", "T", "decode sampling temperature (0: greedy); sampled text routes like real use", "0");
+    a.option("--seed", "", "S", "sampling seed", "42");
     a.flag("--json", "print one JSON object");
     add_engine_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
@@ -61,6 +64,12 @@ int cmd_bench(int argc, char** argv) {
     const int64_t prompt_len = a.integer("--prompt-len", 1, 1 << 20);
     const int64_t warmup = a.integer("--warmup", 0, 1 << 20);
     const EngineSettings settings = engine_settings(a);
+    sched::SamplingParams sp;
+    sp.temperature = static_cast<float>(a.number("--temp", 0.0, 100.0));
+    sp.seed = static_cast<uint64_t>(a.integer("--seed", 0, INT64_MAX));
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
     const int threads = settings.threads > 0 ? settings.threads : static_cast<int>(std::thread::hardware_concurrency());
 
     const double read_gbs = core::measure_read_gbs(threads);
@@ -74,6 +83,8 @@ int cmd_bench(int argc, char** argv) {
     const model::Model& m = engine->model();
     model::Context& ctx = engine->context();
     const int64_t V = m.config().n_vocab;
+    sched::Sampler sampler(sp, static_cast<int32_t>(V));
+    auto next_token = [&](const float* logits) { return sp.greedy() ? argmax(logits, V) : sampler.sample(logits); };
 
     std::string text = a.has("--prompt") ? a.str("--prompt") : kDefaultText;
     std::vector<int32_t> prompt = engine->vocab().encode(text, true);
@@ -93,7 +104,7 @@ int cmd_bench(int argc, char** argv) {
     {
         const float* logits = ctx.decode(prompt, false);
         for (int64_t i = 0; i < warmup; ++i) {
-            const int32_t t = argmax(logits, V);
+            const int32_t t = next_token(logits);
             logits = ctx.decode({&t, 1}, false);
         }
         engine->wait_idle();
@@ -106,13 +117,18 @@ int cmd_bench(int argc, char** argv) {
 
     experts::ExpertStoreStats s0{}, s1{};
     if (auto* store = engine->expert_store()) s0 = store->stats();
+    const experts::PredictionCounts p0 = engine->prediction_counts();
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < n_decode; ++i) {
-        const int32_t t = argmax(logits, V);
+        const int32_t t = next_token(logits);
         logits = ctx.decode({&t, 1}, false);
     }
     const double decode_s = seconds_since(t0);
     if (auto* store = engine->expert_store()) s1 = store->stats();
+    experts::PredictionCounts pc = engine->prediction_counts();
+    pc.predicted -= p0.predicted;
+    pc.routed -= p0.routed;
+    pc.correct -= p0.correct;
 
     const model::Model::Sizes sz = m.sizes();
     const double decode_tok_s = n_decode / decode_s;
@@ -122,10 +138,11 @@ int cmd_bench(int argc, char** argv) {
     const double hit_rate = demanded ? double(s1.hits - s0.hits) / double(demanded) : 1.0;
     const double loaded_per_token = double(s1.bytes_loaded - s0.bytes_loaded) / double(n_decode);
     const double stall = decode_s > 0 ? std::min(1.0, (s1.stall_seconds - s0.stall_seconds) / decode_s) : 0.0;
+    // Predictor quality against what the router then chose (decode steps only).
+    const double pf_precision = pc.precision();
+    const double pf_recall = pc.recall();
     const uint64_t pf_loads = s1.prefetch_loads - s0.prefetch_loads;
     const uint64_t pf_used = s1.prefetch_used - s0.prefetch_used;
-    const double pf_precision = pf_loads ? double(pf_used) / double(pf_loads) : 0.0;
-    const double pf_recall = demanded ? double(pf_used) / double(demanded) : 0.0;
     auto* store = engine->expert_store();
     const int64_t slots = store ? store->slots() : 0;
     const int64_t experts_total = store ? store->experts_total() : 0;
@@ -143,6 +160,8 @@ int cmd_bench(int argc, char** argv) {
        << (engine->settings().prefetch ? "true" : "false") << ", \"expert_hit_rate\": " << hit_rate
        << ", \"expert_bytes_loaded_per_token\": " << loaded_per_token << ", \"stall_fraction\": " << stall
        << ", \"prefetch_precision\": " << pf_precision << ", \"prefetch_recall\": " << pf_recall
+       << ", \"prefetch_loads_per_token\": " << double(pf_loads) / n_decode
+       << ", \"prefetch_loads_used\": " << (pf_loads ? double(pf_used) / double(pf_loads) : 0.0)
        << ", \"peak_rss_bytes\": " << peak_rss_bytes()
        << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast) << "}";
     if (a.flag_set("--json")) {
@@ -160,7 +179,9 @@ int cmd_bench(int argc, char** argv) {
                     engine->settings().prefetch ? "on" : "off");
         std::printf("hit rate            %.1f%%, %s loaded per token, stalled %.1f%% of decode\n", 100 * hit_rate,
                     human_bytes(static_cast<uint64_t>(loaded_per_token)).c_str(), 100 * stall);
-        std::printf("prefetch            precision %.2f, recall %.2f\n", pf_precision, pf_recall);
+        std::printf("prefetch            precision %.2f, recall %.2f; %.2f loads per token, %.0f%% of them used\n",
+                    pf_precision, pf_recall, double(pf_loads) / n_decode,
+                    pf_loads ? 100.0 * double(pf_used) / double(pf_loads) : 0.0);
     }
     std::printf("peak RSS            %s\n", human_bytes(peak_rss_bytes()).c_str());
     return 0;

@@ -169,11 +169,14 @@ Engine::~Engine() {
 }
 
 void Engine::on_step_begin(int64_t n_tokens) {
+    step_tokens_ = n_tokens;
     if (trace_) trace_->begin_step(n_tokens);
 }
 
 void Engine::issue_prefetch(int64_t layer, int64_t pos) {
-    if (!store_ || !predictor_ || layer < 0) return;
+    // Only decode steps prefetch: a prompt chunk demands all of its experts a
+    // moment later anyway, and its many guesses would push the working set out.
+    if (!store_ || !predictor_ || layer < 0 || step_tokens_ > 1) return;
     std::vector<experts::ExpertKey> keys;
     for (const experts::ExpertPrediction& p : predictor_->predict(layer, pos))
         keys.push_back(store_->key(p.layer, p.expert));
@@ -293,6 +296,10 @@ void Engine::set_prefetch(bool on, int width) {
         predictor_ = std::make_unique<experts::Predictor>(po, c.n_layer, c.n_expert, c.n_expert_used, moe_layers);
     }
     install_lookahead();
+}
+
+experts::PredictionCounts Engine::prediction_counts() const {
+    return predictor_ ? predictor_->totals() : experts::PredictionCounts{};
 }
 
 void Engine::wait_idle() {

@@ -56,6 +56,9 @@ public:
     void set_prefetch(bool on, int width);
 
     TelemetrySnapshot snapshot() const;
+    // The predictor's running counts (zero without prefetch), for benchmarks
+    // that measure a phase by difference.
+    experts::PredictionCounts prediction_counts() const;
 
     // Extra observers of the forward pass (routing statistics, calibration,
     // traces). The engine keeps its own (telemetry, prefetch) and fans out.
@@ -86,6 +89,7 @@ private:
     std::unique_ptr<experts::TraceWriter> trace_;
     int prefetch_width_ = 0;
     int64_t last_pos_ = -1;       // to notice a new sequence (context cleared)
+    int64_t step_tokens_ = 0;     // tokens in the forward pass under way
     std::vector<model::RoutingObserver> route_listeners_;
     std::vector<model::LookaheadObserver> lookahead_listeners_;
 

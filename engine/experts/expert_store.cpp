@@ -1,6 +1,7 @@
 #include "experts/expert_store.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -9,13 +10,26 @@ namespace strata::experts {
 
 using clock_type = std::chrono::steady_clock;
 
+// What may be evicted: nothing demanded, in use, loading or pinned; and for a
+// prefetch, not another prefetched expert still waiting for its use (or
+// prefetches of one layer would evict each other before either is used).
 class ExpertStore::Filter final : public EvictableFilter {
 public:
-    explicit Filter(const ExpertStore& s) : s_(s) {}
-    bool evictable(ExpertKey key) const override { return !s_.protected_locked(key); }
+    Filter(const ExpertStore& s, bool for_demand) : s_(s), for_demand_(for_demand) {}
+    bool evictable(ExpertKey key) const override {
+        if (s_.protected_locked(key)) return false;
+        if (for_demand_) return true;
+        // A guess may only displace a cold expert: one neither waiting for its
+        // own prefetched use nor used in the last few tokens (a prefetch that
+        // evicts the working set costs more misses than it saves).
+        if (s_.clock_ - s_.last_use_[key] <= kPrefetchColdTokens) return false;
+        auto it = s_.where_.find(key);
+        return it == s_.where_.end() || !s_.slots_[static_cast<size_t>(it->second)].prefetched_unused;
+    }
 
 private:
     const ExpertStore& s_;
+    bool for_demand_;
 };
 
 ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memory::Tier tier,
@@ -34,6 +48,7 @@ ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memo
         for (int64_t e = 0; e < L.n_experts(); ++e) {
             Extent& x = extents_[static_cast<size_t>(L.index * n_expert_ + e)];
             x.valid = true;
+            ++experts_total_;
             x.proto = L.expert(e);
             const model::Matrix* m[3] = {&x.proto.gate, &x.proto.up, &x.proto.down};
             uint64_t at = 0;
@@ -52,6 +67,7 @@ ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memo
     }
     pinned_.assign(extents_.size(), 0);
     wanted_.assign(extents_.size(), 0);
+    last_use_.assign(extents_.size(), std::numeric_limits<int64_t>::min() / 2);
     policy_ = make_policy(settings.policy, settings.slots);
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -61,7 +77,7 @@ ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memo
     for (int i = 0; i < n_io; ++i) io_threads_.emplace_back([this] { io_main(); });
     if (!settings.pinned.empty()) set_pinned(settings.pinned);
     logger("experts")->info("expert store: {} slots of {} bytes ({} experts), policy {}, source {}", settings.slots,
-                            slot_bytes_, extents_.size(), policy_->name(), source_->name());
+                            slot_bytes_, experts_total_, policy_->name(), source_->name());
 }
 
 ExpertStore::~ExpertStore() {
@@ -110,10 +126,9 @@ void ExpertStore::evict_locked(int64_t i) {
 }
 
 int64_t ExpertStore::find_slot_locked(bool for_demand) {
-    (void)for_demand;
     for (size_t i = 0; i < slots_.size(); ++i)
         if (slots_[i].key < 0) return static_cast<int64_t>(i);
-    const std::optional<ExpertKey> v = policy_->victim(Filter(*this));
+    const std::optional<ExpertKey> v = policy_->victim(Filter(*this, for_demand));
     if (!v) return -1;
     const int64_t i = where_.at(*v);
     evict_locked(i);
@@ -196,6 +211,7 @@ void ExpertStore::demand(int64_t layer, std::span<const int32_t> experts) {
     // A layer abandoned half-way (an exception in the forward pass) leaves
     // wanted marks behind; they must not protect those experts forever.
     for (int32_t e : cur_pending_) --wanted_[key(cur_layer_, e)];
+    if (layer <= cur_layer_) ++clock_;  // a new token (or step) started
     cur_layer_ = layer;
     cur_pending_.assign(experts.begin(), experts.end());
     // Prefetches aimed at this layer or earlier are stale once it runs.
@@ -211,6 +227,7 @@ void ExpertStore::demand(int64_t layer, std::span<const int32_t> experts) {
         const ExpertKey k = key(layer, e);
         ++wanted_[k];
         ++stats_.demanded;
+        last_use_[k] = clock_;
         if (where_.count(k)) {
             ++stats_.hits;
             if (!slots_[static_cast<size_t>(where_[k])].loading && !pinned_[k]) policy_->on_hit(k);
@@ -297,7 +314,7 @@ void ExpertStore::set_slots(int64_t n) {
         for (size_t i = 0; i < slots_.size() && victim < 0; ++i)
             if (slots_[i].key < 0 && !slots_[i].loading) victim = static_cast<int64_t>(i);
         if (victim < 0) {
-            if (auto v = policy_->victim(Filter(*this))) {
+            if (auto v = policy_->victim(Filter(*this, true))) {
                 victim = where_.at(*v);
                 evict_locked(victim);
             }

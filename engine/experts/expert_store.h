@@ -89,7 +89,7 @@ public:
     ExpertKey key(int64_t layer, int32_t expert) const { return static_cast<ExpertKey>(layer * n_expert_ + expert); }
     int64_t slots() const;
     uint64_t slot_bytes() const { return slot_bytes_; }
-    int64_t experts_total() const { return static_cast<int64_t>(extents_.size()); }
+    int64_t experts_total() const { return experts_total_; }  // routed experts over all MoE layers
     std::string policy_name() const;
     const char* source_name() const { return source_->name(); }
     ExpertStoreStats stats() const;
@@ -131,7 +131,8 @@ private:
     std::unique_ptr<SlowTier> source_;
     int64_t n_expert_ = 0;
     uint64_t slot_bytes_ = 0;
-    std::vector<Extent> extents_;
+    int64_t experts_total_ = 0;
+    std::vector<Extent> extents_;   // per key; invalid in dense layers
 
     mutable std::mutex mu_;
     std::condition_variable io_cv_;    // work for the transfer threads
@@ -141,6 +142,9 @@ private:
     std::unique_ptr<CachePolicy> policy_;
     std::vector<uint8_t> pinned_;      // per key
     std::vector<uint16_t> wanted_;     // per key: demanded, not yet taken
+    std::vector<int64_t> last_use_;    // per key: clock_ of its last demand
+    int64_t clock_ = 0;                // forward-pass tokens (steps) seen by demand()
+    static constexpr int64_t kPrefetchColdTokens = 8;
     std::deque<Request> demand_q_, prefetch_q_;
     int64_t loads_in_flight_ = 0;
     std::string io_error_;

@@ -1,0 +1,87 @@
+// Run-time selection of the CPU kernel implementation.
+//
+// Every kernel exists as a scalar reference (kernels/ref/) and, on x86-64,
+// as SIMD versions (kernels/cpu/) compiled with per-file -m flags. The
+// library itself is built for the baseline ISA, so it runs on any x86-64 CPU;
+// which implementation the front doors (kernels/quant.h, kernels/ops.h) call
+// is decided once, at first use, from cpuid:
+//
+//   ref     scalar reference kernels (every CPU, every architecture)
+//   avx2    AVX2 + FMA + F16C                         (Haswell, Zen 1 and later)
+//   avx512  avx2 plus AVX512F/BW/VL + AVX512_VNNI: the same kernels with
+//           vpdpbusd for the int8 dot products     (Ice Lake, Zen 4 and later)
+//
+// The environment variable STRATA_KERNELS=ref|avx2|avx512 caps the level (for
+// tests and benchmarks): a level the CPU lacks falls back to the best one it
+// has below it. set_kernel_level() changes it at run time (process-wide).
+//
+// Kernels only: no engine headers, no allocation on the kernel paths.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/quant_types.h"
+
+namespace strata::kernels {
+
+enum class KernelLevel : int { Ref = 0, Avx2 = 1, Avx512 = 2 };
+inline constexpr int kKernelLevels = 3;
+
+// "ref", "avx2", "avx512".
+const char* kernel_level_name(KernelLevel level);
+// Parses the names above (case-insensitive); false for anything else.
+bool parse_kernel_level(const char* name, KernelLevel* out);
+
+// True when this build has the level and this CPU can run it (Ref: always).
+bool kernel_level_supported(KernelLevel level);
+// The highest supported level.
+KernelLevel best_kernel_level();
+// The level the front doors use now: best_kernel_level(), capped by
+// STRATA_KERNELS when set, or what set_kernel_level() chose.
+KernelLevel kernel_level();
+// Switches the front doors to `level`. Returns false (and changes nothing)
+// when the level is not supported. Safe to call while other threads run
+// kernels (they pick the new table up on their next call).
+bool set_kernel_level(KernelLevel level);
+// The CPU features the choice was made from, e.g. "avx2 fma f16c avx512f ...".
+const char* kernel_cpu_features();
+
+// One implementation of every dispatched kernel. Entries are never null for
+// the types has_kernels() accepts (a level without a fast kernel for a type
+// holds the reference one); other slots are null.
+struct KernelTable {
+    static constexpr int kTypes = 32;  // WeightType ids are < 32
+
+    // x (n floats) -> one activation row of type `a` (indexed by the
+    // ACTIVATION type: F32, F16, BF16, Q8_0, Q8_1, Q8_K).
+    using QuantizeActFn = void (*)(const float* x, void* xq, int64_t n);
+    // One weight row (type w, the index) . one activation row of activation_type(w).
+    using DotQFn = float (*)(const void* w, const void* xq, int64_t n);
+    // One weight row . float activations (dot_row).
+    using DotFn = float (*)(const void* w, const float* x, int64_t n);
+    // See gemm_q in kernels/quant.h.
+    using GemmQFn = void (*)(const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
+                             int64_t n_tokens, int64_t cols, float* Y, int64_t ldy);
+
+    KernelLevel level = KernelLevel::Ref;
+    QuantizeActFn quantize_act[kTypes] = {};
+    DotQFn dot_q[kTypes] = {};
+    DotFn dot[kTypes] = {};
+    GemmQFn gemm_q[kTypes] = {};
+
+    // Float ops (kernels/ops.h).
+    float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+    void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;
+    void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps) = nullptr;
+    void (*softmax)(float* x, int64_t n) = nullptr;
+    void (*swiglu)(const float* g, const float* u, float* y, int64_t n) = nullptr;
+};
+
+// The table of one level, or nullptr when it is not supported. Tests use this
+// to run every level side by side without touching the process-wide choice.
+const KernelTable* kernel_table(KernelLevel level);
+
+// The table the front doors use now (never null).
+const KernelTable& active_kernels();
+
+}  // namespace strata::kernels
