@@ -99,8 +99,13 @@ int cmd_bench(int argc, char** argv) {
                          " exceeds the context of " + std::to_string(ctx.n_ctx()) + " tokens (use --ctx)");
     }
 
-    // Warm-up: the same prompt and some decode steps, so the cache and the
-    // page tables are in their steady state.
+    // Warm-up: a cache that holds every expert starts full (the fully
+    // resident baseline); then the same prompt and some decode steps, so the
+    // cache and the page tables are in their steady state.
+    if (auto* store = engine->expert_store(); store && store->slots() >= store->experts_total()) {
+        store->fill_free_slots();
+        engine->wait_idle();
+    }
     {
         const float* logits = ctx.decode(prompt, false);
         for (int64_t i = 0; i < warmup; ++i) {

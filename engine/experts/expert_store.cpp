@@ -290,6 +290,20 @@ void ExpertStore::prefetch(std::span<const ExpertKey> keys) {
     if (!prefetch_q_.empty()) io_cv_.notify_all();
 }
 
+int64_t ExpertStore::fill_free_slots() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t free = 0;
+    for (const Slot& s : slots_) free += s.key < 0;
+    int64_t queued = 0;
+    for (ExpertKey k = 0; k < extents_.size() && queued < free; ++k) {
+        if (!extents_[k].valid || where_.count(k)) continue;
+        prefetch_q_.push_back({k, false});
+        ++queued;
+    }
+    if (queued) io_cv_.notify_all();
+    return queued;
+}
+
 void ExpertStore::wait_idle() {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] {

@@ -79,6 +79,10 @@ public:
     void prefetch(std::span<const ExpertKey> keys);
     // Waits until no load is pending (tests, benchmarks' warm-up).
     void wait_idle();
+    // Loads experts into the free slots (layer by layer, in expert order) until
+    // none is free; evicts nothing. With a cache that holds every expert this
+    // makes the model fully resident. Returns the number of loads queued.
+    int64_t fill_free_slots();
 
     // Run-time changes, between forward passes. Throw strata::Error with the
     // reason (the ledger's message when the budget does not allow it).
