@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "kernels/dispatch.h"
 #include "kernels/ref/quant_ref.h"
 #include "kernels/ref/vec_dot_ref.h"
 
@@ -52,23 +53,8 @@ void dequantize_row(WeightType t, const void* src, float* dst, int64_t n) {
 }
 
 float dot_row(WeightType t, const void* w, const float* x, int64_t n) {
-    switch (t) {
-        case WeightType::F32: return dot_f32_f32_ref(static_cast<const float*>(w), x, n);
-        case WeightType::F16: return dot_f16_f32_ref(static_cast<const uint16_t*>(w), x, n);
-        case WeightType::BF16: return dot_bf16_f32_ref(static_cast<const uint16_t*>(w), x, n);
-        case WeightType::Q4_0: return dot_q4_0_f32_ref(static_cast<const block_q4_0*>(w), x, n);
-        case WeightType::Q4_1: return dot_q4_1_f32_ref(static_cast<const block_q4_1*>(w), x, n);
-        case WeightType::Q5_0: return dot_q5_0_f32_ref(static_cast<const block_q5_0*>(w), x, n);
-        case WeightType::Q5_1: return dot_q5_1_f32_ref(static_cast<const block_q5_1*>(w), x, n);
-        case WeightType::Q8_0: return dot_q8_0_f32_ref(static_cast<const block_q8_0*>(w), x, n);
-        case WeightType::Q2_K: return dot_q2_K_f32_ref(static_cast<const block_q2_K*>(w), x, n);
-        case WeightType::Q3_K: return dot_q3_K_f32_ref(static_cast<const block_q3_K*>(w), x, n);
-        case WeightType::Q4_K: return dot_q4_K_f32_ref(static_cast<const block_q4_K*>(w), x, n);
-        case WeightType::Q5_K: return dot_q5_K_f32_ref(static_cast<const block_q5_K*>(w), x, n);
-        case WeightType::Q6_K: return dot_q6_K_f32_ref(static_cast<const block_q6_K*>(w), x, n);
-        case WeightType::Q8_K: return dot_q8_K_f32_ref(static_cast<const block_q8_K*>(w), x, n);
-        default: return std::numeric_limits<float>::quiet_NaN();
-    }
+    if (!has_kernels(t)) return std::numeric_limits<float>::quiet_NaN();
+    return active_kernels().dot[static_cast<int>(t)](w, x, n);
 }
 
 void quantize_row(WeightType t, const float* src, void* dst, int64_t n) {
@@ -117,50 +103,23 @@ int64_t activation_row_bytes(WeightType w, int64_t n) {
 }
 
 void quantize_activation(WeightType w, const float* x, void* xq, int64_t n) {
-    switch (activation_type(w)) {
-        case WeightType::F32:
-            if (w == WeightType::F32) quantize_row_f32_ref(x, static_cast<float*>(xq), n);
-            return;
-        case WeightType::F16: return quantize_row_f16_ref(x, static_cast<uint16_t*>(xq), n);
-        case WeightType::BF16: return quantize_row_bf16_ref(x, static_cast<uint16_t*>(xq), n);
-        case WeightType::Q8_0: return quantize_act_q8_0_ref(x, static_cast<block_q8_0*>(xq), n);
-        case WeightType::Q8_1: return quantize_act_q8_1_ref(x, static_cast<block_q8_1*>(xq), n);
-        case WeightType::Q8_K: return quantize_row_q8_K_ref(x, static_cast<block_q8_K*>(xq), n);
-        default: return;
-    }
+    if (!has_kernels(w)) return;
+    active_kernels().quantize_act[static_cast<int>(activation_type(w))](x, xq, n);
 }
 
 float dot_row_q(WeightType w, const void* wrow, const void* xq, int64_t n) {
-    switch (w) {
-        case WeightType::F32: return vec_dot_f32_ref(static_cast<const float*>(wrow), static_cast<const float*>(xq), n);
-        case WeightType::F16:
-            return vec_dot_f16_ref(static_cast<const uint16_t*>(wrow), static_cast<const uint16_t*>(xq), n);
-        case WeightType::BF16:
-            return vec_dot_bf16_ref(static_cast<const uint16_t*>(wrow), static_cast<const uint16_t*>(xq), n);
-        case WeightType::Q4_0:
-            return vec_dot_q4_0_q8_0_ref(static_cast<const block_q4_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
-        case WeightType::Q4_1:
-            return vec_dot_q4_1_q8_1_ref(static_cast<const block_q4_1*>(wrow), static_cast<const block_q8_1*>(xq), n);
-        case WeightType::Q5_0:
-            return vec_dot_q5_0_q8_0_ref(static_cast<const block_q5_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
-        case WeightType::Q5_1:
-            return vec_dot_q5_1_q8_1_ref(static_cast<const block_q5_1*>(wrow), static_cast<const block_q8_1*>(xq), n);
-        case WeightType::Q8_0:
-            return vec_dot_q8_0_q8_0_ref(static_cast<const block_q8_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
-        case WeightType::Q2_K:
-            return vec_dot_q2_K_q8_K_ref(static_cast<const block_q2_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
-        case WeightType::Q3_K:
-            return vec_dot_q3_K_q8_K_ref(static_cast<const block_q3_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
-        case WeightType::Q4_K:
-            return vec_dot_q4_K_q8_K_ref(static_cast<const block_q4_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
-        case WeightType::Q5_K:
-            return vec_dot_q5_K_q8_K_ref(static_cast<const block_q5_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
-        case WeightType::Q6_K:
-            return vec_dot_q6_K_q8_K_ref(static_cast<const block_q6_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
-        case WeightType::Q8_K:
-            return vec_dot_q8_K_q8_K_ref(static_cast<const block_q8_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
-        default: return std::numeric_limits<float>::quiet_NaN();
+    if (!has_kernels(w)) return std::numeric_limits<float>::quiet_NaN();
+    return active_kernels().dot_q[static_cast<int>(w)](wrow, xq, n);
+}
+
+void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
+            int64_t n_tokens, int64_t cols, float* Y, int64_t ldy) {
+    if (!has_kernels(w)) {
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r) Y[t * ldy + r] = std::numeric_limits<float>::quiet_NaN();
+        return;
     }
+    active_kernels().gemm_q[static_cast<int>(w)](W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
 }
 
 float fp16_to_fp32(uint16_t h) { return fp16_to_fp32_ref(h); }

@@ -1,9 +1,11 @@
 // The type-dispatched front door to the weight-format kernels.
 //
 // Callers (the engine's backends, the quantizer) name a WeightType and hand
-// over raw row pointers; this picks the kernel. Today every call goes to the
-// scalar reference kernels in kernels/ref/; a SIMD build will dispatch to
-// kernels/cpu/ at run time behind the same functions.
+// over raw row pointers; this picks the kernel. dot_row, quantize_activation,
+// dot_row_q and gemm_q go to the best implementation this CPU runs (AVX2 /
+// AVX-512 kernels in kernels/cpu/, chosen at run time; STRATA_KERNELS=ref
+// forces the scalar reference kernels of kernels/ref/; see kernels/dispatch.h).
+// dequantize_row and quantize_row always use the reference kernels.
 //
 // Rows are contiguous runs of blocks in GGML's layout (what a GGUF file
 // stores). n counts elements and must be a multiple of the type's block size
@@ -58,10 +60,15 @@ void quantize_row(WeightType t, const float* src, void* dst, int64_t n);
 //   - q8_K activations: ggml's quantize_row_q8_K_ref (d = max/-127 as float,
 //     nearest_int, bsums[16] = sums of 16 quants).
 //   - f16 / bf16 activations: x rounded to nearest even; f32: copied.
-//   - dot_row_q: ggml's generic vec_dot for the pair (integer sums per block,
-//     float scale products accumulated in ggml's order; float formats: float
-//     products summed in double). Bit-exact with ggml's generic C build;
-//     ggml's SIMD kernels sum the same block terms in another order.
+//   - dot_row_q: the reference (kernels/ref, STRATA_KERNELS=ref) is ggml's
+//     generic vec_dot for the pair (integer sums per block, float scale
+//     products accumulated in ggml's order; float formats: float products
+//     summed in double), bit-exact with ggml's generic C build. The SIMD
+//     kernels (like ggml's) compute the same integer block sums and add the
+//     float block terms in another order: equal to the reference within
+//     float rounding (see kernels/cpu/dot_x86.inc; tests/kernels/
+//     test_simd_kernels.cpp states the bounds).
+//   - quantize_activation: every level writes the reference's bytes.
 //
 // Types without kernels (has_kernels() false): activation_type returns F32,
 // activation_row_bytes -1, quantize_activation writes nothing, dot_row_q NaN.
@@ -84,6 +91,26 @@ void quantize_activation(WeightType w, const float* x, void* xq, int64_t n);
 // Dot product of one weight row of type w with an activation row prepared by
 // quantize_activation (same w, same n).
 float dot_row_q(WeightType w, const void* wrow, const void* xq, int64_t n);
+
+// Many weight rows times many activation rows (prefill, an expert's tokens):
+//
+//   Y[t * ldy + r] = dot_row_q(w, W + r * w_row_bytes, xq + t * act_row_bytes, cols)
+//
+// for r < rows, t < n_tokens. W holds `rows` weight rows of `cols` elements,
+// w_row_bytes apart (>= row_bytes(w, cols), keeping the type's alignment: 4
+// for f32, 2 otherwise); xq holds n_tokens activation rows
+// made by quantize_activation(w, ...), act_row_bytes apart (>=
+// activation_row_bytes(w, cols), a multiple of 4). The SIMD versions unpack
+// each weight block once for up to 4 tokens (prefill, an expert's batch);
+// with one token they are the fastest decode path too (q4_0 / q5_0 prepare
+// the activation row once per call: call with many rows, e.g. a thread's
+// whole row range). Results are batch-invariant: each Y element depends only
+// on its row and token, never on n_tokens, rows or tiling; they equal
+// dot_row_q's within float rounding (bit for bit except q4_0 / q5_0). The
+// reference is a loop over the reference dot. Uses up to 64 KiB of stack.
+// Types without kernels fill Y with NaN.
+void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
+            int64_t n_tokens, int64_t cols, float* Y, int64_t ldy);
 
 // IEEE binary16 and bfloat16 conversions. Narrowing rounds to nearest, ties
 // to even, overflows to Inf; NaN stays NaN (payload kept where it fits).

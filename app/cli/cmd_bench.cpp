@@ -94,9 +94,9 @@ int cmd_bench(int argc, char** argv) {
         prompt.insert(prompt.end(), more.begin(), more.end());
     }
     prompt.resize(static_cast<size_t>(prompt_len));
-    if (prompt_len + n_decode + warmup > ctx.n_ctx()) {
-        throw UsageError("--prompt-len + -n + --warmup = " + std::to_string(prompt_len + n_decode + warmup) +
-                         " exceeds the context of " + std::to_string(ctx.n_ctx()) + " tokens (use --ctx)");
+    if (prompt_len + std::max(n_decode, warmup) > ctx.n_ctx()) {
+        throw UsageError("--prompt-len + max(-n, --warmup) = " + std::to_string(prompt_len + std::max(n_decode, warmup)) +
+                         " exceeds the context of " + std::to_string(ctx.n_ctx()) + " tokens (use --ctx, or fewer tokens)");
     }
 
     // Warm-up: a cache that holds every expert starts full (the fully

@@ -9,11 +9,12 @@
 #include "backend/cpu/thread_pool.h"
 #include "common/error.h"
 #include "kernels/quant.h"
+#include "kernels/ops.h"
 #include "kernels/ref/ops_ref.h"
 
 namespace strata::model {
 
-namespace ops = kernels::ref;
+namespace ops = kernels::ops;  // SIMD where the CPU has it, else the scalar reference
 
 namespace {
 int64_t max_expert_ff(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}}); }
@@ -132,11 +133,12 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     const int64_t ab = kernels::activation_row_bytes(W.type, cols);
     uint8_t* xq = act_scratch_.data();
     for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(W.type, X + t * cols, xq + t * ab, cols);
-    pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
-        for (int64_t r = r0; r < r1; ++r) {
-            const uint8_t* w = W.row(r);
-            for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = kernels::dot_row_q(W.type, w, xq + t * ab, cols);
-        }
+    // gemm_q keeps each weight block in registers across the tokens, so a
+    // prompt chunk reads every weight once; its result for a (row, token)
+    // does not depend on the tiling.
+    const int64_t qgrain = std::max<int64_t>(grain, 16);
+    pool_->parallel_for(rows, qgrain, [&](int64_t r0, int64_t r1, int) {
+        kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, xq, ab, n, cols, Y + r0, rows);
     });
 }
 

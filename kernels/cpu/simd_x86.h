@@ -34,6 +34,15 @@ namespace {
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
 
+// The fp16 field at the start of a block (q4_0/q5_0/q8_0 d): read as 4
+// bytes (the other two are the block's own quants), so the load feeds
+// vcvtph2ps directly.
+inline float h2f_lead(const void* block) {
+    int32_t v;
+    std::memcpy(&v, block, sizeof v);
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(v)));
+}
+
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -88,15 +97,20 @@ inline __m256i unpack_nibbles32(const uint8_t* p) {
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-// 32 bits (little-endian) -> 32 bytes, 0xFF where bit j is set.
-inline __m256i bits_to_bytes32(const uint8_t* p) {
-    uint32_t b;
-    std::memcpy(&b, p, sizeof b);
+// 32 bits -> 32 bytes, 0xFF where bit j is set.
+inline __m256i bits_to_bytes32(uint32_t b) {
     const __m256i spread = _mm256_shuffle_epi8(
         _mm256_set1_epi32(static_cast<int>(b)),
         _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
     const __m256i sel = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
     return _mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel);
+}
+
+// The same for 4 little-endian bytes in memory.
+inline __m256i bits_to_bytes32(const uint8_t* p) {
+    uint32_t b;
+    std::memcpy(&b, p, sizeof b);
+    return bits_to_bytes32(b);
 }
 
 // int16 vector with lanes 0..7 = lo and lanes 8..15 = hi.

@@ -7,6 +7,7 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -126,15 +127,32 @@ private Q_SLOTS:
                 top1_agree += argmax(have, V) == argmax(want, V);
                 ++n_pos;
             }
-            // Greedy continuation, one token at a time.
+            // Greedy continuation, one token at a time. For each step, the margin
+            // between our top two logits: a divergence from the reference is only
+            // acceptable (quantized models) where that margin is a near-tie.
             std::vector<int32_t> greedy;
-            int32_t next = argmax(got + (r.tokens.size() - 1) * V, V);
+            std::vector<float> margin;
+            const float* row = got + (r.tokens.size() - 1) * V;
             for (size_t i = 0; i < r.greedy.size(); ++i) {
+                const int32_t next = argmax(row, V);
+                float second = -INFINITY;
+                for (int64_t v = 0; v < V; ++v)
+                    if (v != next) second = std::max(second, row[v]);
                 greedy.push_back(next);
-                if (i + 1 < r.greedy.size()) next = argmax(ctx.decode({&next, 1}, false), V);
+                margin.push_back(row[next] - second);
+                if (i + 1 < r.greedy.size()) row = ctx.decode({&next, 1}, false);
             }
             for (size_t i = 0; i < greedy.size(); ++i) greedy_match += greedy[i] == r.greedy[i];
             greedy_total += static_cast<int64_t>(greedy.size());
+            if (tolerance == int(Tolerance::Quantized)) {
+                const auto d = std::mismatch(greedy.begin(), greedy.end(), r.greedy.begin());
+                if (d.first != greedy.end()) {
+                    const size_t at = static_cast<size_t>(d.first - greedy.begin());
+                    QVERIFY2(margin[at] < 0.1f, qPrintable(QString("greedy diverges at step %1 of '%2' where our top-2 "
+                                                                   "margin is %3, not a near-tie")
+                                                               .arg(at).arg(r.prompt).arg(margin[at])));
+                }
+            }
             if (tolerance != int(Tolerance::Quantized)) {
                 QCOMPARE(greedy, r.greedy);
                 if (r.has_text) QCOMPARE(QString::fromStdString(m->vocab().pieces_text(greedy)), r.greedy_text);
@@ -153,12 +171,12 @@ private Q_SLOTS:
             case Tolerance::Quantized:
                 // The README's bounds are top-1 >= 0.90 and mean <= 0.05 x std. The
                 // engine quantizes activations as the reference does (Q8_0/Q8_1/Q8_K),
-                // so it is held tighter: measured 1.000, <= 0.0082 x std, >= 111/128.
+                // so it is held tighter; greedy continuations may part from the
+                // reference only at a near-tie (checked above), since summation
+                // order alone flips those.
                 QVERIFY2(agree >= 0.98, qPrintable(QString("top-1 agreement %1 < 0.98").arg(agree)));
                 QVERIFY2(mean_abs <= 0.02 * std_ref,
                          qPrintable(QString("mean |dlogit| %1 > 0.02 x std %2").arg(mean_abs).arg(std_ref)));
-                QVERIFY2(greedy_match >= greedy_total * 8 / 10,
-                         qPrintable(QString("greedy ids %1/%2 < 80%").arg(greedy_match).arg(greedy_total)));
                 break;
         }
     }

@@ -1,0 +1,198 @@
+#include "kernels/dispatch.h"
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/levels.h"
+#include "kernels/ref/gemm_ref.h"
+#include "kernels/ref/ops_ref.h"
+
+namespace strata::kernels {
+
+namespace {
+
+// Reference entries, one instantiation per type (the switch inside the
+// *_ref function folds away).
+template <WeightType W>
+float ref_dot_q(const void* w, const void* xq, int64_t n) {
+    return dot_row_q_ref(W, w, xq, n);
+}
+template <WeightType W>
+float ref_dot(const void* w, const float* x, int64_t n) {
+    return dot_row_ref(W, w, x, n);
+}
+template <WeightType W>
+void ref_gemm_q(const void* Wm, uint64_t wrb, int64_t rows, const void* xq, int64_t arb, int64_t nt, int64_t cols, float* Y,
+                int64_t ldy) {
+    gemm_q_ref(W, Wm, wrb, rows, xq, arb, nt, cols, Y, ldy);
+}
+// quantize_activation_ref is keyed by weight type; pick a weight type of each activation type.
+template <WeightType W>
+void ref_quantize(const float* x, void* xq, int64_t n) {
+    quantize_activation_ref(W, x, xq, n);
+}
+
+template <WeightType W>
+void set_ref_row(KernelTable& t) {
+    t.dot_q[static_cast<int>(W)] = &ref_dot_q<W>;
+    t.dot[static_cast<int>(W)] = &ref_dot<W>;
+    t.gemm_q[static_cast<int>(W)] = &ref_gemm_q<W>;
+}
+
+KernelTable make_ref_table() {
+    KernelTable t;
+    t.level = KernelLevel::Ref;
+    set_ref_row<WeightType::F32>(t);
+    set_ref_row<WeightType::F16>(t);
+    set_ref_row<WeightType::BF16>(t);
+    set_ref_row<WeightType::Q4_0>(t);
+    set_ref_row<WeightType::Q4_1>(t);
+    set_ref_row<WeightType::Q5_0>(t);
+    set_ref_row<WeightType::Q5_1>(t);
+    set_ref_row<WeightType::Q8_0>(t);
+    set_ref_row<WeightType::Q2_K>(t);
+    set_ref_row<WeightType::Q3_K>(t);
+    set_ref_row<WeightType::Q4_K>(t);
+    set_ref_row<WeightType::Q5_K>(t);
+    set_ref_row<WeightType::Q6_K>(t);
+    set_ref_row<WeightType::Q8_K>(t);
+    t.quantize_act[static_cast<int>(WeightType::F32)] = &ref_quantize<WeightType::F32>;
+    t.quantize_act[static_cast<int>(WeightType::F16)] = &ref_quantize<WeightType::F16>;
+    t.quantize_act[static_cast<int>(WeightType::BF16)] = &ref_quantize<WeightType::BF16>;
+    t.quantize_act[static_cast<int>(WeightType::Q8_0)] = &ref_quantize<WeightType::Q8_0>;
+    t.quantize_act[static_cast<int>(WeightType::Q8_1)] = &ref_quantize<WeightType::Q4_1>;
+    t.quantize_act[static_cast<int>(WeightType::Q8_K)] = &ref_quantize<WeightType::Q8_K>;
+    t.dot_f32 = &ref::dot_f32;
+    t.axpy = &ref::axpy;
+    t.rmsnorm = &ref::rmsnorm;
+    t.softmax = &ref::softmax;
+    t.swiglu = &ref::swiglu;
+    return t;
+}
+
+bool cpu_has(KernelLevel level) {
+    const cpu::CpuFeatures& f = cpu::cpu_features();
+    const bool avx2 = f.avx2 && f.fma && f.f16c;
+    switch (level) {
+        case KernelLevel::Ref: return true;
+        case KernelLevel::Avx2: return avx2;
+        case KernelLevel::Avx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+    }
+    return false;
+}
+
+struct Tables {
+    KernelTable table[kKernelLevels];
+    bool supported[kKernelLevels] = {};
+
+    Tables() {
+        const KernelTable ref = make_ref_table();
+        table[0] = ref;
+        supported[0] = true;
+        {
+            KernelTable t = ref;
+            t.level = KernelLevel::Avx2;
+            bool built = cpu::avx2::fill_dot(t);
+            built = cpu::avx2::fill_quantize(t) && built;
+            built = cpu::avx2::fill_ops(t) && built;
+            table[1] = t;
+            supported[1] = built && cpu_has(KernelLevel::Avx2);
+        }
+        {
+            KernelTable t = ref;
+            t.level = KernelLevel::Avx512;
+            bool built = cpu::avx512::fill_dot(t);
+            built = cpu::avx512::fill_quantize(t) && built;
+            built = cpu::avx512::fill_ops(t) && built;
+            table[2] = t;
+            supported[2] = built && cpu_has(KernelLevel::Avx512);
+        }
+    }
+};
+
+const Tables& tables() {
+    static const Tables t;
+    return t;
+}
+
+KernelLevel best_supported_at_most(KernelLevel cap) {
+    const Tables& t = tables();
+    for (int l = static_cast<int>(cap); l > 0; --l)
+        if (t.supported[l]) return static_cast<KernelLevel>(l);
+    return KernelLevel::Ref;
+}
+
+KernelLevel initial_level() {
+    KernelLevel level = best_kernel_level();
+    if (const char* env = std::getenv("STRATA_KERNELS"); env && *env) {
+        KernelLevel want;
+        if (parse_kernel_level(env, &want)) {
+            level = best_supported_at_most(want);
+        } else if (std::strcmp(env, "auto") != 0) {
+            std::fprintf(stderr, "strata: STRATA_KERNELS=%s is not ref, avx2 or avx512; using %s\n", env,
+                         kernel_level_name(level));
+        }
+    }
+    return level;
+}
+
+std::atomic<const KernelTable*>& active_slot() {
+    static std::atomic<const KernelTable*> slot{&tables().table[static_cast<int>(initial_level())]};
+    return slot;
+}
+
+}  // namespace
+
+const char* kernel_level_name(KernelLevel level) {
+    switch (level) {
+        case KernelLevel::Ref: return "ref";
+        case KernelLevel::Avx2: return "avx2";
+        case KernelLevel::Avx512: return "avx512";
+    }
+    return "?";
+}
+
+bool parse_kernel_level(const char* name, KernelLevel* out) {
+    if (!name) return false;
+    char buf[16] = {};
+    for (size_t i = 0; name[i]; ++i) {
+        if (i + 1 >= sizeof buf) return false;
+        buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
+    }
+    for (int l = 0; l < kKernelLevels; ++l) {
+        if (std::strcmp(buf, kernel_level_name(static_cast<KernelLevel>(l))) == 0) {
+            *out = static_cast<KernelLevel>(l);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool kernel_level_supported(KernelLevel level) {
+    const int l = static_cast<int>(level);
+    return l >= 0 && l < kKernelLevels && tables().supported[l];
+}
+
+KernelLevel best_kernel_level() { return best_supported_at_most(KernelLevel::Avx512); }
+
+KernelLevel kernel_level() { return active_kernels().level; }
+
+bool set_kernel_level(KernelLevel level) {
+    if (!kernel_level_supported(level)) return false;
+    active_slot().store(&tables().table[static_cast<int>(level)], std::memory_order_release);
+    return true;
+}
+
+const char* kernel_cpu_features() { return cpu::cpu_features_string(); }
+
+const KernelTable* kernel_table(KernelLevel level) {
+    return kernel_level_supported(level) ? &tables().table[static_cast<int>(level)] : nullptr;
+}
+
+const KernelTable& active_kernels() { return *active_slot().load(std::memory_order_acquire); }
+
+}  // namespace strata::kernels

@@ -1,0 +1,37 @@
+// The front door to the float ops of the forward pass: the same functions and
+// signatures as kernels/ref/ops_ref.h, dispatched at run time to the best
+// implementation this CPU runs (kernels/dispatch.h; STRATA_KERNELS=ref forces
+// the scalar reference). An engine switches with one line:
+//
+//   namespace ops = kernels::ops;   // was kernels::ref
+//
+// Agreement with the reference (tests/kernels/test_simd_kernels.cpp):
+// dot_f32 and axpy bit-identical; rmsnorm within 2 ulp; softmax and swiglu
+// within a few ulp (a polynomial exp instead of std::exp); rope is the
+// reference itself.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::ops {
+
+// y = x / sqrt(mean(x^2) + eps) * w   (w may be null: no scaling). y may be x.
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// In-place softmax over n values.
+void softmax(float* x, int64_t n);
+
+// y[i] = silu(g[i]) * u[i]. y may be g or u.
+void swiglu(const float* g, const float* u, float* y, int64_t n);
+
+// As ref::rope (not dispatched).
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
+          bool neox);
+
+// Float dot product in 8 lanes (the reference's order).
+float dot_f32(const float* a, const float* b, int64_t n);
+
+// y += a * x
+void axpy(float a, const float* x, float* y, int64_t n);
+
+}  // namespace strata::kernels::ops
