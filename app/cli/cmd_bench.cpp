@@ -24,13 +24,6 @@ const char* kDefaultText =
     "the morning were the first day. And God said, Let there be a firmament in the midst of the waters, and let it "
     "divide the waters from the waters.";
 
-int32_t argmax(const float* x, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
-}
-
 uint64_t peak_rss_bytes() {
     std::ifstream in("/proc/self/status");
     for (std::string line; std::getline(in, line);)

@@ -10,17 +10,6 @@
 
 namespace strata::cli {
 
-namespace {
-
-int32_t argmax(const float* x, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
-}
-
-}  // namespace
-
 int cmd_calibrate(int argc, char** argv) {
     Args a("calibrate", "MODEL --prompts FILE --out hot.json [--pin N | --pin-fraction F] [--greedy N]",
            "Counts how often each (layer, expert) is routed to on the prompts of FILE (each prompt, then N\n"

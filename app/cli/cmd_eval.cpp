@@ -9,13 +9,6 @@ namespace strata::cli {
 
 namespace {
 
-int32_t argmax(const float* x, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
-}
-
 std::string ids_json(const std::vector<int32_t>& ids) {
     std::string s = "[";
     for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);

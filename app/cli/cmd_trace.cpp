@@ -7,15 +7,6 @@
 
 namespace strata::cli {
 
-namespace {
-int32_t argmax(const float* x, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
-}
-}  // namespace
-
 int cmd_trace(int argc, char** argv) {
     Args a("trace", "MODEL --prompts FILE --out TRACE [--greedy N]",
            "Records a routing trace for 'strata-cli simulate': runs each prompt of FILE (one per line; a literal\n"

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/json.h"
+#include "memory/ledger.h"
 
 namespace strata::cli {
 
@@ -109,18 +111,14 @@ sched::SamplingParams sampling_params(const Args& a) {
     return s;
 }
 
-std::string human_bytes(uint64_t bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(bytes);
-    int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-    return buf;
+int32_t argmax(const float* logits, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+    return best;
 }
+
+std::string human_bytes(uint64_t bytes) { return memory::format_bytes(bytes); }
 
 std::string human_count(int64_t n) {
     char buf[32];
@@ -174,27 +172,6 @@ bool is_valid_utf8(const std::string& s) {
     return true;
 }
 
-std::string json_escape(const std::string& s) {
-    std::string out;
-    out.reserve(s.size() + 2);
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-    return out;
-}
+std::string json_escape(const std::string& s) { return json::escape(s); }
 
 }  // namespace strata::cli

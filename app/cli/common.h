@@ -26,6 +26,9 @@ void add_sampling_options(Args& a, const std::string& default_temp);
 model::ContextParams context_params(const Args& a);
 sched::SamplingParams sampling_params(const Args& a);
 
+// The most likely token (ties to the lowest id): greedy decoding.
+int32_t argmax(const float* logits, int64_t n);
+
 // Formats a byte count as "12.3 MiB".
 std::string human_bytes(uint64_t bytes);
 std::string human_count(int64_t n);  // "1.23 B", "45.6 M"

@@ -19,18 +19,13 @@
 #include "common/error.h"
 #include "core/engine.h"
 #include "model/make_model.h"
+#include "reference_files.h"
 #include "test_support.h"
 
 using namespace strata;
+using test::argmax;
 
 namespace {
-
-int32_t argmax(const float* x, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
-}
 
 struct RunResult {
     std::vector<float> logits;   // teacher-forced, every prompt position

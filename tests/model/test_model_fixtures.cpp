@@ -14,61 +14,16 @@
 #include "common/error.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "reference_files.h"
 #include "test_support.h"
 
 using namespace strata;
+using test::argmax;
+using test::read_floats;
+using test::read_refs;
+using test::RefPrompt;
 
 namespace {
-
-struct RefPrompt {
-    QString prompt;
-    std::vector<int32_t> tokens;
-    int64_t offset_rows = 0;
-    std::vector<int32_t> greedy;
-    QString greedy_text;
-    bool has_text = false;
-};
-
-std::vector<int32_t> ids(const QJsonArray& a) {
-    std::vector<int32_t> v;
-    for (const auto& x : a) v.push_back(x.toInt());
-    return v;
-}
-
-std::vector<RefPrompt> read_refs(const QString& path) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) qFatal("cannot open %s", qPrintable(path));
-    std::vector<RefPrompt> out;
-    for (const QByteArray& line : f.readAll().split('\n')) {
-        if (line.trimmed().isEmpty()) continue;
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
-        RefPrompt r;
-        r.prompt = o["prompt"].toString();
-        r.tokens = ids(o["tokens"].toArray());
-        r.offset_rows = o["logits_offset_rows"].toInteger();
-        r.greedy = ids(o["greedy"].toArray());
-        r.has_text = o["greedy_text"].isString();
-        r.greedy_text = o["greedy_text"].toString();
-        out.push_back(r);
-    }
-    return out;
-}
-
-std::vector<float> read_floats(const QString& path) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) qFatal("cannot open %s", qPrintable(path));
-    const QByteArray b = f.readAll();
-    std::vector<float> v(static_cast<size_t>(b.size()) / 4);
-    std::memcpy(v.data(), b.constData(), v.size() * 4);
-    return v;
-}
-
-int32_t argmax(const float* x, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
-}
 
 enum class Tolerance { F32, F16, Quantized };
 
