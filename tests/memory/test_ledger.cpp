@@ -8,26 +8,17 @@
 #include <vector>
 
 #include "common/error.h"
+#include "error_of.h"
 #include "memory/aligned_buffer.h"
 #include "memory/ledger.h"
 
 using namespace strata;
 using namespace strata::memory;
+using strata::test::error_of;
 
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
-
-// Runs f, expects strata::Error, returns its message.
-template <class F>
-QString error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return QString::fromStdString(e.what());
-    }
-    return QString();
-}
 
 #define EXPECT_ERROR_CONTAINS(msg, ...)                                                                   \
     do {                                                                                                  \

@@ -12,24 +12,16 @@
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "error_of.h"
 #include "test_support.h"
 
 using namespace strata;
 using namespace strata::memory;
+using strata::test::error_of;
 
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
-
-template <class F>
-QString error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return QString::fromStdString(e.what());
-    }
-    return QString();
-}
 
 uint64_t file_tensor_bytes(const model::Model& m) {
     uint64_t s = 0;
