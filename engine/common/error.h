@@ -14,4 +14,11 @@ public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// Thrown when the caller asked to stop a long operation (loading, calibration)
+// through its progress callback; nothing is left half-made.
+class Cancelled : public Error {
+public:
+    explicit Cancelled(const std::string& what) : Error(what) {}
+};
+
 }  // namespace strata

@@ -93,8 +93,12 @@ memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
 
 }  // namespace
 
-std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettings& settings) {
+std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettings& settings, const LoadProgress& progress) {
     if (const std::string err = settings.validate(); !err.empty()) throw Error("invalid setting: " + err);
+    auto report = [&](std::string_view stage, double fraction) {
+        if (progress && !progress(stage, fraction)) throw Cancelled("loading " + path + " was cancelled");
+    };
+    report("opening", 0.0);
     std::unique_ptr<Engine> eng(new Engine());
     eng->settings_ = settings;
     eng->model_ = model::Model::load(path, /*random_access=*/true);
@@ -104,8 +108,10 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     std::vector<experts::ExpertKey> pinned;
     if (!settings.pin_file.empty()) pinned = read_pin_file(settings.pin_file, m);
 
+    report("planning", 0.02);
     eng->plan_ = memory::make_plan(m, plan_settings(settings, static_cast<int64_t>(pinned.size())));
     if (!eng->plan_.fits) throw Error(path + ": " + eng->plan_.reason);
+    report("weights", 0.05);
 
     memory::Ledger& ledger = eng->ledger_;
     memory::apply_budgets(eng->plan_, ledger);
@@ -115,7 +121,11 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng->plan_.bytes(memory::Account::RuntimeReserve));
 
     experts::FileSlowTier file(path, settings.direct_io);
-    eng->resident_ = std::make_unique<ResidentWeights>(m, ledger, memory::Tier::Fast, file);
+    // Copying the shared weights is the long part of loading: 5% .. 90%.
+    eng->resident_ = std::make_unique<ResidentWeights>(m, ledger, memory::Tier::Fast, file, [&](uint64_t done, uint64_t total) {
+        return !progress || progress("weights", 0.05 + 0.85 * (total ? static_cast<double>(done) / total : 1.0));
+    });
+    report("experts", 0.9);
 
     model::ContextParams cp;
     cp.n_ctx = settings.n_ctx;
@@ -155,6 +165,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
         eng->trace_ = std::make_unique<experts::TraceWriter>(settings.trace_file, experts::TraceHeader::for_model(m));
     }
     eng->set_prefetch(settings.prefetch, settings.prefetch_width);
+    report("ready", 1.0);
     return eng;
 }
 

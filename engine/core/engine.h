@@ -11,9 +11,11 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/resident_weights.h"
@@ -32,9 +34,15 @@ namespace strata::core {
 
 class Engine {
 public:
+    // Called during loading with the stage ("opening", "planning", "weights",
+    // "experts", "ready") and the fraction done in [0, 1]; return false to
+    // cancel (load() then throws strata::Cancelled and frees everything).
+    using LoadProgress = std::function<bool(std::string_view stage, double fraction)>;
+
     // Throws strata::Error: bad file, bad settings, or a plan that does not fit
     // (the plan's reason, which says what to change).
-    static std::unique_ptr<Engine> load(const std::string& path, const EngineSettings& settings);
+    static std::unique_ptr<Engine> load(const std::string& path, const EngineSettings& settings,
+                                        const LoadProgress& progress = {});
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "common/error.h"
+
 namespace strata::core {
 
 namespace {
@@ -18,7 +20,9 @@ public:
         for (const model::Matrix* m : items_) total += experts::make_window(m->file_offset, m->slab_bytes() * m->slabs, align).window_bytes;
         return total;
     }
-    void load(memory::AlignedBuffer& buf, experts::SlowTier& src) {
+    // Calls on_read(bytes) after each read; it returns false to stop.
+    template <class F>
+    void load(memory::AlignedBuffer& buf, experts::SlowTier& src, F&& on_read) {
         uint64_t at = 0;
         std::map<uint64_t, const uint8_t*> done;  // tied output shares the embedding's copy
         for (model::Matrix* m : items_) {
@@ -31,6 +35,7 @@ public:
             m->data = buf.data() + at + w.inner;
             done[m->file_offset] = m->data;
             at += w.window_bytes;
+            if (!on_read(w.window_bytes)) throw Cancelled("loading was cancelled");
         }
     }
 
@@ -41,7 +46,7 @@ private:
 }  // namespace
 
 ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier,
-                                 experts::SlowTier& source)
+                                 experts::SlowTier& source, const Progress& progress)
     : weights_(m.weights()) {
     Packer shared, router;
     shared.add(&weights_.tok_embd);
@@ -58,8 +63,14 @@ ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, 
     const uint64_t align = source.alignment();
     shared_ = memory::AlignedBuffer(ledger, memory::Account::WeightsShared, tier, shared.bytes(align));
     router_ = memory::AlignedBuffer(ledger, memory::Account::WeightsRouter, tier, std::max<uint64_t>(router.bytes(align), 1));
-    shared.load(shared_, source);
-    router.load(router_, source);
+    const uint64_t total = shared.bytes(align) + router.bytes(align);
+    uint64_t done = 0;
+    auto on_read = [&](uint64_t bytes) {
+        done += bytes;
+        return !progress || progress(done, total);
+    };
+    shared.load(shared_, source, on_read);
+    router.load(router_, source, on_read);
     if (weights_.output_tied) weights_.output = weights_.tok_embd;
     ledger.set_used(memory::Account::WeightsShared, tier, shared_.size());
     ledger.set_used(memory::Account::WeightsRouter, tier, router_.size());

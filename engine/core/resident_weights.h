@@ -4,6 +4,7 @@
 // with lives in the file mapping, whose pages are dropped after loading.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "experts/slow_tier.h"
@@ -18,7 +19,11 @@ public:
     // Reads through `source` (O_DIRECT on the file), so loading does not fill
     // the page cache either. Throws strata::Error (the ledger's message when the
     // budget does not hold them).
-    ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier, experts::SlowTier& source);
+    // `progress(bytes_done, bytes_total)` is called after each matrix; it returns
+    // false to stop, and the constructor then throws strata::Cancelled.
+    using Progress = std::function<bool(uint64_t done, uint64_t total)>;
+    ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier, experts::SlowTier& source,
+                    const Progress& progress = {});
 
     // The model's weight description with every shared matrix pointing into
     // the fast-tier copy; expert matrices keep their file offsets (the expert
