@@ -1,0 +1,279 @@
+// Chat template detection and rendering; see chat_template.h. Detection order and
+// the renderings follow llama.cpp's src/llama-chat.cpp (llm_chat_detect_template,
+// llm_chat_apply_template) for the families Strata renders.
+#include "chat/chat_template.h"
+
+#include "common/error.h"
+
+#include <string>
+#include <utility>
+
+namespace strata::chat {
+
+namespace {
+
+bool contains(std::string_view text, std::string_view marker) { return text.find(marker) != std::string_view::npos; }
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// Leading and trailing ASCII whitespace removed (llama.cpp's trim; Jinja's |trim
+// and .strip() on the texts that matter).
+std::string trim(std::string_view s) {
+    size_t b = 0, e = s.size();
+    while (b < e && is_space(s[b])) ++b;
+    while (e > b && is_space(s[e - 1])) --e;
+    return std::string(s.substr(b, e - b));
+}
+
+// Families whose Jinja raises on anything but [system] user assistant user ...
+bool needs_alternation(Family f) { return f == Family::Llama2 || f == Family::Mistral || f == Family::Gemma; }
+
+constexpr Family kAllFamilies[] = {Family::ChatMl, Family::Llama2, Family::Llama3, Family::Mistral,
+                                   Family::Gemma,  Family::Phi3,   Family::Zephyr, Family::Fallback};
+
+std::string quoted(std::string_view s) {
+    std::string out = "'";
+    out += s;
+    out += "'";
+    return out;
+}
+
+void check_roles(const std::vector<Message>& messages, Family family, bool add_assistant_prefix) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const std::string& role = messages[i].role;
+        if (role != "system" && role != "user" && role != "assistant")
+            throw Error("chat message " + std::to_string(i) + ": unknown role " + quoted(role) +
+                        " (expected 'system', 'user' or 'assistant')");
+        if (role == "system" && i != 0)
+            throw Error("chat message " + std::to_string(i) + ": role 'system' is only allowed as the first message");
+    }
+    if (!needs_alternation(family)) return;
+
+    const size_t first = (!messages.empty() && messages[0].role == "system") ? 1 : 0;
+    for (size_t i = first; i < messages.size(); ++i) {
+        const char* expected = ((i - first) % 2 == 0) ? "user" : "assistant";
+        if (messages[i].role != expected)
+            throw Error("chat message " + std::to_string(i) + ": role " + quoted(messages[i].role) + " where " +
+                        family_name(family) + " needs '" + expected +
+                        "' (after the optional system message, turns must alternate user/assistant, starting with user)");
+    }
+    if (add_assistant_prefix) {
+        // The assistant turn to open must follow a user turn.
+        const bool ends_with_user = messages.size() > first && messages.back().role == "user";
+        if (!ends_with_user) {
+            const std::string why = messages.empty() ? " (the conversation is empty)"
+                                                     : " (the conversation ends with '" + messages.back().role + "')";
+            throw Error("chat message " + std::to_string(messages.size()) +
+                        ": the assistant's turn to generate must follow a 'user' message in " + family_name(family) + why);
+        }
+    }
+}
+
+}  // namespace
+
+const char* family_name(Family f) {
+    switch (f) {
+        case Family::ChatMl: return "chatml";
+        case Family::Llama2: return "llama2";
+        case Family::Llama3: return "llama3";
+        case Family::Mistral: return "mistral";
+        case Family::Gemma: return "gemma";
+        case Family::Phi3: return "phi3";
+        case Family::Zephyr: return "zephyr";
+        case Family::Fallback: return "fallback";
+    }
+    return "fallback";
+}
+
+ChatTemplate ChatTemplate::of(Family f, std::string bos, std::string eos) {
+    ChatTemplate t;
+    t.family_ = f;
+    t.bos_ = std::move(bos);
+    t.eos_ = std::move(eos);
+    return t;
+}
+
+ChatTemplate ChatTemplate::detect(std::string_view jinja, std::string bos, std::string eos) {
+    ChatTemplate t = of(Family::Fallback, std::move(bos), std::move(eos));
+    auto has = [&](std::string_view marker) { return contains(jinja, marker); };
+
+    // A family name forces that family (llama.cpp accepts its template names the same way).
+    for (Family f : kAllFamilies) {
+        if (jinja == family_name(f)) {
+            t.family_ = f;
+            return t;
+        }
+    }
+
+    if (has("<|im_start|>")) {
+        // Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) use <|im_start|> but are not ChatML.
+        if (!has("<|im_sep|>") && !has("<end_of_utterance>")) t.family_ = Family::ChatMl;
+    } else if (jinja.substr(0, 7) == "mistral" || has("[INST]")) {
+        const bool mistral_markers = has("[SYSTEM_PROMPT]")            // v7
+                                     || has("' [INST] ' + system_message")  // official v1
+                                     || has("[AVAILABLE_TOOLS]");        // official v3, v3-tekken
+        if (!mistral_markers && has("<<SYS>>")) {
+            t.family_ = Family::Llama2;
+            const bool strip = has("content.strip()");
+            const bool bos_inside = has("bos_token + '[INST]");
+            // llama.cpp takes strip over bos_inside; both together is Meta's own
+            // template, rendered as its Jinja does.
+            if (strip && bos_inside)
+                t.llama2_ = Llama2Variant::Meta;
+            else if (strip)
+                t.llama2_ = Llama2Variant::SysStrip;
+            else if (bos_inside)
+                t.llama2_ = Llama2Variant::SysBos;
+            else
+                t.llama2_ = Llama2Variant::Sys;
+        } else {
+            t.family_ = Family::Mistral;
+        }
+    } else if (has("<|assistant|>") && has("<|end|>")) {
+        t.family_ = Family::Phi3;
+    } else if (has("[gMASK]")) {
+        // ChatGLM 3/4 (they use <|user|> too): not rendered here.
+    } else if (has("<|user|>") && has("<|assistant|>") &&
+               (has("</s>") || has("eos_token") || has("<|endoftext|>"))) {
+        t.family_ = Family::Zephyr;
+    } else if (has("<start_of_turn>")) {
+        t.family_ = Family::Gemma;
+    } else if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
+        t.family_ = Family::Llama3;
+    }
+    return t;
+}
+
+std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_assistant_prefix) const {
+    check_roles(messages, family_, add_assistant_prefix);
+
+    const std::string eos = eos_.empty() ? std::string("</s>") : eos_;
+    const std::string bos = bos_.empty() ? std::string("<s>") : bos_;
+    std::string out;
+
+    switch (family_) {
+        case Family::ChatMl:
+            for (const Message& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+            if (add_assistant_prefix) out += "<|im_start|>assistant\n";
+            break;
+
+        case Family::Llama2: {
+            const bool meta = llama2_ == Llama2Variant::Meta;
+            const bool strip = meta || llama2_ == Llama2Variant::SysStrip;
+            const bool bos_inside = meta || llama2_ == Llama2Variant::SysBos;
+            bool inside_turn = false;
+            for (const Message& m : messages) {
+                const std::string content = strip ? trim(m.content) : m.content;
+                if (!inside_turn) {
+                    // The first turn opens without BOS (the tokenizer adds it).
+                    out += (bos_inside && !out.empty()) ? bos + "[INST] " : std::string("[INST] ");
+                    inside_turn = true;
+                }
+                if (m.role == "system") {
+                    out += "<<SYS>>\n" + content + "\n<</SYS>>\n\n";
+                } else if (m.role == "user") {
+                    out += content + " [/INST]";
+                } else {
+                    if (meta) out += ' ';
+                    out += content;
+                    if (meta) out += ' ';
+                    out += eos;
+                    inside_turn = false;
+                }
+            }
+            // A user turn already ends with the assistant's opening ("[/INST]").
+            break;
+        }
+
+        case Family::Llama3:
+            for (const Message& m : messages)
+                out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+            if (add_assistant_prefix) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+            break;
+
+        case Family::Mistral: {
+            // llama.cpp's "mistral-v3": [INST] S\n\nU[/INST] A</s>[INST] U2[/INST]
+            bool inside_turn = false;
+            for (const Message& m : messages) {
+                if (!inside_turn) {
+                    out += "[INST] ";
+                    inside_turn = true;
+                }
+                if (m.role == "system") {
+                    out += m.content + "\n\n";
+                } else if (m.role == "user") {
+                    out += m.content + "[/INST]";
+                } else {
+                    out += ' ';  // (appended piecewise: GCC 12 warns falsely on " " + std::string&&)
+                    out += trim(m.content);
+                    out += eos;
+                    inside_turn = false;
+                }
+            }
+            break;
+        }
+
+        case Family::Gemma: {
+            // No system role in Gemma: the system prompt opens the first user turn
+            // (nothing when it is blank, as in llama.cpp).
+            bool user_turn_open = false;
+            for (const Message& m : messages) {
+                if (m.role == "system") {
+                    const std::string system = trim(m.content);
+                    if (!system.empty()) {
+                        out += "<start_of_turn>user\n" + system + "\n\n";
+                        user_turn_open = true;
+                    }
+                    continue;
+                }
+                if (user_turn_open)
+                    user_turn_open = false;  // this is the first user message (alternation is checked)
+                else
+                    out += std::string("<start_of_turn>") + (m.role == "assistant" ? "model" : "user") + "\n";
+                out += trim(m.content) + "<end_of_turn>\n";
+            }
+            if (add_assistant_prefix) out += "<start_of_turn>model\n";
+            break;
+        }
+
+        case Family::Phi3:
+            for (const Message& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+            if (add_assistant_prefix) out += "<|assistant|>\n";
+            break;
+
+        case Family::Zephyr:
+            for (const Message& m : messages) out += "<|" + m.role + "|>\n" + m.content + eos + "\n";
+            if (add_assistant_prefix) out += "<|assistant|>\n";
+            break;
+
+        case Family::Fallback:
+            for (const Message& m : messages) {
+                if (m.role == "system")
+                    out += "System: " + m.content + "\n\n";
+                else if (m.role == "user")
+                    out += "User: " + m.content + "\n";
+                else
+                    out += "Assistant: " + m.content + "\n";
+            }
+            if (add_assistant_prefix) out += "Assistant:";
+            break;
+    }
+    return out;
+}
+
+std::vector<std::string> ChatTemplate::stop_strings() const {
+    const std::string eos = eos_.empty() ? std::string("</s>") : eos_;
+    switch (family_) {
+        case Family::ChatMl: return {"<|im_end|>"};
+        case Family::Llama2: return {eos};
+        case Family::Llama3: return {"<|eot_id|>"};
+        case Family::Mistral: return {eos};
+        case Family::Gemma: return {"<end_of_turn>"};
+        case Family::Phi3: return {"<|end|>"};
+        case Family::Zephyr: return {eos};
+        case Family::Fallback: return {"\nUser:", "\nSystem:"};
+    }
+    return {};
+}
+
+}  // namespace strata::chat

@@ -1,0 +1,143 @@
+// Chat templates: a conversation (system prompt, user and assistant turns) ->
+// the exact prompt text the model was trained on, chosen from the model's own
+// `tokenizer.chat_template` metadata (a Jinja string in the GGUF).
+//
+// Strata does not run Jinja. Like llama.cpp's llm_chat_detect_template, it
+// recognises the template family by distinctive markers in the Jinja text and
+// renders that family in C++. A model without a template, or with one no
+// family matches, gets the documented fallback (a plain "User:/Assistant:"
+// transcript) and `ChatTemplate::is_fallback()` says so, so the app can show it.
+//
+// Detection follows llama.cpp's llm_chat_detect_template (src/llama-chat.cpp),
+// in its order, for the families below; the text may also be a family name
+// ("chatml", "llama3", ...) to force one. Templates of families Strata does not
+// render (Phi-4's <|im_sep|>, SmolVLM, ChatGLM, Command-R, DeepSeek, ...) give
+// the fallback rather than a near miss. Rendering follows llama.cpp's
+// llm_chat_apply_template for the same family, with two conventions:
+//
+//  * BOS. The prompt never starts with the BOS text, even for families whose
+//    Jinja starts with {{ bos_token }} (Llama 2/3, Mistral, Gemma, Phi-3).
+//    Tokenize the prompt with the vocabulary's own BOS rule and with control
+//    tokens parsed: Vocab::encode(prompt, /*add_special=*/true,
+//    /*parse_special=*/true). Then BOS appears exactly once (where the
+//    vocabulary wants one) and spelled markers (<|im_start|>, </s>, ...) become
+//    their tokens.
+//  * EOS/BOS inside the text. Families that spell them between turns use the
+//    `eos` / `bos` given to detect()/of(), or "</s>" / "<s>" when those are
+//    empty: Llama 2 and Mistral end assistant turns with eos (some Llama 2
+//    variants open later turns with bos), Zephyr ends every turn with eos.
+//
+// Prefix property (for KV-cache reuse): for every conversation `m` and k <= n,
+// render(first k messages, false) is a prefix of render(m, any), and
+// render(m ending with a user turn, true) is a prefix of
+// render(m + assistant reply, false). A new turn only appends text.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::chat {
+
+// What each family renders for [system S, user U1, assistant A1, user U2] with
+// add_assistant_prefix (eos "</s>"; trimmed = leading/trailing whitespace removed):
+enum class Family {
+    // <|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n
+    // <|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n           (Qwen, Hermes, many fine-tunes)
+    // No default system prompt is added (Qwen2's Jinja adds one when there is none; llama.cpp does not).
+    ChatMl,
+    // [INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST] A1 </s><s>[INST] U2 [/INST]
+    // Detected by [INST] with <<SYS>>. Variants by the Jinja text, contents
+    // trimmed where it says "content.strip()":
+    //  - "content.strip()" and "bos_token + '[INST]" (Meta's Llama-2-chat, and
+    //    what of(Llama2) gives): Meta's format, as shown -- exactly what the
+    //    Jinja renders, less the leading BOS;
+    //  - otherwise llama.cpp's renderings: with "content.strip()" only
+    //    "...U1 [/INST]A1</s>[INST] U2 [/INST]" (trimmed); with
+    //    "bos_token + '[INST]" only "...U1 [/INST]A1</s><s>[INST] U2 [/INST]";
+    //    else "...U1 [/INST]A1</s>[INST] U2 [/INST]".
+    Llama2,
+    // <|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU1<|eot_id|>
+    // <|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|>...<|start_header_id|>assistant<|end_header_id|>\n\n
+    // (contents trimmed)
+    Llama3,
+    // [INST] S\n\nU1[/INST] A1</s>[INST] U2[/INST]
+    // Detected by [INST] without <<SYS>> (or with [SYSTEM_PROMPT] / Mistral's v1
+    // and v3 tool markers). One rendering for all Mistral templates: the v3 one
+    // (Mistral-7B-Instruct-v0.3, Mistral-Large-2407), assistant contents trimmed,
+    // system folded into the first user turn. Older v0.1/v0.2 templates
+    // ("[INST] U [/INST]A</s>") and v7 ([SYSTEM_PROMPT]) differ in spaces and in
+    // how the system prompt is marked; they get this rendering too.
+    Mistral,
+    // <start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n
+    // <start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n
+    // (contents trimmed; system folded into the first user turn)
+    Gemma,
+    // <|system|>\nS<|end|>\n<|user|>\nU1<|end|>\n<|assistant|>\nA1<|end|>\n<|user|>\nU2<|end|>\n<|assistant|>\n
+    // Detected by <|assistant|> with <|end|>.
+    Phi3,
+    // <|system|>\nS</s>\n<|user|>\nU1</s>\n<|assistant|>\nA1</s>\n<|user|>\nU2</s>\n<|assistant|>\n
+    // Detected by <|user|> and <|assistant|> with an end-of-turn marker (</s>,
+    // eos_token or <|endoftext|>) and without <|end|> (that is Phi-3) or [gMASK]
+    // (ChatGLM). llama.cpp differs here: it recognises Zephyr only by <|endoftext|>
+    // and takes other <|user|>/<|assistant|> templates for Falcon 3 (with a literal
+    // </s>) or GLM-Edge, so zephyr-7b-beta's own template (eos_token) is Zephyr
+    // here; <|user|>/<|assistant|> without any end marker (GLM-Edge) is the fallback.
+    Zephyr,
+    // System: S\n\nUser: U1\nAssistant: A1\nUser: U2\nAssistant:
+    // for models without a template or with one no family matches.
+    Fallback,
+};
+
+const char* family_name(Family f);   // "chatml", "llama2", ... "fallback"
+
+struct Message {
+    std::string role;     // "system", "user" or "assistant"
+    std::string content;
+};
+
+class ChatTemplate {
+public:
+    // Detects the family from the GGUF's tokenizer.chat_template text (may be empty).
+    // `bos` / `eos` are the vocabulary's BOS/EOS token texts (e.g. "<s>", "</s>"),
+    // used by families whose prompt spells them out.
+    static ChatTemplate detect(std::string_view jinja, std::string bos = {}, std::string eos = {});
+    static ChatTemplate of(Family f, std::string bos = {}, std::string eos = {});
+
+    Family family() const { return family_; }
+    bool is_fallback() const { return family_ == Family::Fallback; }
+
+    // The prompt for `messages` (roles checked: throws strata::Error naming the
+    // bad role or a conversation that does not alternate where the family needs it).
+    // With add_assistant_prefix, ends with the opening of the assistant's turn,
+    // ready for generation.
+    //
+    // Checked, with the message index and role in the message: every role is
+    // "system", "user" or "assistant"; "system" only at index 0. Llama 2, Mistral
+    // and Gemma also need the turns after the system prompt to alternate user,
+    // assistant, user, ... starting with user, and (with add_assistant_prefix) the
+    // conversation to end with a user turn. Without add_assistant_prefix an empty
+    // conversation renders as "".
+    //
+    // Without add_assistant_prefix the text ends where the last message ends:
+    // after an assistant message that is its closed turn (the text to keep in the
+    // KV cache after a reply). In the [INST] families the user turn itself ends
+    // with the assistant's opening ("[/INST]"), so there the flag changes nothing.
+    std::string render(const std::vector<Message>& messages, bool add_assistant_prefix = true) const;
+
+    // Strings that end an assistant turn in this family (e.g. "<|im_end|>"),
+    // to use as stop strings in addition to the vocabulary's end-of-generation tokens.
+    // ChatML {"<|im_end|>"}, Llama 3 {"<|eot_id|>"}, Gemma {"<end_of_turn>"},
+    // Phi-3 {"<|end|>"}, Llama 2 / Mistral / Zephyr {eos}, fallback {"\nUser:", "\nSystem:"}.
+    std::vector<std::string> stop_strings() const;
+
+private:
+    // The Llama 2 variants (see Family::Llama2): Meta's, and llama.cpp's three.
+    enum class Llama2Variant { Meta, Sys, SysBos, SysStrip };
+
+    Family family_ = Family::Fallback;
+    Llama2Variant llama2_ = Llama2Variant::Meta;
+    std::string bos_, eos_;
+};
+
+}  // namespace strata::chat
