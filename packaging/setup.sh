@@ -7,6 +7,10 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   clang libclang-rt-14-dev            # sanitizer and libFuzzer builds
   qt6-base-dev qt6-base-dev-tools     # Qt Test (and, later, the desktop app)
+  qt6-declarative-dev qt6-declarative-dev-tools   # the desktop app (Qt Quick) and its Qt Quick Tests
+  qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-templates
+  qml6-module-qtquick-layouts qml6-module-qtquick-dialogs qml6-module-qtquick-window
+  qml6-module-qt-labs-folderlistmodel qml6-module-qtqml-workerscript qml6-module-qttest
   libspdlog-dev libfmt-dev libicu-dev libsqlite3-dev libnuma-dev
   python3 python3-numpy               # the independent float64 reference forward pass (tests)
 )

@@ -1,0 +1,55 @@
+// Unattended runs: `strata --model M --prompt TEXT --screenshot OUT.png
+// --quit-after-reply [--report OUT.json]` loads the model, starts a new
+// conversation, sends TEXT, waits for the whole answer and for the panels to
+// show the engine's figures, saves a screenshot of the window (panels open)
+// and the figures as JSON, then quits: exit 0, or 1 with a message on stderr
+// (bad model, failed answer, no screenshot), 3 on a time-out.
+#pragma once
+
+#include <QObject>
+#include <QPointer>
+#include <QString>
+#include <QTimer>
+
+class QQuickWindow;
+
+namespace strata::desktop {
+
+class ChatController;
+class TelemetryModel;
+
+struct AutomationOptions {
+    QString prompt;            // empty: no exchange, just the screenshot once the model is loaded
+    QString screenshot;        // empty: none
+    QString report;            // empty: none
+    bool quit_after_reply = false;
+    int timeout_s = 600;
+};
+
+class Automation : public QObject {
+    Q_OBJECT
+public:
+    Automation(AutomationOptions options, ChatController* chat, TelemetryModel* telemetry, QQuickWindow* window,
+               QObject* parent = nullptr);
+    // Begins once the model has loaded (the caller starts the load).
+    void start();
+
+private:
+    void on_model_loaded();
+    void on_answer(qint64 message_id, const QString& finish);
+    void wait_for_panels();
+    void capture();
+    void fail(const QString& message, int code = 1);
+
+    AutomationOptions opt_;
+    ChatController* chat_;
+    TelemetryModel* telemetry_;
+    QPointer<QQuickWindow> window_;
+    QTimer timeout_;
+    qint64 message_id_ = 0;
+    QString finish_;
+    bool capturing_ = false;
+    int waits_ = 0;
+};
+
+}  // namespace strata::desktop

@@ -1,0 +1,191 @@
+// ChatController (GUI thread; "chat" in QML): the conversations in the
+// ChatStore, the open conversation's messages, the model being planned,
+// loaded or used, and the EngineWorker thread that runs it.
+//
+// Sending: the user message is stored, an empty assistant message (partial)
+// is stored and shown, and the conversation goes to the worker. Chunks are
+// appended to that message as they stream; the store is updated at most every
+// 500 ms while streaming (partial=1) and once at the end with the figures
+// (partial=0; an answer that was stopped keeps its text, marked partial, with
+// finish "cancelled"). Nothing here waits on the worker.
+//
+// Models: planModel(path) computes the plan (on a pool thread) for the model
+// dialog; loadModel(path) loads with progress and cancelModelLoad() cancels.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QObject>
+#include <QStringList>
+#include <QThread>
+#include <QThreadPool>
+#include <QTimer>
+#include <QUrl>
+#include <QVariantMap>
+#include <memory>
+
+#include "chat_store.h"
+#include "conversation_list_model.h"
+#include "engine_worker.h"
+#include "message_list_model.h"
+
+namespace strata::desktop {
+
+class SettingsModel;
+class TelemetryModel;
+
+class ChatController : public QObject {
+    Q_OBJECT
+    Q_PROPERTY(strata::desktop::ConversationListModel* conversations READ conversations CONSTANT)
+    Q_PROPERTY(strata::desktop::MessageListModel* messages READ messages CONSTANT)
+    Q_PROPERTY(qint64 currentConversationId READ currentConversationId NOTIFY currentConversationChanged)
+    Q_PROPERTY(QString currentTitle READ currentTitle NOTIFY currentConversationChanged)
+    Q_PROPERTY(QString systemPrompt READ systemPrompt NOTIFY currentConversationChanged)
+    Q_PROPERTY(QString searchText READ searchText NOTIFY searchTextChanged)
+    Q_PROPERTY(bool generating READ generating NOTIFY generatingChanged)
+    Q_PROPERTY(QString lastError READ lastError NOTIFY lastErrorChanged)
+    Q_PROPERTY(QString notice READ notice NOTIFY noticeChanged)
+    Q_PROPERTY(QString databasePath READ databasePath CONSTANT)
+    // Model state: "none" | "loading" | "ready" | "failed"
+    Q_PROPERTY(QString modelState READ modelState NOTIFY modelChanged)
+    Q_PROPERTY(QString modelPath READ modelPath NOTIFY modelChanged)
+    Q_PROPERTY(QVariantMap modelInfo READ modelInfo NOTIFY modelChanged)
+    Q_PROPERTY(QString modelError READ modelError NOTIFY modelChanged)
+    Q_PROPERTY(QString loadStage READ loadStage NOTIFY loadProgressChanged)
+    Q_PROPERTY(double loadFraction READ loadFraction NOTIFY loadProgressChanged)
+    Q_PROPERTY(QStringList recentModels READ recentModels NOTIFY recentModelsChanged)
+    Q_PROPERTY(QString demoModelPath READ demoModelPath CONSTANT)
+    // Plan for the model dialog: "idle" | "planning" | "ready" | "failed"
+    Q_PROPERTY(QString planState READ planState NOTIFY planChanged)
+    Q_PROPERTY(QVariantMap plan READ plan NOTIFY planChanged)
+    Q_PROPERTY(QString planError READ planError NOTIFY planChanged)
+    Q_PROPERTY(bool settingsNeedReload READ settingsNeedReload NOTIFY settingsNeedReloadChanged)
+
+public:
+    // `store_path`: the SQLite file. Throws app::StoreError when it cannot be opened.
+    ChatController(const QString& store_path, SettingsModel* settings, TelemetryModel* telemetry,
+                   QObject* parent = nullptr);
+    ~ChatController() override;
+
+    ConversationListModel* conversations() { return &conversations_; }
+    MessageListModel* messages() { return &messages_; }
+    qint64 currentConversationId() const { return current_; }
+    QString currentTitle() const;
+    QString systemPrompt() const;
+    QString searchText() const { return search_; }
+    bool generating() const { return request_ != 0; }
+    QString lastError() const { return last_error_; }
+    QString notice() const { return notice_; }
+    QString databasePath() const { return store_->path(); }
+    QString modelState() const { return model_state_; }
+    QString modelPath() const { return model_path_; }
+    QVariantMap modelInfo() const { return model_info_; }
+    QString modelError() const { return model_error_; }
+    QString loadStage() const { return load_stage_; }
+    double loadFraction() const { return load_fraction_; }
+    QStringList recentModels() const;
+    QString demoModelPath() const;
+    QString planState() const { return plan_state_; }
+    QVariantMap plan() const { return plan_; }
+    QString planError() const { return plan_error_; }
+    bool settingsNeedReload() const { return needs_reload_; }
+    app::ChatStore& store() { return *store_; }
+    EngineWorker* worker() { return worker_; }
+
+    // Conversations.
+    Q_INVOKABLE qint64 newConversation();
+    Q_INVOKABLE void selectConversation(qint64 id);
+    Q_INVOKABLE void renameConversation(qint64 id, const QString& title);
+    Q_INVOKABLE void deleteConversation(qint64 id);
+    Q_INVOKABLE void search(const QString& text);
+    Q_INVOKABLE void setSystemPrompt(const QString& text);
+
+    // Messages. Each returns false (with lastError set) when it cannot act now.
+    Q_INVOKABLE bool send(const QString& text);
+    Q_INVOKABLE void stop();
+    Q_INVOKABLE bool regenerate();
+    Q_INVOKABLE bool editAndResend(qint64 messageId, const QString& newText);
+
+    // Exports of the open conversation; `url` is a file URL or a path.
+    Q_INVOKABLE bool exportMarkdown(const QUrl& url);
+    Q_INVOKABLE bool exportJson(const QUrl& url);
+    // "<title>.md" with characters unsafe in file names replaced.
+    Q_INVOKABLE QString suggestedFileName(const QString& extension) const;
+
+    // Models.
+    Q_INVOKABLE void planModel(const QUrl& urlOrPath);
+    Q_INVOKABLE void loadModel(const QUrl& urlOrPath);
+    Q_INVOKABLE void reloadModel();
+    Q_INVOKABLE void cancelModelLoad();
+    Q_INVOKABLE void forgetRecentModel(const QString& path);
+
+    Q_INVOKABLE void clearError();
+    Q_INVOKABLE void clearNotice();
+    Q_INVOKABLE void showNotice(const QString& text) { set_notice(text); }
+    Q_INVOKABLE QString localPath(const QUrl& url) const;
+
+Q_SIGNALS:
+    void currentConversationChanged();
+    void searchTextChanged();
+    void generatingChanged();
+    void lastErrorChanged();
+    void noticeChanged();
+    void modelChanged();
+    void loadProgressChanged();
+    void recentModelsChanged();
+    void planChanged();
+    void settingsNeedReloadChanged();
+    void answerFinished(qint64 messageId, const QString& finish);
+    void answerFailed(qint64 messageId, const QString& message);
+    void modelLoaded();
+    void modelLoadFailed(const QString& message);
+    // A chunk arrived (the view scrolls to the end).
+    void streamed();
+
+private:
+    void refresh_conversations();
+    void reload_messages();
+    bool start_generation(const QString& what);
+    void set_error(const QString& message);
+    void set_notice(const QString& message);
+    void save_streaming(bool final_commit, const QVariantMap* stats, const QString& finish);
+    void on_token(quint64 id, const QString& text);
+    void on_finished(quint64 id, const QVariantMap& stats);
+    void on_failed(quint64 id, const QString& message, const QString& partial_text);
+    void on_setting_changed(const QString& key, const QString& applies);
+    bool write_export(const QUrl& url, const QByteArray& data);
+
+    std::unique_ptr<app::ChatStore> store_;
+    SettingsModel* settings_;
+    TelemetryModel* telemetry_;
+    ConversationListModel conversations_;
+    MessageListModel messages_;
+    QThread thread_;
+    EngineWorker* worker_ = nullptr;
+
+    qint64 current_ = 0;
+    QString search_;
+    QString last_error_, notice_;
+
+    // The answer being generated.
+    quint64 next_request_ = 0;
+    quint64 request_ = 0;         // 0: none
+    qint64 stream_message_ = 0;
+    qint64 stream_conversation_ = 0;
+    QString stream_text_;
+    QElapsedTimer stream_saved_;
+
+    QString model_state_ = QStringLiteral("none");
+    QString model_path_, model_error_, load_stage_;
+    QVariantMap model_info_;
+    double load_fraction_ = 0;
+    quint64 load_id_ = 0;
+    bool needs_reload_ = false;
+
+    QString plan_state_ = QStringLiteral("idle");
+    QVariantMap plan_;
+    QString plan_error_;
+    quint64 plan_id_ = 0;
+    QThreadPool plan_pool_;  // last: destroyed (and waited for) first
+};
+
+}  // namespace strata::desktop

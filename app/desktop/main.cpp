@@ -1,0 +1,151 @@
+// strata: the desktop app. See automation.h for the unattended mode.
+#include <QCommandLineParser>
+#include <QFileInfo>
+#include <QGuiApplication>
+#include <QIcon>
+#include <QQmlApplicationEngine>
+#include <QQmlContext>
+#include <QQuickStyle>
+#include <QQuickWindow>
+#include <QSettings>
+#include <cstdio>
+#include <memory>
+
+#include "app_paths.h"
+#include "automation.h"
+#include "chat_controller.h"
+#include "common/log.h"
+#include "qml_types.h"
+#include "settings_model.h"
+#include "telemetry_model.h"
+
+using namespace strata::desktop;
+
+namespace {
+
+// Qt's own messages (QML warnings among them) go to the app's log too.
+void qt_message(QtMsgType type, const QMessageLogContext&, const QString& msg) {
+    static const auto log = strata::logger("qt");
+    const std::string text = msg.toStdString();
+    switch (type) {
+        case QtDebugMsg: log->debug("{}", text); break;
+        case QtInfoMsg: log->info("{}", text); break;
+        case QtWarningMsg: log->warn("{}", text); break;
+        case QtCriticalMsg:
+        case QtFatalMsg: log->error("{}", text); break;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    QGuiApplication app(argc, argv);
+    QGuiApplication::setApplicationName(QStringLiteral("strata"));
+    QGuiApplication::setOrganizationName(QStringLiteral("Strata"));
+    QGuiApplication::setApplicationDisplayName(QStringLiteral("Strata"));
+    QGuiApplication::setApplicationVersion(QStringLiteral(STRATA_VERSION));
+    QGuiApplication::setDesktopFileName(QStringLiteral("strata"));
+
+    QCommandLineParser cli;
+    cli.setApplicationDescription(QStringLiteral(
+        "Strata: chat with Mixture-of-Experts models larger than memory, with the engine's memory ledger,\n"
+        "expert heat map, cache hit rate and tokens/s beside the conversation.\n\n"
+        "Unattended: --model M --prompt TEXT --screenshot OUT.png --quit-after-reply runs one exchange,\n"
+        "saves a screenshot of the window with its panels, and exits 0 (1 with a message on failure)."));
+    cli.addHelpOption();
+    cli.addVersionOption();
+    const QCommandLineOption model_opt({QStringLiteral("m"), QStringLiteral("model")},
+                                       QStringLiteral("Load this GGUF model at start (default: the last one used, else the demo model)."),
+                                       QStringLiteral("PATH"));
+    const QCommandLineOption prompt_opt({QStringLiteral("p"), QStringLiteral("prompt")},
+                                        QStringLiteral("Send TEXT in a new conversation once the model is loaded."), QStringLiteral("TEXT"));
+    const QCommandLineOption shot_opt(QStringLiteral("screenshot"),
+                                      QStringLiteral("After the answer, save a screenshot of the window (panels open) to FILE."),
+                                      QStringLiteral("FILE"));
+    const QCommandLineOption report_opt(QStringLiteral("report"),
+                                        QStringLiteral("After the answer, write the answer and every panel figure as JSON to FILE."),
+                                        QStringLiteral("FILE"));
+    const QCommandLineOption quit_opt(QStringLiteral("quit-after-reply"),
+                                      QStringLiteral("Quit once the answer, screenshot and report are done."));
+    const QCommandLineOption data_opt(QStringLiteral("data-dir"),
+                                      QStringLiteral("Keep chats, settings and the log in DIR instead of the user's directories."),
+                                      QStringLiteral("DIR"));
+    const QCommandLineOption timeout_opt(QStringLiteral("timeout"),
+                                         QStringLiteral("With --quit-after-reply: give up after SECONDS (default 600)."),
+                                         QStringLiteral("SECONDS"), QStringLiteral("600"));
+    cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt});
+    cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
+
+    bool ok = false;
+    const int timeout = cli.value(timeout_opt).toInt(&ok);
+    if (!ok || timeout <= 0) {
+        std::fprintf(stderr, "strata: --timeout: '%s' is not a positive number of seconds\n", qPrintable(cli.value(timeout_opt)));
+        return 2;
+    }
+    if (cli.isSet(prompt_opt) && cli.value(prompt_opt).trimmed().isEmpty()) {
+        std::fprintf(stderr, "strata: --prompt: the prompt is empty\n");
+        return 2;
+    }
+    const bool unattended = cli.isSet(quit_opt) || cli.isSet(shot_opt) || cli.isSet(report_opt) || cli.isSet(prompt_opt);
+
+    const AppPaths paths = resolve_paths(cli.value(data_opt));
+    if (const QString err = setup_logging(paths.log_file); !err.isEmpty()) std::fprintf(stderr, "strata: %s\n", qPrintable(err));
+    qInstallMessageHandler(qt_message);
+    strata::logger("app")->info("strata {} starting; data in {}", STRATA_VERSION, paths.data_dir.toStdString());
+
+    // Settings: the user's (QSettings, Strata/strata), or a scratch file beside a --data-dir.
+    std::unique_ptr<QSettings> qsettings =
+        cli.isSet(data_opt) ? std::make_unique<QSettings>(paths.data_dir + QStringLiteral("/settings.ini"), QSettings::IniFormat)
+                            : std::make_unique<QSettings>();
+    SettingsModel settings(qsettings.get());
+    TelemetryModel telemetry;
+    std::unique_ptr<ChatController> chat;
+    try {
+        chat = std::make_unique<ChatController>(paths.database(), &settings, &telemetry);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "strata: cannot open the chat database: %s\n", e.what());
+        return 1;
+    }
+    AppInfo info(paths.log_file, paths.data_dir);
+
+    QQuickStyle::setStyle(QStringLiteral("Fusion"));
+    register_qml_types();
+    QQmlApplicationEngine engine;
+    engine.rootContext()->setContextProperty(QStringLiteral("chat"), chat.get());
+    engine.rootContext()->setContextProperty(QStringLiteral("appSettings"), &settings);
+    engine.rootContext()->setContextProperty(QStringLiteral("telemetry"), &telemetry);
+    engine.rootContext()->setContextProperty(QStringLiteral("appInfo"), &info);
+    engine.rootContext()->setContextProperty(QStringLiteral("unattended"), unattended);
+    engine.load(QUrl(QStringLiteral("qrc:/ui/Main.qml")));
+    if (engine.rootObjects().isEmpty()) {
+        std::fprintf(stderr, "strata: the user interface failed to load (see the messages above)\n");
+        return 1;
+    }
+    auto* window = qobject_cast<QQuickWindow*>(engine.rootObjects().constFirst());
+
+    std::unique_ptr<Automation> automation;
+    if (unattended) {
+        AutomationOptions o;
+        o.prompt = cli.value(prompt_opt);
+        o.screenshot = cli.value(shot_opt);
+        o.report = cli.value(report_opt);
+        o.quit_after_reply = cli.isSet(quit_opt);
+        o.timeout_s = timeout;
+        automation = std::make_unique<Automation>(o, chat.get(), &telemetry, window);
+        automation->start();
+    }
+
+    // The first model: as asked, else the last one used, else the demo model.
+    QString model = cli.value(model_opt);
+    if (model.isEmpty() && !chat->recentModels().isEmpty()) model = chat->recentModels().constFirst();
+    if (model.isEmpty()) model = chat->demoModelPath();
+    if (!model.isEmpty()) {
+        chat->loadModel(QUrl::fromLocalFile(QFileInfo(model).absoluteFilePath()));
+    } else if (unattended) {
+        std::fprintf(stderr, "strata: no --model given and the demo model was not found\n");
+        return 1;
+    }
+    const int rc = app.exec();
+    automation.reset();
+    return rc;
+}

@@ -1,0 +1,122 @@
+#include "message_list_model.h"
+
+#include "text_util.h"
+
+namespace strata::desktop {
+
+MessageListModel::MessageListModel(QObject* parent) : QAbstractListModel(parent) {}
+
+int MessageListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(items_.size()); }
+
+QString MessageListModel::stats_text(const app::Message& m) {
+    if (m.role != QLatin1String("assistant") || m.stats.tokens <= 0) return {};
+    QStringList parts;
+    parts << QStringLiteral("%1 tokens").arg(m.stats.tokens);
+    if (m.stats.tok_s > 0) parts << QStringLiteral("%1 tok/s").arg(m.stats.tok_s, 0, 'f', 1);
+    if (m.stats.ttft_ms > 0) {
+        parts << (m.stats.ttft_ms < 1000 ? QStringLiteral("first token %1 ms").arg(qRound(m.stats.ttft_ms))
+                                          : QStringLiteral("first token %1 s").arg(m.stats.ttft_ms / 1000.0, 0, 'f', 2));
+    }
+    return parts.join(QStringLiteral(" · "));
+}
+
+QVariant MessageListModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() < 0 || index.row() >= items_.size()) return {};
+    const app::Message& m = items_[index.row()];
+    switch (role) {
+        case IdRole: return m.id;
+        case RoleRole: return m.role;
+        case Qt::DisplayRole:
+        case ContentRole: return m.content;
+        case SegmentsRole: return TextUtil::segments(m.content);
+        case PartialRole: return m.partial;
+        case StreamingRole: return streaming_ != 0 && m.id == streaming_;
+        case TokensRole: return m.stats.tokens;
+        case TokSRole: return m.stats.tok_s;
+        case TtftRole: return m.stats.ttft_ms;
+        case SecondsRole: return m.stats.seconds;
+        case FinishRole: return m.stats.finish;
+        case ModelRole: return m.stats.model;
+        case StatsTextRole: return stats_text(m);
+        case IsLastRole: return index.row() == items_.size() - 1;
+    }
+    return {};
+}
+
+QHash<int, QByteArray> MessageListModel::roleNames() const {
+    return {{IdRole, "messageId"},   {RoleRole, "role"},         {ContentRole, "content"},   {SegmentsRole, "segments"},
+            {PartialRole, "partial"}, {StreamingRole, "streaming"}, {TokensRole, "tokens"},   {TokSRole, "tokS"},
+            {TtftRole, "ttftMs"},     {SecondsRole, "seconds"},    {FinishRole, "finish"},     {ModelRole, "modelFile"},
+            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}};
+}
+
+void MessageListModel::set_messages(const QList<app::Message>& list) {
+    beginResetModel();
+    items_ = list;
+    endResetModel();
+    Q_EMIT countChanged();
+}
+
+void MessageListModel::append(const app::Message& m) {
+    const int row = int(items_.size());
+    beginInsertRows({}, row, row);
+    items_.append(m);
+    endInsertRows();
+    if (row > 0) Q_EMIT dataChanged(index(row - 1), index(row - 1), {IsLastRole});
+    Q_EMIT countChanged();
+}
+
+void MessageListModel::append_text(qint64 id, const QString& text) {
+    const int row = row_of(id);
+    if (row < 0) return;
+    items_[row].content += text;
+    Q_EMIT dataChanged(index(row), index(row), {ContentRole, SegmentsRole, Qt::DisplayRole});
+}
+
+void MessageListModel::update(const app::Message& m) {
+    const int row = row_of(m.id);
+    if (row < 0) return;
+    items_[row] = m;
+    Q_EMIT dataChanged(index(row), index(row));
+}
+
+void MessageListModel::set_streaming(qint64 id) {
+    const qint64 old = streaming_;
+    streaming_ = id;
+    for (qint64 x : {old, id}) {
+        const int row = row_of(x);
+        if (row >= 0) Q_EMIT dataChanged(index(row), index(row), {StreamingRole});
+    }
+}
+
+void MessageListModel::remove_from(qint64 id) {
+    const int row = row_of(id);
+    if (row < 0) return;
+    beginRemoveRows({}, row, int(items_.size()) - 1);
+    items_.erase(items_.begin() + row, items_.end());
+    endRemoveRows();
+    if (!items_.isEmpty()) Q_EMIT dataChanged(index(int(items_.size()) - 1), index(int(items_.size()) - 1), {IsLastRole});
+    Q_EMIT countChanged();
+}
+
+int MessageListModel::row_of(qint64 id) const {
+    if (id == 0) return -1;
+    for (int i = int(items_.size()) - 1; i >= 0; --i)
+        if (items_[i].id == id) return i;
+    return -1;
+}
+
+const app::Message* MessageListModel::find(qint64 id) const {
+    const int row = row_of(id);
+    return row >= 0 ? &items_[row] : nullptr;
+}
+
+QVariantMap MessageListModel::get(int row) const {
+    QVariantMap m;
+    if (row < 0 || row >= items_.size()) return m;
+    const QHash<int, QByteArray> names = roleNames();
+    for (auto it = names.begin(); it != names.end(); ++it) m[QString::fromLatin1(it.value())] = data(index(row), it.key());
+    return m;
+}
+
+}  // namespace strata::desktop

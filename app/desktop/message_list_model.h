@@ -1,0 +1,59 @@
+// The messages of the open conversation (centre column), oldest first. The
+// answer being generated is the last row; chunks are appended to it in place.
+#pragma once
+
+#include <QAbstractListModel>
+
+#include "chat_store.h"
+
+namespace strata::desktop {
+
+class MessageListModel : public QAbstractListModel {
+    Q_OBJECT
+    Q_PROPERTY(int count READ count NOTIFY countChanged)
+public:
+    enum Role {
+        IdRole = Qt::UserRole + 1,
+        RoleRole,        // "user" | "assistant"
+        ContentRole,
+        SegmentsRole,    // [{kind: "text"|"code", text, lang}] (TextUtil::segments)
+        PartialRole,
+        StreamingRole,   // the answer being generated now
+        TokensRole,
+        TokSRole,
+        TtftRole,
+        SecondsRole,
+        FinishRole,
+        ModelRole,
+        StatsTextRole,   // "42 tokens · 37.1 tok/s · first token 120 ms"
+        IsLastRole,
+    };
+    explicit MessageListModel(QObject* parent = nullptr);
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role) const override;
+    QHash<int, QByteArray> roleNames() const override;
+
+    void set_messages(const QList<app::Message>& list);
+    void append(const app::Message& m);
+    void append_text(qint64 id, const QString& text);
+    void update(const app::Message& m);             // by id
+    void set_streaming(qint64 id);                  // 0: none
+    void remove_from(qint64 id);                    // this message and every later one
+    int row_of(qint64 id) const;
+    const app::Message* find(qint64 id) const;
+    const QList<app::Message>& messages() const { return items_; }
+    int count() const { return int(items_.size()); }
+    Q_INVOKABLE QVariantMap get(int row) const;
+
+    static QString stats_text(const app::Message& m);
+
+Q_SIGNALS:
+    void countChanged();
+
+private:
+    QList<app::Message> items_;
+    qint64 streaming_ = 0;
+};
+
+}  // namespace strata::desktop

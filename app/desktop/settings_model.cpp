@@ -1,0 +1,365 @@
+#include "settings_model.h"
+
+#include <QFileInfo>
+#include <QUrl>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace strata::desktop {
+
+struct SettingsModel::Field {
+    QString key, label, group, kind;  // kind: size | int | real | choice | bool | file
+    QVariant def;
+    QStringList choices;
+    Applies applies;
+    QString help, placeholder;
+    bool optional = false;            // real: empty allowed (stored as -1)
+    double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+};
+
+namespace {
+
+QString applies_name(SettingsModel::Applies a) {
+    switch (a) {
+        case SettingsModel::Applies::Live: return QStringLiteral("live");
+        case SettingsModel::Applies::NextMessage: return QStringLiteral("next message");
+        case SettingsModel::Applies::NextLoad: return QStringLiteral("next load");
+    }
+    return {};
+}
+
+}  // namespace
+
+bool parse_size(const QString& text_in, uint64_t* bytes, QString* error) {
+    const QString text = text_in.trimmed();
+    static const QString examples = QStringLiteral(" (examples: 512M, 4G, 1.5GiB)");
+    int i = 0;
+    while (i < text.size() && (text[i].isDigit() || text[i] == QLatin1Char('.'))) ++i;
+    bool ok = false;
+    const double v = text.left(i).toDouble(&ok);
+    if (!ok || i == 0) {
+        *error = QStringLiteral("'%1' is not a size").arg(text) + examples;
+        return false;
+    }
+    const QString unit = text.mid(i).trimmed().toUpper();
+    double mul = 1;
+    if (unit.isEmpty() || unit == QLatin1String("B")) mul = 1;
+    else if (unit == QLatin1String("K") || unit == QLatin1String("KB") || unit == QLatin1String("KIB")) mul = 1024.0;
+    else if (unit == QLatin1String("M") || unit == QLatin1String("MB") || unit == QLatin1String("MIB")) mul = 1024.0 * 1024;
+    else if (unit == QLatin1String("G") || unit == QLatin1String("GB") || unit == QLatin1String("GIB")) mul = 1024.0 * 1024 * 1024;
+    else if (unit == QLatin1String("T") || unit == QLatin1String("TB") || unit == QLatin1String("TIB")) mul = 1024.0 * 1024 * 1024 * 1024;
+    else {
+        *error = QStringLiteral("unknown unit '%1' (use K, M, G or T)").arg(text.mid(i).trimmed());
+        return false;
+    }
+    const double b = v * mul;
+    if (!(b < 1.8e19)) {
+        *error = QStringLiteral("'%1' is too large").arg(text);
+        return false;
+    }
+    *bytes = static_cast<uint64_t>(b);
+    return true;
+}
+
+SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractListModel(parent) {
+    if (!settings) {
+        owned_ = std::make_unique<QSettings>(QStringLiteral("Strata"), QStringLiteral("strata"));
+        settings = owned_.get();
+    }
+    store_ = settings;
+    using A = Applies;
+    const QString mem = QStringLiteral("Memory"), cache = QStringLiteral("Expert cache"), samp = QStringLiteral("Sampling");
+    auto f = [&](QString key, QString label, QString group, QString kind, QVariant def, A applies, QString help,
+                 QString placeholder = {}) {
+        Field x;
+        x.key = key;
+        x.label = label;
+        x.group = group;
+        x.kind = kind;
+        x.def = def;
+        x.applies = applies;
+        x.help = help;
+        x.placeholder = placeholder;
+        fields_.append(x);
+        return &fields_.last();
+    };
+    f("fast_budget", "Fast-tier budget", mem, "size", QString(), A::NextLoad,
+      "RAM the engine may hold: shared weights, expert cache, KV cache, scratch. Empty: no budget.", "none");
+    f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096.")
+        ->lo = 0;
+    fields_.last().hi = 1 << 20;
+    f("threads", "Compute threads", mem, "int", 0, A::NextLoad, "0: all cores.");
+    f("expert_cache_fraction", "Expert cache size", cache, "real", 0.5, A::Live,
+      "Share of all experts that get a cache slot, in (0, 1]. Empty: every expert that fits the budget.",
+      "automatic")->optional = true;
+    f("policy", "Eviction policy", cache, "choice", "lru", A::Live,
+      "Which expert leaves the cache first: least recently used, least frequently used (with aging), ARC, or "
+      "pinned experts only (needs a pin file).")->choices = {"lru", "lfu", "arc", "pinned"};
+    f("pin_file", "Pin file", cache, "file", QString(), A::Live,
+      "Hot-expert list written by 'strata-cli calibrate': those experts never leave the cache. Empty: none.", "none");
+    f("prefetch", "Prefetch", cache, "bool", true, A::Live, "Load the next layer's predicted experts while this layer computes.");
+    f("prefetch_width", "Prefetch width", cache, "int", 0, A::Live, "Experts prefetched per layer. 0: the model's top-k.");
+    f("predictor", "Predictor", cache, "choice", "lookahead", A::NextLoad,
+      "How prefetch guesses: the next layer's router applied early (lookahead), recent-token frequency, or both.")
+        ->choices = {"lookahead", "frequency", "combined"};
+    f("temperature", "Temperature", samp, "real", 0.8, A::NextMessage, "0: greedy (always the most likely token).");
+    f("top_k", "Top-k", samp, "int", 40, A::NextMessage, "Keep the k most likely tokens. 0: off.");
+    f("top_p", "Top-p", samp, "real", 0.95, A::NextMessage, "Nucleus: the smallest set reaching this probability. 1: off.");
+    f("min_p", "Min-p", samp, "real", 0.05, A::NextMessage, "Drop tokens below this share of the top token's probability. 0: off.");
+    f("repeat_penalty", "Repeat penalty", samp, "real", 1.0, A::NextMessage, "Above 1 discourages repeating the last 64 tokens. 1: off.");
+    f("max_tokens", "Max answer tokens", samp, "int", 256, A::NextMessage, "The most tokens one answer may have.");
+    f("seed", "Seed", samp, "int", 42, A::NextMessage, "Random seed: the same seed and prompt give the same answer.")->lo = 0;
+
+    for (const Field& x : fields_) {
+        QVariant parsed;
+        const QVariant stored = store_->value(QStringLiteral("settings/") + x.key, x.def);
+        // A stored value that no longer validates (edited by hand, older version) falls back to the default.
+        if (!try_value(x, stored, &parsed).isEmpty()) try_value(x, x.def, &parsed);
+        values_[x.key] = parsed;
+    }
+    // The defaults together must validate too (e.g. "pinned" without a pin file).
+    if (!engine_from(values_).validate().empty() || !sampling_from(values_).validate().empty()) {
+        for (const Field& x : fields_) {
+            QVariant parsed;
+            try_value(x, x.def, &parsed);
+            values_[x.key] = parsed;
+        }
+    }
+}
+
+SettingsModel::~SettingsModel() = default;
+
+int SettingsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(fields_.size()); }
+
+QString SettingsModel::text_of(const Field& f, const QVariant& v) const {
+    if (f.kind == QLatin1String("real") && f.optional && v.toDouble() < 0) return {};
+    if (f.kind == QLatin1String("bool")) return v.toBool() ? QStringLiteral("on") : QStringLiteral("off");
+    return v.toString();
+}
+
+QVariant SettingsModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() < 0 || index.row() >= fields_.size()) return {};
+    const Field& f = fields_[index.row()];
+    switch (role) {
+        case KeyRole: return f.key;
+        case Qt::DisplayRole:
+        case LabelRole: return f.label;
+        case GroupRole: return f.group;
+        case KindRole: return f.kind;
+        case ValueRole: return values_.value(f.key);
+        case TextRole: return text_of(f, values_.value(f.key));
+        case ChoicesRole: return f.choices;
+        case AppliesRole: return applies_name(f.applies);
+        case HelpRole: return f.help;
+        case ErrorRole: return errors_.value(f.key);
+        case PlaceholderRole: return f.placeholder;
+    }
+    return {};
+}
+
+QHash<int, QByteArray> SettingsModel::roleNames() const {
+    return {{KeyRole, "key"},     {LabelRole, "label"},     {GroupRole, "group"},   {KindRole, "kind"},
+            {ValueRole, "value"}, {TextRole, "text"},       {ChoicesRole, "choices"}, {AppliesRole, "applies"},
+            {HelpRole, "help"},   {ErrorRole, "error"},     {PlaceholderRole, "placeholder"}};
+}
+
+int SettingsModel::row_of(const QString& key) const {
+    for (int i = 0; i < fields_.size(); ++i)
+        if (fields_[i].key == key) return i;
+    return -1;
+}
+
+QString SettingsModel::try_value(const Field& f, const QVariant& v, QVariant* parsed) const {
+    const QString text = v.toString().trimmed();
+    if (f.kind == QLatin1String("size")) {
+        if (text.isEmpty()) {
+            *parsed = QString();
+            return {};
+        }
+        uint64_t b = 0;
+        QString err;
+        if (!parse_size(text, &b, &err)) return err;
+        if (b == 0) return QStringLiteral("a zero budget holds nothing (leave it empty for no budget)");
+        *parsed = text;
+        return {};
+    }
+    if (f.kind == QLatin1String("int")) {
+        bool ok = false;
+        const qlonglong n = v.typeId() == QMetaType::QString ? text.toLongLong(&ok) : v.toLongLong(&ok);
+        if (!ok || (v.typeId() != QMetaType::QString && v.toDouble() != double(n)))
+            return QStringLiteral("'%1' is not a whole number").arg(text);
+        if (double(n) < f.lo || double(n) > f.hi)
+            return QStringLiteral("%1 is out of range (%2 to %3)").arg(n).arg(qlonglong(f.lo)).arg(qlonglong(f.hi));
+        *parsed = n;
+        return {};
+    }
+    if (f.kind == QLatin1String("real")) {
+        if (text.isEmpty() && f.optional) {
+            *parsed = -1.0;
+            return {};
+        }
+        bool ok = false;
+        const double d = v.typeId() == QMetaType::QString ? text.toDouble(&ok) : v.toDouble(&ok);
+        if (!ok || !std::isfinite(d)) return QStringLiteral("'%1' is not a number").arg(text);
+        if (f.optional && d < 0 && d == -1.0) {
+            *parsed = -1.0;
+            return {};
+        }
+        *parsed = d;
+        return {};
+    }
+    if (f.kind == QLatin1String("choice")) {
+        if (!f.choices.contains(text)) return QStringLiteral("'%1' is not one of %2").arg(text, f.choices.join(QStringLiteral(", ")));
+        *parsed = text;
+        return {};
+    }
+    if (f.kind == QLatin1String("bool")) {
+        if (v.typeId() == QMetaType::Bool) {
+            *parsed = v.toBool();
+            return {};
+        }
+        const QString t = text.toLower();
+        if (t == QLatin1String("true") || t == QLatin1String("on") || t == QLatin1String("1")) *parsed = true;
+        else if (t == QLatin1String("false") || t == QLatin1String("off") || t == QLatin1String("0")) *parsed = false;
+        else return QStringLiteral("'%1' is not on or off").arg(text);
+        return {};
+    }
+    if (f.kind == QLatin1String("file")) {
+        QString path = text;
+        if (path.startsWith(QLatin1String("file://"))) path = QUrl(path).toLocalFile();
+        if (!path.isEmpty()) {
+            const QFileInfo fi(path);
+            if (!fi.exists()) return QStringLiteral("%1: no such file").arg(path);
+            if (!fi.isFile() || !fi.isReadable()) return QStringLiteral("%1: not a readable file").arg(path);
+            path = fi.absoluteFilePath();
+        }
+        *parsed = path;
+        return {};
+    }
+    return QStringLiteral("unknown setting");
+}
+
+EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) const {
+    EngineSettings s;
+    uint64_t b = 0;
+    QString err;
+    const QString fb = v.value(QStringLiteral("fast_budget")).toString();
+    if (!fb.isEmpty() && parse_size(fb, &b, &err)) s.fast_budget = b;
+    s.n_ctx = v.value(QStringLiteral("n_ctx")).toLongLong();
+    s.threads = int(v.value(QStringLiteral("threads")).toLongLong());
+    const double frac = v.value(QStringLiteral("expert_cache_fraction")).toDouble();
+    s.expert_cache_fraction = frac < 0 ? -1.0 : frac;
+    s.policy = v.value(QStringLiteral("policy")).toString().toStdString();
+    s.pin_file = v.value(QStringLiteral("pin_file")).toString().toStdString();
+    s.prefetch = v.value(QStringLiteral("prefetch")).toBool();
+    s.prefetch_width = int(v.value(QStringLiteral("prefetch_width")).toLongLong());
+    s.predictor = v.value(QStringLiteral("predictor")).toString().toStdString();
+    return s;
+}
+
+sched::SamplingParams SettingsModel::sampling_from(const QHash<QString, QVariant>& v) const {
+    sched::SamplingParams p;
+    p.temperature = float(v.value(QStringLiteral("temperature")).toDouble());
+    p.top_k = int32_t(std::clamp<qlonglong>(v.value(QStringLiteral("top_k")).toLongLong(), -2, 1 << 30));
+    p.top_p = float(v.value(QStringLiteral("top_p")).toDouble());
+    p.min_p = float(v.value(QStringLiteral("min_p")).toDouble());
+    p.repeat_penalty = float(v.value(QStringLiteral("repeat_penalty")).toDouble());
+    const qlonglong mt = v.value(QStringLiteral("max_tokens")).toLongLong();
+    p.max_tokens = int32_t(std::clamp<qlonglong>(mt, -1, std::numeric_limits<int32_t>::max()));
+    p.seed = uint64_t(v.value(QStringLiteral("seed")).toLongLong());
+    return p;
+}
+
+QString SettingsModel::setValue(const QString& key, const QVariant& value) {
+    const int row = row_of(key);
+    if (row < 0) return QStringLiteral("unknown setting '%1'").arg(key);
+    const Field& f = fields_[row];
+    QVariant parsed;
+    QString err = try_value(f, value, &parsed);
+    if (err.isEmpty()) {
+        QHash<QString, QVariant> next = values_;
+        next[key] = parsed;
+        const std::string e1 = engine_from(next).validate();
+        const std::string e2 = sampling_from(next).validate();
+        err = QString::fromStdString(!e1.empty() ? e1 : e2);
+    }
+    if (!err.isEmpty()) {
+        errors_[key] = err;
+        Q_EMIT dataChanged(index(row), index(row), {ErrorRole});
+        return err;
+    }
+    const bool same = values_.value(key) == parsed;
+    errors_.remove(key);
+    values_[key] = parsed;
+    store_->setValue(QStringLiteral("settings/") + key, parsed);
+    Q_EMIT dataChanged(index(row), index(row), {ValueRole, TextRole, ErrorRole});
+    if (!same) Q_EMIT changed(key, applies_name(f.applies));
+    return {};
+}
+
+QVariant SettingsModel::value(const QString& key) const { return values_.value(key); }
+QString SettingsModel::error(const QString& key) const { return errors_.value(key); }
+
+QString SettingsModel::applies(const QString& key) const {
+    const int row = row_of(key);
+    return row < 0 ? QString() : applies_name(fields_[row].applies);
+}
+
+QStringList SettingsModel::keys() const {
+    QStringList k;
+    for (const Field& f : fields_) k << f.key;
+    return k;
+}
+
+void SettingsModel::resetToDefaults() {
+    for (const Field& f : fields_) {
+        QVariant parsed;
+        try_value(f, f.def, &parsed);
+        const bool same = values_.value(f.key) == parsed;
+        values_[f.key] = parsed;
+        store_->remove(QStringLiteral("settings/") + f.key);
+        errors_.remove(f.key);
+        if (!same) Q_EMIT changed(f.key, applies_name(f.applies));
+    }
+    if (!fields_.isEmpty()) Q_EMIT dataChanged(index(0), index(int(fields_.size()) - 1));
+}
+
+void SettingsModel::set_error(const QString& key, const QString& error) {
+    const int row = row_of(key);
+    if (row < 0) return;
+    if (error.isEmpty()) errors_.remove(key);
+    else errors_[key] = error;
+    Q_EMIT dataChanged(index(row), index(row), {ErrorRole});
+}
+
+EngineSettings SettingsModel::engine_settings() const { return engine_from(values_); }
+sched::SamplingParams SettingsModel::sampling_params() const { return sampling_from(values_); }
+
+QStringList SettingsModel::recent_models() const {
+    return store_->value(QStringLiteral("models/recent")).toStringList();
+}
+
+void SettingsModel::add_recent_model(const QString& path) {
+    QStringList r = recent_models();
+    r.removeAll(path);
+    r.prepend(path);
+    while (r.size() > 8) r.removeLast();
+    store_->setValue(QStringLiteral("models/recent"), r);
+}
+
+void SettingsModel::remove_recent_model(const QString& path) {
+    QStringList r = recent_models();
+    r.removeAll(path);
+    store_->setValue(QStringLiteral("models/recent"), r);
+}
+
+QString SettingsModel::live_group(const QString& key) {
+    if (key == QLatin1String("expert_cache_fraction")) return QStringLiteral("cache");
+    if (key == QLatin1String("policy")) return QStringLiteral("policy");
+    if (key == QLatin1String("pin_file")) return QStringLiteral("pins");
+    if (key == QLatin1String("prefetch") || key == QLatin1String("prefetch_width")) return QStringLiteral("prefetch");
+    return {};
+}
+
+}  // namespace strata::desktop

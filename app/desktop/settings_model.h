@@ -1,0 +1,81 @@
+// The settings pane's model: every engine and sampling setting the engine
+// implements, backed by QSettings. setValue() parses and validates a value
+// with EngineSettings::validate() / SamplingParams::validate(); an invalid one
+// is refused (the stored value stays) and the field's `error` role says why.
+//
+// Each field says when it takes effect: "live" (the engine's set_* functions,
+// applied at once to the loaded model), "next message" (sampling) or "next
+// load" (budgets, threads, context size, predictor).
+#pragma once
+
+#include <QAbstractListModel>
+#include <QSettings>
+#include <QStringList>
+#include <memory>
+
+#include "sched/sampler.h"
+#include "strata/settings.h"
+
+namespace strata::desktop {
+
+class SettingsModel : public QAbstractListModel {
+    Q_OBJECT
+public:
+    enum Role { KeyRole = Qt::UserRole + 1, LabelRole, GroupRole, KindRole, ValueRole, TextRole, ChoicesRole,
+                AppliesRole, HelpRole, ErrorRole, PlaceholderRole };
+    enum class Applies { Live, NextMessage, NextLoad };
+
+    // `settings` may be null: a QSettings for organisation "Strata", app "strata".
+    explicit SettingsModel(QSettings* settings = nullptr, QObject* parent = nullptr);
+    ~SettingsModel() override;
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role) const override;
+    QHash<int, QByteArray> roleNames() const override;
+
+    // Parses, validates and saves. Returns "" when accepted, else the reason
+    // (also shown in the field's error role; the previous value stays in force).
+    Q_INVOKABLE QString setValue(const QString& key, const QVariant& value);
+    Q_INVOKABLE QVariant value(const QString& key) const;
+    Q_INVOKABLE QString error(const QString& key) const;
+    Q_INVOKABLE QString applies(const QString& key) const;  // "live" | "next message" | "next load"
+    Q_INVOKABLE void resetToDefaults();
+    Q_INVOKABLE QStringList keys() const;
+
+    // Marks (or clears, with "") an error the engine reported applying a live value.
+    void set_error(const QString& key, const QString& error);
+
+    EngineSettings engine_settings() const;
+    sched::SamplingParams sampling_params() const;
+
+    // The app's recent models (newest first, at most 8) and window state live here too.
+    QStringList recent_models() const;
+    void add_recent_model(const QString& path);
+    void remove_recent_model(const QString& path);
+
+    // The live group a key belongs to ("cache", "policy", "pins", "prefetch"), or "".
+    static QString live_group(const QString& key);
+
+Q_SIGNALS:
+    // A value was accepted and saved.
+    void changed(const QString& key, const QString& applies);
+
+private:
+    struct Field;
+    int row_of(const QString& key) const;
+    QString try_value(const Field& f, const QVariant& v, QVariant* parsed) const;
+    EngineSettings engine_from(const QHash<QString, QVariant>& values) const;
+    sched::SamplingParams sampling_from(const QHash<QString, QVariant>& values) const;
+    QString text_of(const Field& f, const QVariant& v) const;
+
+    std::unique_ptr<QSettings> owned_;
+    QSettings* store_;
+    QList<Field> fields_;
+    QHash<QString, QVariant> values_;
+    QHash<QString, QString> errors_;
+};
+
+// "512M", "4G", "1.5GiB", "300000000" -> bytes. false with a message for anything else.
+bool parse_size(const QString& text, uint64_t* bytes, QString* error);
+
+}  // namespace strata::desktop

@@ -1,0 +1,97 @@
+// The panels' data: the latest engine TelemetrySnapshot and short histories
+// (the last 120 samples) of what the charts draw. Fed only by the engine's
+// snapshots (EngineWorker::telemetry); the only figure derived here is
+// tokens/s, from the difference of two snapshots' tokens_processed and
+// compute_seconds (forward-pass tokens per second of forward-pass time).
+#pragma once
+
+#include <QList>
+#include <QObject>
+#include <QVariantList>
+#include <QVariantMap>
+
+#include "strata/telemetry.h"
+
+namespace strata::desktop {
+
+class TelemetryModel : public QObject {
+    Q_OBJECT
+    Q_PROPERTY(bool hasData READ hasData NOTIFY updated)
+    Q_PROPERTY(int samples READ samples NOTIFY updated)
+    Q_PROPERTY(bool hasExperts READ hasExperts NOTIFY updated)
+    Q_PROPERTY(qlonglong tokensProcessed READ tokensProcessed NOTIFY updated)
+    Q_PROPERTY(double computeSeconds READ computeSeconds NOTIFY updated)
+    Q_PROPERTY(double hitRateTotal READ hitRateTotal NOTIFY updated)
+    Q_PROPERTY(double hitRateRecent READ hitRateRecent NOTIFY updated)
+    Q_PROPERTY(double bytesPerToken READ bytesPerToken NOTIFY updated)
+    Q_PROPERTY(double bytesLoaded READ bytesLoaded NOTIFY updated)
+    Q_PROPERTY(double stallFraction READ stallFraction NOTIFY updated)
+    Q_PROPERTY(double prefetchPrecision READ prefetchPrecision NOTIFY updated)
+    Q_PROPERTY(double prefetchRecall READ prefetchRecall NOTIFY updated)
+    Q_PROPERTY(qlonglong expertSlots READ expertSlots NOTIFY updated)
+    Q_PROPERTY(double expertSlotBytes READ expertSlotBytes NOTIFY updated)
+    Q_PROPERTY(QString policy READ policy NOTIFY updated)
+    Q_PROPERTY(double tokensPerSecond READ tokensPerSecond NOTIFY updated)
+    Q_PROPERTY(int nLayer READ nLayer NOTIFY updated)
+    Q_PROPERTY(int nExpert READ nExpert NOTIFY updated)
+    Q_PROPERTY(int residentExperts READ residentExperts NOTIFY updated)
+    Q_PROPERTY(int pinnedExperts READ pinnedExperts NOTIFY updated)
+    Q_PROPERTY(int loadingExperts READ loadingExperts NOTIFY updated)
+    Q_PROPERTY(double maxHeat READ maxHeat NOTIFY updated)
+    // [{tier, description, budget (0: none), reserved, used, accounts: [{account, reserved, used}]}]
+    Q_PROPERTY(QVariantList ledger READ ledger NOTIFY updated)
+    Q_PROPERTY(QList<qreal> hitRateHistory READ hitRateHistory NOTIFY updated)
+    Q_PROPERTY(QList<qreal> bytesPerTokenHistory READ bytesPerTokenHistory NOTIFY updated)
+    Q_PROPERTY(QList<qreal> tokensPerSecondHistory READ tokensPerSecondHistory NOTIFY updated)
+public:
+    static constexpr int kHistory = 120;
+    explicit TelemetryModel(QObject* parent = nullptr);
+
+    void push(const TelemetrySnapshot& s);
+    void clear();  // a model was unloaded or is loading
+    const TelemetrySnapshot& snapshot() const { return snap_; }
+
+    bool hasData() const { return samples_ > 0; }
+    int samples() const { return samples_; }
+    bool hasExperts() const { return snap_.n_expert > 0; }
+    qlonglong tokensProcessed() const { return snap_.tokens_processed; }
+    double computeSeconds() const { return snap_.compute_seconds; }
+    double hitRateTotal() const { return snap_.hit_rate_total; }
+    double hitRateRecent() const { return snap_.hit_rate_recent; }
+    double bytesPerToken() const { return snap_.bytes_loaded_per_token; }
+    double bytesLoaded() const { return double(snap_.bytes_loaded); }
+    double stallFraction() const { return snap_.stall_fraction; }
+    double prefetchPrecision() const { return snap_.prefetch_precision; }
+    double prefetchRecall() const { return snap_.prefetch_recall; }
+    qlonglong expertSlots() const { return snap_.expert_slots; }
+    double expertSlotBytes() const { return double(snap_.expert_slot_bytes); }
+    QString policy() const { return QString::fromStdString(snap_.policy); }
+    double tokensPerSecond() const { return tok_s_; }
+    int nLayer() const { return int(snap_.n_layer); }
+    int nExpert() const { return int(snap_.n_expert); }
+    int residentExperts() const { return resident_; }
+    int pinnedExperts() const { return pinned_; }
+    int loadingExperts() const { return loading_; }
+    double maxHeat() const { return max_heat_; }
+    QVariantList ledger() const { return ledger_; }
+    QList<qreal> hitRateHistory() const { return hit_hist_; }
+    QList<qreal> bytesPerTokenHistory() const { return bytes_hist_; }
+    QList<qreal> tokensPerSecondHistory() const { return tps_hist_; }
+
+    // Every figure the panels show, for --report.
+    Q_INVOKABLE QVariantMap figures() const;
+
+Q_SIGNALS:
+    void updated();
+
+private:
+    TelemetrySnapshot snap_;
+    int samples_ = 0;
+    double tok_s_ = 0;
+    int resident_ = 0, pinned_ = 0, loading_ = 0;
+    double max_heat_ = 0;
+    QVariantList ledger_;
+    QList<qreal> hit_hist_, bytes_hist_, tps_hist_;
+};
+
+}  // namespace strata::desktop

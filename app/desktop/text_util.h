@@ -1,0 +1,30 @@
+// Text helpers for QML (singleton "TextUtil" in module Strata): message
+// segmentation for code blocks, byte and number formatting, the clipboard.
+#pragma once
+
+#include <QObject>
+#include <QVariantList>
+
+namespace strata::desktop {
+
+class TextUtil : public QObject {
+    Q_OBJECT
+public:
+    explicit TextUtil(QObject* parent = nullptr) : QObject(parent) {}
+
+    // Splits Markdown into prose and fenced code blocks (``` or ~~~, with an
+    // optional language): [{kind: "text"|"code", text, lang}], in order. A
+    // fence not yet closed (an answer still streaming) runs to the end.
+    // Empty prose between blocks is left out.
+    Q_INVOKABLE static QVariantList segments(const QString& markdown);
+
+    // "12.3 MiB" (binary units).
+    Q_INVOKABLE static QString formatBytes(double bytes);
+    // "1.23 B", "45.6 M", "7.1 K".
+    Q_INVOKABLE static QString formatCount(double n);
+    Q_INVOKABLE static QString formatPercent(double fraction, int decimals = 1);
+
+    Q_INVOKABLE static void copyToClipboard(const QString& text);
+};
+
+}  // namespace strata::desktop

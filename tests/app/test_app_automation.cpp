@@ -1,0 +1,140 @@
+// The real `strata` binary, unattended and offscreen: one exchange with the
+// demo model, then the screenshot, the panel figures (--report) and the
+// scratch chat database are checked. The screenshot and report stay under
+// <build>/test-artifacts/ for people to look at.
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "chat_store.h"
+
+namespace {
+
+const QString kDemo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+
+struct Run {
+    int code = -1;
+    QString err;
+};
+
+Run run_strata(const QStringList& args, int timeout_ms = 240000) {
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(STRATA_APP_BINARY), args);
+    Run r;
+    if (!p.waitForFinished(timeout_ms)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = QStringLiteral("timed out");
+        return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+}  // namespace
+
+class TestAppAutomation : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void help_and_version() {
+        Run r = run_strata({QStringLiteral("--version")}, 30000);
+        QCOMPARE(r.code, 0);
+        r = run_strata({QStringLiteral("--help")}, 30000);
+        QCOMPARE(r.code, 0);
+        r = run_strata({QStringLiteral("--no-such-option")}, 30000);
+        QVERIFY(r.code != 0);
+    }
+
+    void one_exchange_screenshot_and_figures() {
+        if (!QFile::exists(kDemo)) QSKIP("the demo model is not in resources/models");
+        QTemporaryDir data;
+        const QString dir = QStringLiteral(STRATA_ARTIFACT_DIR);
+        QDir().mkpath(dir);
+        const QString shot = dir + QStringLiteral("/app-screenshot.png");
+        const QString report = dir + QStringLiteral("/app-report.json");
+        QFile::remove(shot);
+        QFile::remove(report);
+        const Run r = run_strata({QStringLiteral("--model"), kDemo, QStringLiteral("--prompt"), QStringLiteral("In the beginning"),
+                                  QStringLiteral("--screenshot"), shot, QStringLiteral("--report"), report,
+                                  QStringLiteral("--quit-after-reply"), QStringLiteral("--data-dir"), data.path()});
+        QVERIFY2(r.code == 0, qPrintable(QStringLiteral("exit %1: %2").arg(r.code).arg(r.err)));
+
+        // The screenshot: the whole 1280x800 window.
+        const QImage img(shot);
+        QVERIFY2(!img.isNull(), qPrintable(shot));
+        QVERIFY(img.width() >= 1280 && img.height() >= 800);
+        QVERIFY(QFileInfo(shot).size() > 20000);
+
+        // Every panel has non-zero figures.
+        QFile f(report);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+        QVERIFY(!o[QStringLiteral("answer")].toString().trimmed().isEmpty());
+        const QJsonObject t = o[QStringLiteral("telemetry")].toObject();
+        QVERIFY(t[QStringLiteral("tokensProcessed")].toDouble() > 0);
+        // ledger
+        const QJsonArray ledger = t[QStringLiteral("ledger")].toArray();
+        QVERIFY(ledger.size() == 2);
+        QVERIFY(ledger[0].toObject()[QStringLiteral("reserved")].toDouble() > 0);
+        QVERIFY(ledger[0].toObject()[QStringLiteral("used")].toDouble() > 0);
+        QVERIFY(ledger[0].toObject()[QStringLiteral("accounts")].toArray().size() >= 4);
+        // heat map
+        QVERIFY(t[QStringLiteral("maxHeat")].toDouble() > 0);
+        QVERIFY(t[QStringLiteral("residentExperts")].toDouble() + t[QStringLiteral("pinnedExperts")].toDouble() > 0);
+        QCOMPARE(t[QStringLiteral("nExpert")].toDouble(), 16.0);
+        // hit rate and bytes per token
+        QVERIFY(t[QStringLiteral("hitRateTotal")].toDouble() > 0);
+        QVERIFY(t[QStringLiteral("bytesPerToken")].toDouble() > 0);
+        QVERIFY(!t[QStringLiteral("hitRateHistory")].toArray().isEmpty());
+        QVERIFY(!t[QStringLiteral("bytesPerTokenHistory")].toArray().isEmpty());
+        // tokens/s
+        QVERIFY(t[QStringLiteral("tokensPerSecond")].toDouble() > 0);
+        QVERIFY(!t[QStringLiteral("tokensPerSecondHistory")].toArray().isEmpty());
+
+        // The store in the scratch directory holds the exchange.
+        strata::app::ChatStore store(data.filePath(QStringLiteral("chats.sqlite")));
+        const auto convs = store.conversations();
+        QCOMPARE(convs.size(), 1);
+        const auto msgs = store.messages(convs[0].id);
+        QCOMPARE(msgs.size(), 2);
+        QCOMPARE(msgs[0].content, QStringLiteral("In the beginning"));
+        QCOMPARE(msgs[1].role, QStringLiteral("assistant"));
+        QVERIFY(!msgs[1].content.trimmed().isEmpty());
+        QCOMPARE(msgs[1].partial, false);
+        QVERIFY(msgs[1].stats.tokens > 0);
+        QCOMPARE(msgs[1].content, o[QStringLiteral("answer")].toString());
+        QVERIFY(QFile::exists(data.filePath(QStringLiteral("strata.log"))));
+    }
+
+    void bad_model_fails_with_a_message() {
+        QTemporaryDir data;
+        const QString junk = data.filePath(QStringLiteral("broken.gguf"));
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray("GGUF") + QByteArray(60, '\xff'));
+        f.close();
+        Run r = run_strata({QStringLiteral("--model"), junk, QStringLiteral("--prompt"), QStringLiteral("hello"),
+                            QStringLiteral("--quit-after-reply"), QStringLiteral("--data-dir"), data.path()},
+                           60000);
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("cannot load the model")) && r.err.contains(QStringLiteral("broken.gguf")),
+                 qPrintable(r.err));
+        r = run_strata({QStringLiteral("--model"), data.filePath(QStringLiteral("absent.gguf")), QStringLiteral("--quit-after-reply"),
+                        QStringLiteral("--data-dir"), data.path()},
+                       60000);
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("no such file")), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAppAutomation)
+#include "test_app_automation.moc"

@@ -1,0 +1,289 @@
+// ChatController with the demo model, offscreen: an exchange streamed into
+// the message model and committed to the store, stop mid-answer, regenerate,
+// edit and resend, KV cache reuse across turns, live settings, and clear
+// failures for a missing or corrupt model file.
+#include <QFile>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "chat_controller.h"
+#include "settings_model.h"
+#include "telemetry_model.h"
+
+using namespace strata::desktop;
+
+namespace {
+
+const QString kDemo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+
+}  // namespace
+
+class TestAppController : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::unique_ptr<QSettings> qs_;
+    std::unique_ptr<SettingsModel> settings_;
+    std::unique_ptr<TelemetryModel> telemetry_;
+    std::unique_ptr<ChatController> chat_;
+
+    bool load(const QString& path) {
+        QSignalSpy ok(chat_.get(), &ChatController::modelLoaded);
+        QSignalSpy bad(chat_.get(), &ChatController::modelLoadFailed);
+        chat_->loadModel(QUrl::fromLocalFile(path));
+        QDeadlineTimer deadline(60000);
+        while (ok.count() + bad.count() == 0 && !deadline.hasExpired()) QTest::qWait(20);
+        return ok.count() == 1;
+    }
+
+    // Sends and waits for the answer; returns its finish reason.
+    QString exchange(const QString& text) {
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        QSignalSpy failed(chat_.get(), &ChatController::answerFailed);
+        if (!chat_->send(text)) return QStringLiteral("not sent: ") + chat_->lastError();
+        if (!done.wait(60000) && done.isEmpty()) return QStringLiteral("timeout");
+        return done.takeFirst().at(1).toString();
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        if (!QFile::exists(kDemo)) QSKIP("the demo model is not in resources/models");
+        qs_ = std::make_unique<QSettings>(dir_.filePath(QStringLiteral("settings.ini")), QSettings::IniFormat);
+        settings_ = std::make_unique<SettingsModel>(qs_.get());
+        QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("repeat_penalty"), 1.0), QString());
+        telemetry_ = std::make_unique<TelemetryModel>();
+        chat_ = std::make_unique<ChatController>(dir_.filePath(QStringLiteral("chats.sqlite")), settings_.get(), telemetry_.get());
+        QCOMPARE(chat_->modelState(), QStringLiteral("none"));
+        QVERIFY(!chat_->send(QStringLiteral("too early")));
+        QVERIFY(chat_->lastError().contains(QStringLiteral("No model")));
+        QVERIFY(load(kDemo));
+        QCOMPARE(chat_->modelState(), QStringLiteral("ready"));
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("experts")].toLongLong(), 16);
+        // The demo model has no chat template: the app says so.
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("templateFallback")].toBool(), true);
+        QVERIFY(chat_->modelInfo()[QStringLiteral("templateNote")].toString().contains(QStringLiteral("plain transcript")));
+        QVERIFY(chat_->recentModels().contains(kDemo));
+        QTRY_VERIFY(telemetry_->hasData());
+    }
+
+    void send_streams_and_stores_the_answer() {
+        QSignalSpy streamed(chat_.get(), &ChatController::streamed);
+        QCOMPARE(exchange(QStringLiteral("And God said")), QStringLiteral("length"));
+        QVERIFY(streamed.count() > 0);
+        QVERIFY(!chat_->generating());
+        const qint64 conv = chat_->currentConversationId();
+        QVERIFY(conv != 0);
+        QCOMPARE(chat_->currentTitle(), QStringLiteral("And God said"));
+
+        MessageListModel* m = chat_->messages();
+        QCOMPARE(m->rowCount(), 2);
+        QCOMPARE(m->get(0)[QStringLiteral("role")].toString(), QStringLiteral("user"));
+        const QVariantMap a = m->get(1);
+        QCOMPARE(a[QStringLiteral("role")].toString(), QStringLiteral("assistant"));
+        QVERIFY(!a[QStringLiteral("content")].toString().isEmpty());
+        QCOMPARE(a[QStringLiteral("partial")].toBool(), false);
+        QCOMPARE(a[QStringLiteral("tokens")].toLongLong(), 24);
+        QVERIFY(a[QStringLiteral("statsText")].toString().contains(QStringLiteral("tok/s")));
+
+        const QList<strata::app::Message> stored = chat_->store().messages(conv);
+        QCOMPARE(stored.size(), 2);
+        QCOMPARE(stored[1].content, a[QStringLiteral("content")].toString());
+        QCOMPARE(stored[1].partial, false);
+        QCOMPARE(stored[1].stats.tokens, 24);
+        QCOMPARE(stored[1].stats.finish, QStringLiteral("length"));
+        QVERIFY(stored[1].stats.tok_s > 0);
+        QVERIFY(stored[1].stats.ttft_ms > 0);
+        QCOMPARE(stored[1].stats.model, QStringLiteral("strata-demo-moe.gguf"));
+
+        // The panels got the engine's figures.
+        QVERIFY(telemetry_->tokensProcessed() > 0);
+        QVERIFY(!telemetry_->tokensPerSecondHistory().isEmpty());
+        QCOMPARE(chat_->conversations()->rowCount(), 1);
+    }
+
+    void second_turn_reuses_the_cache_and_is_deterministic() {
+        QVariantMap stats;
+        QObject scope;  // the connection ends with this test, passed or not
+        connect(chat_->worker(), &EngineWorker::finished, &scope, [&](quint64, const QVariantMap& s) { stats = s; });
+        QCOMPARE(exchange(QStringLiteral("And the earth")), QStringLiteral("length"));
+        QCOMPARE(chat_->messages()->rowCount(), 4);
+        // The first turn's tokens stayed in the KV cache.
+        QTRY_VERIFY(!stats.isEmpty());
+        QVERIFY2(stats[QStringLiteral("reusedTokens")].toLongLong() > 0, qPrintable(QString::number(stats[QStringLiteral("reusedTokens")].toLongLong())));
+        QVERIFY(stats[QStringLiteral("reusedTokens")].toLongLong() < stats[QStringLiteral("promptTokens")].toLongLong());
+        const QString first = chat_->messages()->get(3)[QStringLiteral("content")].toString();
+        // Regenerate: greedy decoding gives the same answer again, in place of the old one.
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        QVERIFY(chat_->regenerate());
+        QVERIFY(chat_->generating());
+        QVERIFY(!chat_->regenerate());  // not while generating
+        QVERIFY(done.wait(60000));
+        QCOMPARE(chat_->messages()->rowCount(), 4);
+        QCOMPARE(chat_->messages()->get(3)[QStringLiteral("content")].toString(), first);
+        QCOMPARE(chat_->store().messages(chat_->currentConversationId()).size(), 4);
+    }
+
+    void edit_and_resend_replaces_later_messages() {
+        const qint64 user = chat_->messages()->get(2)[QStringLiteral("messageId")].toLongLong();
+        const qint64 answer = chat_->messages()->get(1)[QStringLiteral("messageId")].toLongLong();
+        QVERIFY(!chat_->editAndResend(answer, QStringLiteral("x")));  // not a user message
+        QVERIFY(!chat_->editAndResend(user, QStringLiteral("   ")));
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        QVERIFY(chat_->editAndResend(user, QStringLiteral("And the waters")));
+        QVERIFY(done.wait(60000));
+        QCOMPARE(chat_->messages()->rowCount(), 4);
+        QCOMPARE(chat_->messages()->get(2)[QStringLiteral("content")].toString(), QStringLiteral("And the waters"));
+        const auto stored = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(stored.size(), 4);
+        QCOMPARE(stored[2].content, QStringLiteral("And the waters"));
+        QVERIFY(!stored[3].content.isEmpty());
+    }
+
+    void stop_keeps_the_partial_answer() {
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 200), QString());
+        QVERIFY(chat_->newConversation() != 0);
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        // Stop as soon as the first text arrives.
+        {
+            QObject scope;
+            connect(chat_.get(), &ChatController::streamed, &scope, [this] { chat_->stop(); });
+            QVERIFY(chat_->send(QStringLiteral("In the beginning")));
+            QVERIFY(done.wait(60000));
+        }
+        QCOMPARE(done.first().at(1).toString(), QStringLiteral("cancelled"));
+        const QVariantMap a = chat_->messages()->get(1);
+        QVERIFY(!a[QStringLiteral("content")].toString().isEmpty());
+        QCOMPARE(a[QStringLiteral("partial")].toBool(), true);
+        QCOMPARE(a[QStringLiteral("finish")].toString(), QStringLiteral("cancelled"));
+        QVERIFY(a[QStringLiteral("tokens")].toLongLong() < 200);
+        const auto stored = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(stored.size(), 2);
+        QCOMPARE(stored[1].partial, true);
+        QCOMPARE(stored[1].stats.finish, QStringLiteral("cancelled"));
+        QCOMPARE(stored[1].content, a[QStringLiteral("content")].toString());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void long_conversations_drop_the_oldest_turns() {
+        // The demo model's context is 256 tokens: keep talking past it.
+        QVERIFY(chat_->newConversation() != 0);
+        for (int i = 0; i < 8; ++i) QCOMPARE(exchange(QStringLiteral("And it came to pass after these things, that God did tempt Abraham")), QStringLiteral("length"));
+        QVERIFY2(chat_->notice().contains(QStringLiteral("did not fit")), qPrintable(chat_->notice()));
+        QCOMPARE(chat_->messages()->rowCount(), 16);
+    }
+
+    void live_settings_reach_the_engine() {
+        QSignalSpy updated(telemetry_.get(), &TelemetryModel::updated);
+        QCOMPARE(settings_->setValue(QStringLiteral("expert_cache_fraction"), 0.25), QString());
+        QTRY_COMPARE(telemetry_->expertSlots(), 16);
+        QCOMPARE(settings_->setValue(QStringLiteral("policy"), QStringLiteral("lfu")), QString());
+        QTRY_COMPARE(telemetry_->policy(), QStringLiteral("lfu"));
+        QVERIFY(!chat_->settingsNeedReload());
+        QCOMPARE(settings_->setValue(QStringLiteral("n_ctx"), 128), QString());
+        QVERIFY(chat_->settingsNeedReload());
+        QVERIFY(load(kDemo));
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("context")].toLongLong(), 128);
+        QVERIFY(!chat_->settingsNeedReload());
+    }
+
+    void plan_before_loading() {
+        chat_->planModel(QUrl::fromLocalFile(kDemo));
+        QTRY_VERIFY_WITH_TIMEOUT(chat_->planState() != QLatin1String("planning"), 30000);
+        QCOMPARE(chat_->planState(), QStringLiteral("ready"));
+        const QVariantMap p = chat_->plan();
+        QCOMPARE(p[QStringLiteral("fits")].toBool(), true);
+        QVERIFY(p[QStringLiteral("rows")].toList().size() >= 5);
+        QCOMPARE(p[QStringLiteral("expertsTotal")].toLongLong(), 64);
+
+        // A budget below the resident minimum: does not fit, and says why.
+        QCOMPARE(settings_->setValue(QStringLiteral("fast_budget"), QStringLiteral("8M")), QString());
+        chat_->planModel(QUrl::fromLocalFile(kDemo));
+        QTRY_VERIFY_WITH_TIMEOUT(chat_->planState() != QLatin1String("planning"), 30000);
+        QCOMPARE(chat_->plan()[QStringLiteral("fits")].toBool(), false);
+        QVERIFY(chat_->plan()[QStringLiteral("reason")].toString().contains(QStringLiteral("does not fit")));
+        QCOMPARE(settings_->setValue(QStringLiteral("fast_budget"), QString()), QString());
+    }
+
+    void bad_files_fail_clearly() {
+        QVERIFY(!load(dir_.filePath(QStringLiteral("missing.gguf"))));
+        QCOMPARE(chat_->modelState(), QStringLiteral("failed"));
+        QVERIFY2(chat_->modelError().contains(QStringLiteral("no such file")), qPrintable(chat_->modelError()));
+
+        const QString junk = dir_.filePath(QStringLiteral("junk.gguf"));
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("this is not a GGUF file at all, just text");
+        f.close();
+        QVERIFY(!load(junk));
+        QVERIFY2(chat_->modelError().contains(QStringLiteral("junk.gguf")), qPrintable(chat_->modelError()));
+        QVERIFY(!chat_->send(QStringLiteral("anyone?")));
+
+        chat_->planModel(QUrl::fromLocalFile(junk));
+        QTRY_VERIFY_WITH_TIMEOUT(chat_->planState() != QLatin1String("planning"), 30000);
+        QCOMPARE(chat_->planState(), QStringLiteral("failed"));
+        QVERIFY(chat_->planError().contains(QStringLiteral("junk.gguf")));
+
+        // And the app recovers with a good model.
+        QVERIFY(load(kDemo));
+        QCOMPARE(exchange(QStringLiteral("Blessed are")), QStringLiteral("length"));
+    }
+
+    void cancel_loading() {
+        QSignalSpy bad(chat_.get(), &ChatController::modelLoadFailed);
+        QSignalSpy ok(chat_.get(), &ChatController::modelLoaded);
+        chat_->loadModel(QUrl::fromLocalFile(kDemo));
+        chat_->cancelModelLoad();
+        QTRY_VERIFY_WITH_TIMEOUT(chat_->modelState() != QLatin1String("loading"), 30000);
+        QCOMPARE(chat_->modelState(), QStringLiteral("none"));
+        QCOMPARE(ok.count(), 0);
+        QCOMPARE(bad.count(), 0);  // cancelling is not a failure
+        QVERIFY(load(kDemo));
+    }
+
+    void conversations_rename_search_delete_export() {
+        const qint64 id = chat_->newConversation();
+        QCOMPARE(exchange(QStringLiteral("Thou shalt")), QStringLiteral("length"));
+        chat_->renameConversation(id, QStringLiteral("Commandments"));
+        QCOMPARE(chat_->currentTitle(), QStringLiteral("Commandments"));
+        chat_->renameConversation(id, QStringLiteral("   "));
+        QVERIFY(!chat_->lastError().isEmpty());
+        chat_->clearError();
+        chat_->setSystemPrompt(QStringLiteral("Speak plainly."));
+        QCOMPARE(chat_->systemPrompt(), QStringLiteral("Speak plainly."));
+        QCOMPARE(exchange(QStringLiteral("Honour thy")), QStringLiteral("length"));
+
+        chat_->search(QStringLiteral("commandm"));
+        QCOMPARE(chat_->conversations()->rowCount(), 1);
+        chat_->search(QStringLiteral("no conversation says this"));
+        QCOMPARE(chat_->conversations()->rowCount(), 0);
+        chat_->search(QString());
+        QVERIFY(chat_->conversations()->rowCount() >= 4);
+
+        const QString md = dir_.filePath(QStringLiteral("out.md"));
+        QVERIFY(chat_->exportMarkdown(QUrl::fromLocalFile(md)));
+        QFile m(md);
+        QVERIFY(m.open(QIODevice::ReadOnly));
+        const QByteArray text = m.readAll();
+        QVERIFY(text.contains("Commandments"));
+        QVERIFY(text.contains("Honour thy"));
+        QVERIFY(chat_->exportJson(QUrl::fromLocalFile(dir_.filePath(QStringLiteral("out.json")))));
+        QVERIFY(!chat_->exportJson(QUrl::fromLocalFile(QStringLiteral("/proc/no/such/dir/out.json"))));
+        QVERIFY(chat_->lastError().contains(QStringLiteral("Export")));
+        QCOMPARE(chat_->suggestedFileName(QStringLiteral("md")), QStringLiteral("Commandments.md"));
+
+        const int before = chat_->conversations()->rowCount();
+        chat_->deleteConversation(id);
+        QCOMPARE(chat_->conversations()->rowCount(), before - 1);
+        QCOMPARE(chat_->currentConversationId(), 0);
+        QCOMPARE(chat_->messages()->rowCount(), 0);
+    }
+
+    void cleanupTestCase() { chat_.reset(); }
+};
+
+QTEST_MAIN(TestAppController)
+#include "test_app_controller.moc"

@@ -1,0 +1,285 @@
+// The desktop app's models without an engine: message segmentation, the
+// message and conversation list models, settings validation and the
+// telemetry model's histories.
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "conversation_list_model.h"
+#include "message_list_model.h"
+#include "settings_model.h"
+#include "telemetry_model.h"
+#include "text_util.h"
+
+using namespace strata::desktop;
+
+class TestAppModels : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void segments_split_code_blocks() {
+        const QVariantList s = TextUtil::segments(
+            QStringLiteral("Here is code:\n\n```cpp\nint main() {}\n```\nand after\n~~~\nplain\n~~~"));
+        QCOMPARE(s.size(), 4);
+        QCOMPARE(s[0].toMap()[QStringLiteral("kind")].toString(), QStringLiteral("text"));
+        QCOMPARE(s[1].toMap()[QStringLiteral("kind")].toString(), QStringLiteral("code"));
+        QCOMPARE(s[1].toMap()[QStringLiteral("lang")].toString(), QStringLiteral("cpp"));
+        QCOMPARE(s[1].toMap()[QStringLiteral("text")].toString(), QStringLiteral("int main() {}"));
+        QCOMPARE(s[2].toMap()[QStringLiteral("text")].toString(), QStringLiteral("and after"));
+        QCOMPARE(s[3].toMap()[QStringLiteral("text")].toString(), QStringLiteral("plain"));
+        QCOMPARE(s[3].toMap()[QStringLiteral("lang")].toString(), QString());
+    }
+
+    void segments_unclosed_fence_runs_to_end() {
+        // An answer still streaming: the open block is code up to the end.
+        const QVariantList s = TextUtil::segments(QStringLiteral("x\n```python\nprint(1)\nprint(2"));
+        QCOMPARE(s.size(), 2);
+        QCOMPARE(s[1].toMap()[QStringLiteral("text")].toString(), QStringLiteral("print(1)\nprint(2"));
+        QVERIFY(TextUtil::segments(QString()).isEmpty());
+        // A longer fence is not closed by a shorter one.
+        const QVariantList t = TextUtil::segments(QStringLiteral("````\n```\ninner\n```\n````"));
+        QCOMPARE(t.size(), 1);
+        QCOMPARE(t[0].toMap()[QStringLiteral("text")].toString(), QStringLiteral("```\ninner\n```"));
+    }
+
+    void segments_keep_line_breaks() {
+        const QVariantList s = TextUtil::segments(QStringLiteral("line one\nline two\n\npara"));
+        QCOMPARE(s.size(), 1);
+        QCOMPARE(s[0].toMap()[QStringLiteral("text")].toString(), QStringLiteral("line one  \nline two\n\npara"));
+    }
+
+    void formats() {
+        QCOMPARE(TextUtil::formatBytes(512), QStringLiteral("512 B"));
+        QCOMPARE(TextUtil::formatBytes(1536), QStringLiteral("1.50 KiB"));
+        QCOMPARE(TextUtil::formatBytes(3.0 * 1024 * 1024 * 1024), QStringLiteral("3.00 GiB"));
+        QCOMPARE(TextUtil::formatPercent(0.875), QStringLiteral("87.5%"));
+        QCOMPARE(TextUtil::formatCount(16.86e6), QStringLiteral("16.9 M"));
+    }
+
+    void message_model_roles_and_streaming() {
+        MessageListModel m;
+        QSignalSpy count(&m, &MessageListModel::countChanged);
+        strata::app::Message u;
+        u.id = 1;
+        u.role = QStringLiteral("user");
+        u.content = QStringLiteral("hi");
+        m.append(u);
+        strata::app::Message a;
+        a.id = 2;
+        a.role = QStringLiteral("assistant");
+        a.partial = true;
+        m.append(a);
+        QCOMPARE(m.rowCount(), 2);
+        QCOMPARE(count.count(), 2);
+        const QHash<int, QByteArray> roles = m.roleNames();
+        for (const char* r : {"messageId", "role", "content", "segments", "partial", "streaming", "statsText", "isLast", "finish"})
+            QVERIFY2(roles.values().contains(QByteArray(r)), r);
+        QCOMPARE(m.get(0)[QStringLiteral("isLast")].toBool(), false);
+        QCOMPARE(m.get(1)[QStringLiteral("isLast")].toBool(), true);
+
+        QSignalSpy changed(&m, &QAbstractItemModel::dataChanged);
+        m.set_streaming(2);
+        QVERIFY(m.get(1)[QStringLiteral("streaming")].toBool());
+        m.append_text(2, QStringLiteral("Hel"));
+        m.append_text(2, QStringLiteral("lo"));
+        QCOMPARE(m.get(1)[QStringLiteral("content")].toString(), QStringLiteral("Hello"));
+        QVERIFY(changed.count() >= 3);
+        m.append_text(99, QStringLiteral("ignored"));  // unknown id: nothing happens
+
+        a.content = QStringLiteral("Hello");
+        a.partial = false;
+        a.stats.tokens = 42;
+        a.stats.tok_s = 37.14;
+        a.stats.ttft_ms = 120;
+        a.stats.finish = QStringLiteral("end");
+        m.update(a);
+        m.set_streaming(0);
+        QCOMPARE(m.get(1)[QStringLiteral("statsText")].toString(), QStringLiteral("42 tokens · 37.1 tok/s · first token 120 ms"));
+        QVERIFY(!m.get(1)[QStringLiteral("streaming")].toBool());
+
+        m.remove_from(2);
+        QCOMPARE(m.rowCount(), 1);
+        QCOMPARE(m.get(0)[QStringLiteral("isLast")].toBool(), true);
+    }
+
+    void conversation_model_updates_in_place() {
+        ConversationListModel m;
+        strata::app::Conversation a, b;
+        a.id = 1;
+        a.title = QStringLiteral("A");
+        a.updated = QDateTime::currentDateTimeUtc();
+        b.id = 2;
+        b.title = QStringLiteral("B");
+        b.message_count = 3;
+        m.set_conversations({b, a});
+        QCOMPARE(m.rowCount(), 2);
+        QCOMPARE(m.idAt(0), 2);
+        QCOMPARE(m.data(m.index(0), ConversationListModel::MessageCountRole).toLongLong(), 3);
+        QSignalSpy reset(&m, &QAbstractItemModel::modelReset);
+        QSignalSpy changed(&m, &QAbstractItemModel::dataChanged);
+        b.title = QStringLiteral("B renamed");
+        m.set_conversations({b, a});
+        QCOMPARE(reset.count(), 0);
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(m.data(m.index(0), ConversationListModel::TitleRole).toString(), QStringLiteral("B renamed"));
+        m.set_conversations({a});
+        QCOMPARE(reset.count(), 1);
+        QCOMPARE(m.row_of(2), -1);
+        const QDateTime now = QDateTime::currentDateTimeUtc();
+        QCOMPARE(ConversationListModel::relative_time(now.addDays(-1), now), QStringLiteral("Yesterday"));
+    }
+
+    void settings_refuse_invalid_values_with_reasons() {
+        QTemporaryDir dir;
+        QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        SettingsModel s(&qs);
+        QSignalSpy changed(&s, &SettingsModel::changed);
+
+        QString err = s.setValue(QStringLiteral("top_p"), QStringLiteral("1.5"));
+        QVERIFY2(err.contains(QStringLiteral("top_p")), qPrintable(err));
+        QCOMPARE(s.error(QStringLiteral("top_p")), err);
+        QCOMPARE(s.value(QStringLiteral("top_p")).toDouble(), 0.95);  // the previous value stays
+
+        err = s.setValue(QStringLiteral("expert_cache_fraction"), QStringLiteral("2"));
+        QVERIFY2(err.contains(QStringLiteral("expert_cache_fraction")), qPrintable(err));
+        err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("12 parsecs"));
+        QVERIFY2(err.contains(QStringLiteral("unknown unit")), qPrintable(err));
+        err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("0"));
+        QVERIFY2(err.contains(QStringLiteral("zero budget")), qPrintable(err));
+        err = s.setValue(QStringLiteral("max_tokens"), QStringLiteral("0"));
+        QVERIFY2(!err.isEmpty(), "max_tokens 0 accepted");
+        err = s.setValue(QStringLiteral("threads"), QStringLiteral("three"));
+        QVERIFY2(err.contains(QStringLiteral("whole number")), qPrintable(err));
+        err = s.setValue(QStringLiteral("policy"), QStringLiteral("pinned"));
+        QVERIFY2(err.contains(QStringLiteral("pin file")), qPrintable(err));
+        err = s.setValue(QStringLiteral("pin_file"), QStringLiteral("/no/such/hot.json"));
+        QVERIFY2(err.contains(QStringLiteral("no such file")), qPrintable(err));
+        err = s.setValue(QStringLiteral("predictor"), QStringLiteral("oracle"));
+        QVERIFY2(!err.isEmpty(), "unknown predictor accepted");
+        QCOMPARE(changed.count(), 0);
+
+        // The error role carries the reason for the view.
+        int row = -1;
+        for (int i = 0; i < s.rowCount(); ++i)
+            if (s.data(s.index(i), SettingsModel::KeyRole).toString() == QLatin1String("top_p")) row = i;
+        QVERIFY(row >= 0);
+        QVERIFY(s.data(s.index(row), SettingsModel::ErrorRole).toString().contains(QStringLiteral("top_p")));
+
+        // A valid value clears the error, is saved, and says when it applies.
+        QCOMPARE(s.setValue(QStringLiteral("top_p"), QStringLiteral("0.9")), QString());
+        QCOMPARE(s.error(QStringLiteral("top_p")), QString());
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(changed.last().at(1).toString(), QStringLiteral("next message"));
+        QCOMPARE(s.setValue(QStringLiteral("fast_budget"), QStringLiteral("512M")), QString());
+        QCOMPARE(changed.last().at(1).toString(), QStringLiteral("next load"));
+        QCOMPARE(s.setValue(QStringLiteral("policy"), QStringLiteral("lfu")), QString());
+        QCOMPARE(changed.last().at(1).toString(), QStringLiteral("live"));
+        QCOMPARE(s.setValue(QStringLiteral("expert_cache_fraction"), QStringLiteral("")), QString());  // automatic
+        QCOMPARE(s.setValue(QStringLiteral("prefetch"), false), QString());
+        qs.sync();
+
+        QCOMPARE(s.applies(QStringLiteral("expert_cache_fraction")), QStringLiteral("live"));
+        QCOMPARE(s.applies(QStringLiteral("pin_file")), QStringLiteral("live"));
+        QCOMPARE(s.applies(QStringLiteral("prefetch_width")), QStringLiteral("live"));
+        QCOMPARE(s.applies(QStringLiteral("n_ctx")), QStringLiteral("next load"));
+        QCOMPARE(s.applies(QStringLiteral("threads")), QStringLiteral("next load"));
+        QCOMPARE(s.applies(QStringLiteral("temperature")), QStringLiteral("next message"));
+        // Features the engine does not implement are not offered.
+        for (const QString& k : s.keys()) {
+            QVERIFY2(!k.contains(QStringLiteral("batch")) && !k.contains(QStringLiteral("kv")) && !k.contains(QStringLiteral("spec")),
+                     qPrintable(k));
+        }
+
+        // Saved: a second model over the same file sees the values.
+        SettingsModel again(&qs);
+        const strata::EngineSettings e = again.engine_settings();
+        QCOMPARE(e.fast_budget, uint64_t(512) << 20);
+        QCOMPARE(e.policy, std::string("lfu"));
+        QCOMPARE(e.expert_cache_fraction, -1.0);
+        QCOMPARE(e.prefetch, false);
+        QVERIFY(e.validate().empty());
+        QCOMPARE(again.sampling_params().top_p, 0.9f);
+        QVERIFY(again.sampling_params().validate().empty());
+
+        again.resetToDefaults();
+        QCOMPARE(again.engine_settings().policy, std::string("lru"));
+        QCOMPARE(again.engine_settings().fast_budget, uint64_t(0));
+    }
+
+    void settings_recent_models() {
+        QTemporaryDir dir;
+        QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        SettingsModel s(&qs);
+        for (int i = 0; i < 10; ++i) s.add_recent_model(QStringLiteral("/m/%1.gguf").arg(i));
+        s.add_recent_model(QStringLiteral("/m/3.gguf"));
+        const QStringList r = s.recent_models();
+        QCOMPARE(r.size(), 8);
+        QCOMPARE(r.first(), QStringLiteral("/m/3.gguf"));
+        QCOMPARE(r.count(QStringLiteral("/m/3.gguf")), 1);
+        s.remove_recent_model(QStringLiteral("/m/3.gguf"));
+        QVERIFY(!s.recent_models().contains(QStringLiteral("/m/3.gguf")));
+    }
+
+    void telemetry_histories_from_snapshots() {
+        TelemetryModel t;
+        QSignalSpy updated(&t, &TelemetryModel::updated);
+        strata::TelemetrySnapshot s;
+        s.n_layer = 2;
+        s.n_expert = 4;
+        s.heat = {0.f, 0.f, 0.f, 0.f, 0.5f, 0.25f, 0.f, 0.1f};
+        s.residency = {0, 0, 0, 0, 2, 3, 1, 0};
+        s.ledger = {{"weights.shared", "fast", 1000, 1000}, {"experts.cache", "fast", 500, 250}, {"experts.home", "slow", 800, 800}};
+        s.fast_budget = 4000;
+        t.push(s);  // right after load: no tokens yet
+        QVERIFY(t.hasData());
+        QVERIFY(t.tokensPerSecondHistory().isEmpty());
+        QCOMPARE(t.residentExperts(), 1);
+        QCOMPARE(t.pinnedExperts(), 1);
+        QCOMPARE(t.loadingExperts(), 1);
+        QCOMPARE(t.maxHeat(), 0.5);
+        const QVariantList ledger = t.ledger();
+        QCOMPARE(ledger.size(), 2);
+        QCOMPARE(ledger[0].toMap()[QStringLiteral("reserved")].toDouble(), 1500.0);
+        QCOMPARE(ledger[0].toMap()[QStringLiteral("used")].toDouble(), 1250.0);
+        QCOMPARE(ledger[0].toMap()[QStringLiteral("budget")].toDouble(), 4000.0);
+        QCOMPARE(ledger[0].toMap()[QStringLiteral("accounts")].toList().size(), 2);
+
+        s.tokens_processed = 10;
+        s.compute_seconds = 0.5;
+        s.hit_rate_recent = 0.75;
+        s.bytes_loaded_per_token = 1024;
+        t.push(s);
+        QCOMPARE(t.tokensPerSecond(), 20.0);
+        s.tokens_processed = 40;
+        s.compute_seconds = 1.0;
+        t.push(s);
+        QCOMPARE(t.tokensPerSecond(), 60.0);
+        QCOMPARE(t.tokensPerSecondHistory().size(), 2);
+        QCOMPARE(t.hitRateHistory().last(), 0.75);
+        t.push(s);  // an idle snapshot (a setting changed): no new point
+        QCOMPARE(t.tokensPerSecondHistory().size(), 2);
+        for (int i = 0; i < 300; ++i) {
+            s.tokens_processed += 1;
+            s.compute_seconds += 0.01;
+            t.push(s);
+        }
+        QCOMPARE(t.tokensPerSecondHistory().size(), TelemetryModel::kHistory);
+        QCOMPARE(updated.count(), 304);
+        t.clear();
+        QVERIFY(!t.hasData());
+        QVERIFY(t.hitRateHistory().isEmpty());
+    }
+
+    void size_parser() {
+        uint64_t b = 0;
+        QString err;
+        QVERIFY(parse_size(QStringLiteral("1.5GiB"), &b, &err));
+        QCOMPARE(b, uint64_t(1536) << 20);
+        QVERIFY(parse_size(QStringLiteral("300"), &b, &err));
+        QCOMPARE(b, uint64_t(300));
+        QVERIFY(!parse_size(QStringLiteral("lots"), &b, &err));
+        QVERIFY(err.contains(QStringLiteral("not a size")));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAppModels)
+#include "test_app_models.moc"

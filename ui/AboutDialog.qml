@@ -1,0 +1,59 @@
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import Strata
+
+// Versions, the engine build, and where the app keeps its files.
+Dialog {
+    id: dialog
+    parent: Overlay.overlay
+    anchors.centerIn: parent
+    width: 500
+    modal: true
+    title: "About Strata"
+    standardButtons: Dialog.Close
+    background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
+
+    ColumnLayout {
+        width: parent.width
+        spacing: 10
+        Label {
+            text: "Strata " + appInfo.version
+            font.pixelSize: 20
+            font.weight: Font.DemiBold
+            color: Theme.text
+        }
+        Label {
+            Layout.fillWidth: true
+            wrapMode: Text.Wrap
+            color: Theme.textDim
+            text: "Chat with Mixture-of-Experts models larger than fast memory: shared weights stay resident, "
+                  + "experts move through a budgeted cache with predicted prefetch."
+        }
+        GridLayout {
+            columns: 2
+            columnSpacing: 14
+            rowSpacing: 6
+            Layout.fillWidth: true
+            Label { text: "Qt"; color: Theme.textFaint }
+            Label { text: appInfo.qtVersion; color: Theme.text }
+            Label { text: "Engine"; color: Theme.textFaint }
+            Label { text: appInfo.engineBuild; color: Theme.text; Layout.fillWidth: true; wrapMode: Text.Wrap }
+            Label { text: "Model"; color: Theme.textFaint }
+            Label {
+                Layout.fillWidth: true
+                wrapMode: Text.Wrap
+                color: Theme.text
+                text: chat.modelState === "ready" ? chat.modelInfo.name + " — " + chat.modelInfo.templateNote : "none loaded"
+            }
+            Label { text: "Chats"; color: Theme.textFaint }
+            Label { text: chat.databasePath; color: Theme.text; Layout.fillWidth: true; elide: Text.ElideMiddle }
+            Label { text: "Log"; color: Theme.textFaint }
+            Label { text: appInfo.logFile; color: Theme.text; Layout.fillWidth: true; elide: Text.ElideMiddle }
+        }
+        RowLayout {
+            Button { text: "Open log"; onClicked: if (!appInfo.openLog()) chat.showNotice("No application could open the log. It is at " + appInfo.logFile) }
+            Button { text: "Open data folder"; onClicked: appInfo.openDataDir() }
+        }
+    }
+}

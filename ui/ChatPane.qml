@@ -1,0 +1,251 @@
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import Strata
+
+// The open conversation: its title bar (system prompt, export), the
+// messages, the composer; the model's loading state when there is no model.
+Rectangle {
+    id: pane
+    color: Theme.window
+    signal loadModelRequested()
+    signal exportRequested(string kind)
+    signal settingsRequested()
+
+    readonly property bool ready: chat.modelState === "ready"
+
+    ColumnLayout {
+        anchors.fill: parent
+        spacing: 0
+
+        // Title bar.
+        Rectangle {
+            Layout.fillWidth: true
+            implicitHeight: 48
+            color: Theme.window
+            Rectangle { anchors.bottom: parent.bottom; width: parent.width; height: 1; color: Theme.border }
+            RowLayout {
+                anchors.fill: parent
+                anchors.leftMargin: 20
+                anchors.rightMargin: 12
+                spacing: 8
+                Label {
+                    Layout.fillWidth: true
+                    text: chat.currentConversationId !== 0 ? chat.currentTitle : "New conversation"
+                    elide: Text.ElideRight
+                    font.pixelSize: Theme.title
+                    font.weight: Font.DemiBold
+                    color: Theme.text
+                }
+                Button {
+                    flat: true
+                    text: chat.systemPrompt.length > 0 ? "System prompt ●" : "System prompt"
+                    checkable: true
+                    checked: systemEditor.visible
+                    onClicked: {
+                        systemEditor.visible = !systemEditor.visible
+                        if (systemEditor.visible) { systemText.text = chat.systemPrompt; systemText.forceActiveFocus() }
+                    }
+                    ToolTip.visible: hovered
+                    ToolTip.text: "Instructions the model sees before this conversation"
+                }
+                Button {
+                    id: exportButton
+                    flat: true
+                    text: "Export ▾"
+                    enabled: chat.currentConversationId !== 0 && chat.messages.count > 0
+                    onClicked: exportMenu.open()
+                    Menu {
+                        id: exportMenu
+                        y: exportButton.height
+                        MenuItem { text: "Markdown…"; onTriggered: pane.exportRequested("markdown") }
+                        MenuItem { text: "JSON…"; onTriggered: pane.exportRequested("json") }
+                    }
+                }
+            }
+        }
+
+        // System prompt editor.
+        Rectangle {
+            id: systemEditor
+            visible: false
+            Layout.fillWidth: true
+            implicitHeight: 150
+            color: Theme.surface
+            Rectangle { anchors.bottom: parent.bottom; width: parent.width; height: 1; color: Theme.border }
+            ColumnLayout {
+                anchors.fill: parent
+                anchors.margins: 12
+                anchors.leftMargin: 20
+                spacing: 8
+                Label {
+                    text: "System prompt for this conversation"
+                    color: Theme.textDim
+                    font.pixelSize: Theme.small
+                }
+                ScrollView {
+                    Layout.fillWidth: true
+                    Layout.fillHeight: true
+                    TextArea {
+                        id: systemText
+                        wrapMode: TextEdit.Wrap
+                        selectByMouse: true
+                        placeholderText: "e.g. You are a concise assistant."
+                        background: Rectangle { color: Theme.surfaceAlt; radius: 6; border.color: systemText.activeFocus ? Theme.accent : Theme.border }
+                    }
+                }
+                RowLayout {
+                    Layout.alignment: Qt.AlignRight
+                    Button { text: "Cancel"; flat: true; onClicked: systemEditor.visible = false }
+                    Button {
+                        text: "Save"
+                        highlighted: true
+                        onClicked: { chat.setSystemPrompt(systemText.text); systemEditor.visible = false }
+                    }
+                }
+            }
+        }
+
+        // Messages, or what to do first.
+        Item {
+            Layout.fillWidth: true
+            Layout.fillHeight: true
+
+            ListView {
+                id: messageList
+                anchors.fill: parent
+                visible: chat.messages.count > 0
+                clip: true
+                model: chat.messages
+                spacing: 6
+                topMargin: 16
+                bottomMargin: 16
+                boundsBehavior: Flickable.StopAtBounds
+                ScrollBar.vertical: ScrollBar {}
+                property bool followEnd: true
+                onMovementEnded: followEnd = atYEnd
+                onCountChanged: Qt.callLater(() => { if (followEnd) positionViewAtEnd() })
+                Connections {
+                    target: chat
+                    function onStreamed() { if (messageList.followEnd) messageList.positionViewAtEnd() }
+                    function onCurrentConversationChanged() { messageList.followEnd = true; Qt.callLater(messageList.positionViewAtEnd) }
+                }
+                delegate: MessageBubble {
+                    required property var messageId
+                    required property string role
+                    required property string content
+                    required property var segments
+                    required property bool streaming
+                    required property bool partial
+                    required property string statsText
+                    required property string finish
+                    required property bool isLast
+                    width: ListView.view.width
+                    maxContentWidth: 820
+                    bubbleId: messageId
+                    bubbleRole: role
+                    bubbleContent: content
+                    bubbleSegments: segments
+                    bubbleStreaming: streaming
+                    bubblePartial: partial
+                    bubbleStats: statsText
+                    bubbleFinish: finish
+                    bubbleIsLast: isLast
+                    canAct: !chat.generating && pane.ready
+                    onRegenerateRequested: chat.regenerate()
+                    onEditSubmitted: (id, text) => chat.editAndResend(id, text)
+                }
+            }
+
+            // Empty states.
+            ColumnLayout {
+                anchors.centerIn: parent
+                width: Math.min(parent.width - 80, 520)
+                visible: chat.messages.count === 0
+                spacing: 14
+
+                Label {
+                    Layout.fillWidth: true
+                    horizontalAlignment: Text.AlignHCenter
+                    font.pixelSize: 22
+                    font.weight: Font.DemiBold
+                    color: Theme.text
+                    text: pane.ready ? "Start a conversation"
+                        : chat.modelState === "loading" ? "Loading the model"
+                        : chat.modelState === "failed" ? "The model could not be loaded" : "Load a model to start"
+                }
+                Label {
+                    Layout.fillWidth: true
+                    horizontalAlignment: Text.AlignHCenter
+                    wrapMode: Text.Wrap
+                    color: chat.modelState === "failed" ? Theme.danger : Theme.textDim
+                    text: pane.ready ? chat.modelInfo.name + " is ready (" + chat.modelInfo.context + " tokens of context). "
+                                       + "The panels on the right show how its experts move between memory tiers as it answers."
+                        : chat.modelState === "loading" ? chat.modelPath
+                        : chat.modelState === "failed" ? chat.modelError
+                        : "Strata runs Mixture-of-Experts models in GGUF format, keeping only the hot experts in fast memory."
+                }
+                Label {
+                    Layout.fillWidth: true
+                    horizontalAlignment: Text.AlignHCenter
+                    visible: pane.ready && chat.modelInfo.templateFallback === true
+                    wrapMode: Text.Wrap
+                    color: Theme.warning
+                    font.pixelSize: Theme.small
+                    text: chat.modelInfo.templateNote !== undefined ? "Note: " + chat.modelInfo.templateNote + "." : ""
+                }
+                ColumnLayout {
+                    Layout.alignment: Qt.AlignHCenter
+                    visible: chat.modelState === "loading"
+                    spacing: 8
+                    ProgressBar {
+                        Layout.preferredWidth: 320
+                        from: 0; to: 1
+                        value: chat.loadFraction
+                    }
+                    Label {
+                        Layout.alignment: Qt.AlignHCenter
+                        color: Theme.textDim
+                        font.pixelSize: Theme.small
+                        text: chat.loadStage + " · " + Math.round(chat.loadFraction * 100) + "%"
+                    }
+                    Button {
+                        Layout.alignment: Qt.AlignHCenter
+                        text: "Cancel"
+                        onClicked: chat.cancelModelLoad()
+                    }
+                }
+                RowLayout {
+                    Layout.alignment: Qt.AlignHCenter
+                    visible: chat.modelState === "none" || chat.modelState === "failed"
+                    spacing: 10
+                    Button { text: "Load model…"; highlighted: true; onClicked: pane.loadModelRequested() }
+                    Button {
+                        text: "Use the demo model"
+                        visible: chat.demoModelPath.length > 0
+                        onClicked: chat.loadModel(chat.demoModelPath)
+                    }
+                    Button { text: "Settings…"; visible: chat.modelState === "failed"; onClicked: pane.settingsRequested() }
+                }
+            }
+
+            Toast {
+                anchors.bottom: parent.bottom
+                anchors.horizontalCenter: parent.horizontalCenter
+                anchors.bottomMargin: 12
+                width: Math.min(parent.width - 40, 640)
+            }
+        }
+
+        Composer {
+            Layout.fillWidth: true
+            Layout.maximumWidth: 900
+            Layout.alignment: Qt.AlignHCenter
+            Layout.leftMargin: 20
+            Layout.rightMargin: 20
+            Layout.bottomMargin: 16
+            Layout.topMargin: 4
+            enabled: pane.ready || chat.generating
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import Strata
+
+// The memory ledger: per tier a stacked bar of its accounts (the solid part
+// used, the pale part reserved), the budget line, and the accounts by name.
+Panel {
+    id: panel
+    title: "Memory ledger"
+    subtitle: telemetry.hasData ? "reserved and used, per tier" : ""
+
+    Label {
+        visible: !telemetry.hasData
+        text: "No model loaded."
+        color: Theme.textFaint
+        font.pixelSize: Theme.small
+    }
+
+    Repeater {
+        model: telemetry.ledger
+        delegate: ColumnLayout {
+            id: tier
+            required property var modelData
+            readonly property real budget: modelData.budget
+            readonly property real scale: Math.max(budget, modelData.reserved, 1)
+            Layout.fillWidth: true
+            spacing: 5
+            visible: modelData.accounts.length > 0
+
+            RowLayout {
+                Layout.fillWidth: true
+                spacing: 8
+                Label {
+                    text: (tier.modelData.tier === "fast" ? "Fast tier" : "Slow tier") + " · " + tier.modelData.description
+                    color: Theme.text
+                    font.pixelSize: Theme.small
+                    font.weight: Font.Medium
+                }
+                Label {
+                    Layout.fillWidth: true
+                    horizontalAlignment: Text.AlignRight
+                    elide: Text.ElideLeft
+                    color: Theme.textDim
+                    font.pixelSize: Theme.tiny
+                    font.family: Theme.mono
+                    text: TextUtil.formatBytes(tier.modelData.used) + " / " + TextUtil.formatBytes(tier.modelData.reserved)
+                          + (tier.budget > 0 ? " of " + TextUtil.formatBytes(tier.budget) : " · no budget")
+                }
+            }
+            // The stacked bar.
+            Item {
+                Layout.fillWidth: true
+                implicitHeight: 18
+                Rectangle {
+                    anchors.fill: parent
+                    radius: 4
+                    color: Theme.surfaceAlt
+                }
+                Row {
+                    id: bar
+                    anchors.fill: parent
+                    Repeater {
+                        model: tier.modelData.accounts
+                        delegate: Item {
+                            required property var modelData
+                            width: Math.max(2, bar.width * modelData.reserved / tier.scale)
+                            height: bar.height
+                            Rectangle {  // reserved
+                                anchors.fill: parent
+                                anchors.rightMargin: 1
+                                color: Theme.accountColor(modelData.account)
+                                opacity: 0.35
+                            }
+                            Rectangle {  // used
+                                height: parent.height
+                                width: Math.max(0, (parent.width - 1) * Math.min(1, modelData.used / Math.max(1, modelData.reserved)))
+                                color: Theme.accountColor(modelData.account)
+                            }
+                            ToolTip.visible: tipArea.containsMouse
+                            ToolTip.text: modelData.account + ": " + TextUtil.formatBytes(modelData.used) + " used of "
+                                          + TextUtil.formatBytes(modelData.reserved) + " reserved"
+                            MouseArea { id: tipArea; anchors.fill: parent; hoverEnabled: true }
+                        }
+                    }
+                }
+                // The budget line.
+                Rectangle {
+                    visible: tier.budget > 0
+                    x: Math.min(parent.width - 2, parent.width * tier.budget / tier.scale - 1)
+                    y: -3
+                    width: 2
+                    height: parent.height + 6
+                    color: Theme.text
+                }
+            }
+            // The accounts.
+            GridLayout {
+                Layout.fillWidth: true
+                columns: 2
+                columnSpacing: 12
+                rowSpacing: 2
+                Repeater {
+                    model: tier.modelData.accounts
+                    delegate: RowLayout {
+                        required property var modelData
+                        Layout.fillWidth: true
+                        Layout.preferredWidth: 1
+                        Layout.minimumWidth: 0
+                        spacing: 6
+                        Rectangle { implicitWidth: 9; implicitHeight: 9; radius: 2; color: Theme.accountColor(modelData.account) }
+                        Label {
+                            text: modelData.account
+                            color: Theme.textDim
+                            font.pixelSize: Theme.tiny
+                            Layout.fillWidth: true
+                            Layout.minimumWidth: 20
+                            elide: Text.ElideRight
+                        }
+                        Label {
+                            text: TextUtil.formatBytes(modelData.reserved)
+                            color: Theme.text
+                            font.pixelSize: Theme.tiny
+                            font.family: Theme.mono
+                        }
+                    }
+                }
+            }
+            Item { implicitHeight: 2 }
+        }
+    }
+}

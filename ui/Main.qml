@@ -1,0 +1,123 @@
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import QtQuick.Dialogs
+import Strata
+
+// The main window: conversations (left), the chat (centre), the engine's
+// panels (right), a tool bar with the model, panels, settings and help.
+ApplicationWindow {
+    id: root
+    width: 1280
+    height: 800
+    minimumWidth: 960
+    minimumHeight: 600
+    visible: true
+    title: chat.currentTitle.length > 0 ? chat.currentTitle + " — Strata" : "Strata"
+    color: Theme.window
+    font.pixelSize: Theme.fontSize
+
+    palette.window: Theme.window
+    palette.windowText: Theme.text
+    palette.base: Theme.surfaceAlt
+    palette.alternateBase: Theme.surface
+    palette.text: Theme.text
+    palette.button: Theme.raised
+    palette.buttonText: Theme.text
+    palette.brightText: "#ffffff"
+    palette.highlight: Theme.accent
+    palette.highlightedText: "#ffffff"
+    palette.light: Theme.hover
+    palette.midlight: Theme.raised
+    palette.mid: Theme.border
+    palette.dark: Theme.window
+    palette.shadow: "#000000"
+    palette.placeholderText: Theme.textFaint
+    palette.toolTipBase: Theme.raised
+    palette.toolTipText: Theme.text
+    palette.link: Theme.accentHover
+
+    property bool showPanels: true
+    property bool showLedger: true
+    property bool showHeat: true
+    property bool showCache: true
+    property bool showThroughput: true
+
+    // Automation: every panel open for the screenshot.
+    function showAllPanels() {
+        showPanels = showLedger = showHeat = showCache = showThroughput = true
+    }
+    Component.onCompleted: if (unattended) showAllPanels()
+
+    function chooseModel() { openModelDialog.open() }
+    function planAndShow(url) {
+        chat.planModel(url)
+        modelDialog.open()
+    }
+
+    header: TopBar {
+        onLoadModelRequested: root.chooseModel()
+        onRecentModelChosen: (path) => root.planAndShow(path)
+        onSettingsRequested: settingsDialog.open()
+        onAboutRequested: aboutDialog.open()
+        showPanels: root.showPanels
+        onShowPanelsToggled: root.showPanels = !root.showPanels
+    }
+
+    RowLayout {
+        anchors.fill: parent
+        spacing: 0
+
+        ConversationPane {
+            Layout.preferredWidth: 260
+            Layout.fillHeight: true
+        }
+        Rectangle { Layout.fillHeight: true; implicitWidth: 1; color: Theme.border }
+        ChatPane {
+            id: chatPane
+            Layout.fillWidth: true
+            Layout.fillHeight: true
+            onLoadModelRequested: root.chooseModel()
+            onExportRequested: (kind) => {
+                exportDialog.kind = kind
+                exportDialog.selectedFile = "file://" + appInfo.dataDir + "/" + chat.suggestedFileName(kind === "json" ? "json" : "md")
+                exportDialog.open()
+            }
+            onSettingsRequested: settingsDialog.open()
+        }
+        Rectangle { Layout.fillHeight: true; implicitWidth: 1; color: Theme.border; visible: root.showPanels }
+        PanelsPane {
+            Layout.preferredWidth: 400
+            Layout.fillHeight: true
+            visible: root.showPanels
+            showLedger: root.showLedger
+            showHeat: root.showHeat
+            showCache: root.showCache
+            showThroughput: root.showThroughput
+            onToggle: (name) => root[name] = !root[name]
+        }
+    }
+
+    ModelDialog {
+        id: modelDialog
+        onLoadRequested: (path) => chat.loadModel(path)
+        onSettingsRequested: settingsDialog.open()
+    }
+    SettingsDialog { id: settingsDialog }
+    AboutDialog { id: aboutDialog }
+
+    FileDialog {
+        id: openModelDialog
+        title: "Load a GGUF model"
+        nameFilters: ["GGUF models (*.gguf)", "All files (*)"]
+        onAccepted: root.planAndShow(selectedFile)
+    }
+    FileDialog {
+        id: exportDialog
+        property string kind: "markdown"
+        title: kind === "json" ? "Export the conversation as JSON" : "Export the conversation as Markdown"
+        fileMode: FileDialog.SaveFile
+        nameFilters: kind === "json" ? ["JSON (*.json)"] : ["Markdown (*.md)"]
+        onAccepted: kind === "json" ? chat.exportJson(selectedFile) : chat.exportMarkdown(selectedFile)
+    }
+}
