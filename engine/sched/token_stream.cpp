@@ -20,7 +20,8 @@ TokenStream::TokenStream(const tok::Vocab& vocab, const SamplingParams& params, 
       stops_(params.stop),
       decoder_(vocab),
       sink_(std::move(sink)),
-      max_tokens_(params.max_tokens) {
+      max_tokens_(params.max_tokens),
+      ignore_eos_(params.ignore_eos) {
     for (int32_t t : prompt) sampler_.accept(t);
 }
 
@@ -41,7 +42,7 @@ void TokenStream::end(FinishReason why) {
 
 bool TokenStream::push(int32_t token) {
     if (finished_) return false;
-    if (vocab_.is_end_of_generation(token)) {
+    if (!ignore_eos_ && vocab_.is_end_of_generation(token)) {
         end(FinishReason::EndOfGeneration);
         return false;
     }

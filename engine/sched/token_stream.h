@@ -55,6 +55,7 @@ private:
     tok::StreamDecoder decoder_;
     TextSink sink_;
     int32_t max_tokens_;
+    bool ignore_eos_;
     std::vector<int32_t> tokens_;
     std::string text_;
     bool sink_wants_more_ = true;
