@@ -4,6 +4,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_serving.h"
 #include "commands.h"
 #include "common.h"
 #include "common/error.h"
@@ -42,7 +43,10 @@ int cmd_bench(int argc, char** argv) {
            "Measures prefill and decode speed and the expert cache under the given settings, in one run:\n"
            "the machine's memory read bandwidth (the roofline), a warm-up pass, a prefill of P prompt tokens,\n"
            "then N decode steps (greedy, or sampled with --temp). Expert figures cover the decode steps only.\n"
-           "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth.");
+           "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth.\n"
+           "With --concurrency C (or --draft D): the serving benchmark instead: R requests of P prompt and G\n"
+           "generated tokens, C at a time through continuous batching (or one at a time through speculative\n"
+           "decoding), reporting throughput, time to first token, inter-token latency and expert bytes per token.");
     a.positional("MODEL", "a GGUF model file");
     a.option("--n-predict", "-n", "N", "decode steps", "64");
     a.option("--prompt-len", "", "P", "prompt tokens for the prefill measurement", "64");
@@ -52,6 +56,7 @@ int cmd_bench(int argc, char** argv) {
     a.option("--seed", "", "S", "sampling seed", "42");
     a.flag("--json", "print one JSON object");
     add_engine_options(a);
+    add_serving_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
     const int64_t n_decode = a.integer("--n-predict", 1, 1 << 20);
     const int64_t prompt_len = a.integer("--prompt-len", 1, 1 << 20);
@@ -72,6 +77,7 @@ int cmd_bench(int argc, char** argv) {
         std::fputs("5", f);
         std::fclose(f);
     }
+    if (wants_serving(a)) return bench_serving(a, settings, read_gbs, a.has("--prompt") ? a.str("--prompt") : kDefaultText);
     auto engine = core::Engine::load(a.pos("MODEL"), settings);
     const model::Model& m = engine->model();
     model::Context& ctx = engine->context();

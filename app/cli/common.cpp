@@ -30,6 +30,9 @@ void add_engine_options(Args& a) {
     a.option("--io-threads", "", "N", "expert transfer threads", "1");
     a.flag("--no-direct-io", "read experts through the page cache instead of O_DIRECT");
     a.option("--trace", "", "FILE", "record a routing trace to FILE (for 'strata-cli simulate')");
+    a.option("--kv-tokens", "", "N", "paged KV cache size in tokens over all sequences (0: one context)", "0");
+    a.option("--kv-block", "", "N", "KV block size in tokens", "16");
+    a.option("--kv-type", "", "T", "KV element type: f32, or q8 (int8, per-block per-head scales)", "f32");
 }
 
 EngineSettings engine_settings(const Args& a) {
@@ -65,6 +68,9 @@ EngineSettings engine_settings(const Args& a) {
     s.io_threads = static_cast<int>(a.integer("--io-threads", 1, 64));
     s.direct_io = !a.flag_set("--no-direct-io");
     if (a.has("--trace")) s.trace_file = a.str("--trace");
+    s.kv_tokens = a.integer("--kv-tokens", 0, int64_t{1} << 30);
+    s.kv_block_tokens = a.integer("--kv-block", 1, 4096);
+    s.kv_type = a.str("--kv-type");
     if (const std::string err = s.validate(); !err.empty()) throw UsageError(err);
     return s;
 }

@@ -29,6 +29,10 @@ std::string EngineSettings::validate() const {
     if (io_threads < 1 || io_threads > 64) return "io_threads " + std::to_string(io_threads) + " is out of range (1..64)";
     if (n_ctx < 0) return "n_ctx must not be negative";
     if (n_batch < 1) return "n_batch must be at least 1";
+    if (kv_tokens < 0) return "kv_tokens " + std::to_string(kv_tokens) + " is invalid (0 = one sequence of the context size)";
+    if (kv_block_tokens < 1 || kv_block_tokens > 4096)
+        return "kv_block_tokens " + std::to_string(kv_block_tokens) + " is out of range (1..4096)";
+    if (kv_type != "f32" && kv_type != "q8") return "kv_type '" + kv_type + "' is unknown (use f32 or q8)";
     return "";
 }
 
@@ -84,6 +88,9 @@ memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
     p.n_ctx = s.n_ctx;
     p.n_batch = s.n_batch;
     p.threads = s.threads;
+    p.kv_tokens = s.kv_tokens;
+    p.kv_block_tokens = s.kv_block_tokens;
+    p.kv_type = kv::parse_kv_type(s.kv_type);
     p.prefetch = s.prefetch;
     // Expert reads land directly in their slots (O_DIRECT into aligned
     // buffers): no staging buffers on the CPU tier pair.
@@ -133,9 +140,15 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     cp.n_threads = settings.threads;
     // The context first: its KV cache and scratch are not optional, the
     // expert cache gets what remains.
-    eng->ctx_ = std::make_unique<model::Context>(m, cp, &eng->resident_->weights());
-    ledger.reserve(memory::Account::KvPages, memory::Tier::Fast, eng->ctx_->kv_bytes());
-    ledger.set_used(memory::Account::KvPages, memory::Tier::Fast, eng->ctx_->kv_bytes());
+    kv::KvCacheParams kp;
+    kp.n_layer = c.n_layer;
+    kp.n_head_kv = c.n_head_kv;
+    kp.head_dim = c.head_dim;
+    kp.block_tokens = eng->plan_.kv_block_tokens;
+    kp.n_blocks = eng->plan_.kv_blocks;
+    kp.type = eng->plan_.kv_type;
+    eng->kv_ = std::make_unique<kv::KvCache>(kp, &ledger, memory::Tier::Fast);
+    eng->ctx_ = std::make_unique<model::Context>(m, cp, &eng->resident_->weights(), nullptr, eng->kv_.get());
     ledger.reserve(memory::Account::Activations, memory::Tier::Fast, eng->ctx_->scratch_bytes());
     ledger.set_used(memory::Account::Activations, memory::Tier::Fast, eng->ctx_->scratch_bytes());
     if (c.n_expert > 0) {

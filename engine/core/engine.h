@@ -50,6 +50,7 @@ public:
     const model::Model& model() const { return *model_; }
     const tok::Vocab& vocab() const { return model_->vocab(); }
     model::Context& context() { return *ctx_; }
+    kv::KvCache& kv_cache() { return *kv_; }
     const memory::Plan& plan() const { return plan_; }
     const memory::Ledger& ledger() const { return ledger_; }
     experts::ExpertStore* expert_store() { return store_.get(); }
@@ -91,6 +92,7 @@ private:
     memory::Plan plan_;
     memory::Ledger ledger_;
     std::unique_ptr<ResidentWeights> resident_;
+    std::unique_ptr<kv::KvCache> kv_;
     std::unique_ptr<experts::ExpertStore> store_;
     std::unique_ptr<model::Context> ctx_;
     std::unique_ptr<experts::Predictor> predictor_;

@@ -126,6 +126,9 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     if (s.n_batch < 1) throw Error("the batch size must be at least 1 token");
     if (s.transfer_buffers < 0) throw Error("the number of transfer buffers cannot be negative");
     if (s.threads < 0) throw Error("the thread count cannot be negative (0: all hardware threads)");
+    if (s.kv_tokens < 0) throw Error("the KV cache size cannot be negative (0: one sequence of the context size)");
+    if (s.kv_block_tokens < 1 || s.kv_block_tokens > 4096)
+        throw Error("the KV block size must be 1..4096 tokens (got " + std::to_string(s.kv_block_tokens) + ")");
 
     const Totals t = measure(m);
     Plan p;
@@ -152,8 +155,16 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
                     std::to_string(t.total) + " routed experts");
     p.pinned_experts = s.pinned_experts;
 
-    const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(p.n_ctx) *
-                        static_cast<uint64_t>(c.n_head_kv * c.head_dim) * 4;
+    kv::KvCacheParams kvp;
+    kvp.n_layer = c.n_layer;
+    kvp.n_head_kv = c.n_head_kv;
+    kvp.head_dim = c.head_dim;
+    kvp.block_tokens = s.kv_block_tokens;
+    kvp.type = s.kv_type;
+    p.kv_block_tokens = s.kv_block_tokens;
+    p.kv_type = s.kv_type;
+    p.kv_blocks = kvp.blocks_for(s.kv_tokens > 0 ? s.kv_tokens : p.n_ctx);
+    const uint64_t kv = (mul(kvp.block_bytes(), p.kv_blocks) + 4095) / 4096 * 4096;
     const uint64_t act = activation_bytes(c, p.n_batch, p.n_ctx, p.threads);
     const uint64_t pinned = mul(t.slot, p.pinned_experts);
     const uint64_t base = t.shared + t.router + kv + act + s.draft_model_bytes + s.runtime_reserve + pinned;
@@ -206,7 +217,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
         std::ostringstream os;
         os << "the fast budget of " << format_bytes(p.fast_budget) << " is below the resident minimum of "
            << format_bytes(p.resident_minimum) << " (weights.shared " << format_bytes(t.shared) << ", weights.router "
-           << format_bytes(t.router) << ", kv.pages " << format_bytes(kv) << " for " << p.n_ctx
+           << format_bytes(t.router) << ", kv.pages " << format_bytes(kv) << " for " << p.kv_blocks * p.kv_block_tokens
            << " tokens, activations " << format_bytes(act) << ", runtime.reserve " << format_bytes(s.runtime_reserve);
         if (s.draft_model_bytes) os << ", draft.model " << format_bytes(s.draft_model_bytes);
         if (t.total > 0) os << ", " << min_slots << " expert slots " << format_bytes(mul(t.slot, min_slots));
@@ -264,7 +275,8 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
         std::to_string(slots - p.pinned_experts) + " slots" + slot_x);
     row(Account::ExpertsPinned, Tier::Fast, pinned, std::to_string(p.pinned_experts) + " pinned slots" + slot_x);
     row(Account::KvPages, Tier::Fast, kv,
-        std::to_string(p.n_ctx) + " tokens x " + std::to_string(c.n_layer) + " layers, K+V f32");
+        std::to_string(p.kv_blocks) + " blocks x " + std::to_string(p.kv_block_tokens) + " tokens x " +
+            std::to_string(c.n_layer) + " layers, K+V " + kv::kv_type_name(p.kv_type));
     row(Account::Activations, Tier::Fast, act,
         "batch " + std::to_string(p.n_batch) + ", " + std::to_string(p.threads) + " thread" + (p.threads == 1 ? "" : "s"));
     row(Account::TransferBuffers, Tier::Fast, transfer,
@@ -362,6 +374,8 @@ std::string Plan::to_json() const {
        << ",\"pinned_experts\":" << pinned_experts << ",\"experts_total\":" << experts_total
        << ",\"slot_bytes\":" << slot_bytes << ",\"cache_fraction\":" << frac
        << ",\"transfer_buffers\":" << transfer_buffers << ",\"n_ctx\":" << n_ctx << ",\"n_batch\":" << n_batch
+       << ",\"kv_blocks\":" << kv_blocks << ",\"kv_block_tokens\":" << kv_block_tokens
+       << ",\"kv_type\":" << json_str(kv::kv_type_name(kv_type))
        << ",\"threads\":" << threads << ",\"rows\":[";
     for (size_t i = 0; i < rows.size(); ++i) {
         if (i) os << ",";

@@ -12,7 +12,9 @@
 //   weights.router    the MoE routers (ffn_gate_inp)
 //   experts.pinned    pinned_experts slots (never evicted)
 //   experts.cache     the unpinned expert slots
-//   kv.pages          2 * n_layer * n_ctx * n_head_kv * head_dim * 4 (f32 K and V)
+//   kv.pages          kv_tokens rounded up to blocks of kv_block_tokens, each
+//                     block 2 * n_layer * n_head_kv * head_dim * block_tokens
+//                     elements (f32, or int8 + per-head scales), 4096-rounded
 //   activations       forward-pass scratch for n_batch tokens (formula in plan.cpp)
 //   transfer.buffers  transfer_buffers slots of staging when prefetch is on and
 //                     not every expert has a slot
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_cache.h"
 #include "memory/ledger.h"
 
 namespace strata::model {
@@ -53,6 +56,9 @@ struct PlanSettings {
     int64_t n_ctx = 0;                   // 0: the model's training context, at most 4096 (as Context does)
     int64_t n_batch = 256;               // largest forward chunk (capped at n_ctx, as Context does)
     int threads = 1;                     // compute threads (per-thread scratch); 0: all hardware threads
+    int64_t kv_tokens = 0;               // KV pool size in tokens over all sequences; 0: one sequence of n_ctx
+    int64_t kv_block_tokens = 16;
+    kv::KvType kv_type = kv::KvType::F32;
     bool prefetch = true;
     int64_t transfer_buffers = 2;        // slots of staging for in-flight loads while prefetching
     uint64_t draft_model_bytes = 0;
@@ -77,6 +83,8 @@ struct Plan {
     double cache_fraction = 0;       // expert_slots / experts_total (1 for a dense model)
     int64_t transfer_buffers = 0;    // planned staging slots (0 when they gave way or are not needed)
     int64_t n_ctx = 0, n_batch = 0;
+    int64_t kv_blocks = 0, kv_block_tokens = 0;
+    kv::KvType kv_type = kv::KvType::F32;
     int threads = 0;
     std::string model;               // "name (arch, 4 layers, 8 experts top-2)"
     bool fits = false;

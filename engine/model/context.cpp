@@ -1,6 +1,7 @@
 #include "model/context.h"
 
 #include <algorithm>
+#include <utility>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -20,7 +21,8 @@ namespace {
 int64_t max_expert_ff(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}}); }
 }  // namespace
 
-Context::Context(const Model& model, const ContextParams& params, const ModelWeights* weights, ExpertProvider* experts)
+Context::Context(const Model& model, const ContextParams& params, const ModelWeights* weights, ExpertProvider* experts,
+                 kv::KvCache* kv)
     : model_(model),
       cfg_(model.config()),
       weights_(weights ? *weights : model.weights()),
@@ -29,6 +31,13 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     const ModelConfig& c = cfg_;
     n_ctx_ = params.n_ctx > 0 ? params.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
     n_batch_ = std::max<int64_t>(1, std::min(params.n_batch, n_ctx_));
+    if (params.max_layers < 0 || params.max_layers > c.n_layer)
+        throw Error("max_layers " + std::to_string(params.max_layers) + " is out of range (0.." + std::to_string(c.n_layer) + ")");
+    if (params.n_expert_used < 0 || params.n_expert_used > c.n_expert_used)
+        throw Error("n_expert_used " + std::to_string(params.n_expert_used) + " is out of range (0.." +
+                    std::to_string(c.n_expert_used) + ")");
+    n_layers_run_ = params.max_layers > 0 ? params.max_layers : c.n_layer;
+    n_used_ = params.n_expert_used > 0 ? params.n_expert_used : c.n_expert_used;
     int threads = params.n_threads > 0 ? params.n_threads : static_cast<int>(std::thread::hardware_concurrency());
     pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
 
@@ -36,8 +45,25 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     const int64_t kv_dim = c.n_head_kv * c.head_dim;
     const int64_t ff = max_expert_ff(c);
     const size_t B = static_cast<size_t>(n_batch_);
-    k_cache_.assign(static_cast<size_t>(c.n_layer * n_ctx_ * kv_dim), 0.0f);
-    v_cache_.assign(k_cache_.size(), 0.0f);
+    if (kv) {
+        const kv::KvCacheParams& kp = kv->params();
+        if (kp.n_layer != c.n_layer || kp.n_head_kv != c.n_head_kv || kp.head_dim != c.head_dim)
+            throw Error("the KV cache was made for another model shape");
+        kv_ = kv;
+    } else {
+        kv::KvCacheParams kp;
+        kp.n_layer = c.n_layer;
+        kp.n_head_kv = c.n_head_kv;
+        kp.head_dim = c.head_dim;
+        kp.block_tokens = params.kv_block_tokens;
+        kp.type = params.kv_type;
+        kp.n_blocks = kp.blocks_for(n_ctx_);
+        own_kv_ = std::make_unique<kv::KvCache>(kp);
+        kv_ = own_kv_.get();
+    }
+    seq0_ = kv_->create_sequence();
+    tok_seq_.resize(B);
+    tok_pos_.resize(B);
     x_.resize(B * c.n_embd);
     h_.resize(B * c.n_embd);
     tmp_.resize(B * c.n_embd);
@@ -61,7 +87,6 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     expert_out_.resize(B * U * c.n_embd);
     shared_gate_.resize(B);
     max_cols_ = std::max({c.n_embd, q_dim, ff});
-    row_scratch_.resize(static_cast<size_t>(pool_->size() * max_cols_));
     act_scratch_.resize(B * static_cast<size_t>(max_cols_) * sizeof(float));
     score_scratch_.resize(static_cast<size_t>(pool_->size() * n_ctx_));
 }
@@ -69,32 +94,93 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
 Context::~Context() = default;
 
 void Context::truncate(int64_t n) {
-    if (n < 0 || n > n_past_) throw Error("cannot truncate the context to " + std::to_string(n) + " tokens: it holds " + std::to_string(n_past_));
-    n_past_ = n;
+    if (n < 0 || n > n_past())
+        throw Error("cannot truncate the context to " + std::to_string(n) + " tokens: it holds " + std::to_string(n_past()));
+    kv_->truncate(seq0_, n);
 }
 
 const float* Context::decode(std::span<const int32_t> tokens, bool all_logits) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (n == 0) throw Error("decode called with no tokens");
-    if (n_past_ + n > n_ctx_) {
-        throw Error("context is full: " + std::to_string(n_past_) + " tokens cached + " + std::to_string(n) +
+    if (n_past() + n > n_ctx_) {
+        throw Error("context is full: " + std::to_string(n_past()) + " tokens cached + " + std::to_string(n) +
                     " new > context size " + std::to_string(n_ctx_) + "; start a new conversation or raise the context size");
     }
+    seq_ids_one_.assign(static_cast<size_t>(n), seq0_);
+    want_one_.assign(static_cast<size_t>(n), 0);
+    if (all_logits) std::fill(want_one_.begin(), want_one_.end(), 1);
+    want_one_.back() = 1;
+    return decode_batch(tokens, seq_ids_one_, want_one_);
+}
+
+int64_t Context::kv_blocks_needed(std::span<const kv::SeqId> seqs) const {
+    // Tokens per sequence, then blocks per sequence.
+    int64_t total = 0;
+    std::vector<std::pair<kv::SeqId, int64_t>> counts;
+    for (kv::SeqId s : seqs) {
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == s; });
+        if (it == counts.end()) counts.emplace_back(s, 1); else ++it->second;
+    }
+    for (const auto& [s, k] : counts) total += kv_->blocks_needed(s, k);
+    return total;
+}
+
+const float* Context::decode_batch(std::span<const int32_t> tokens, std::span<const kv::SeqId> seqs,
+                                   std::span<const uint8_t> want_logits) {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (n == 0) throw Error("decode called with no tokens");
+    if (seqs.size() != tokens.size() || (!want_logits.empty() && want_logits.size() != tokens.size()))
+        throw Error("decode_batch: tokens, sequences and logit flags differ in length");
+    // Validate everything before changing anything.
+    seq_start_.clear();
     for (int64_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab) {
             throw Error("token id " + std::to_string(tokens[i]) + " is out of range (vocabulary has " +
                         std::to_string(cfg_.n_vocab) + " tokens)");
         }
+        if (!kv_->has_sequence(seqs[i])) throw Error("decode_batch: sequence " + std::to_string(seqs[i]) + " does not exist");
+        auto it = std::find_if(seq_start_.begin(), seq_start_.end(), [&](const auto& p) { return p.first == seqs[i]; });
+        if (it == seq_start_.end()) seq_start_.emplace_back(seqs[i], kv_->n_tokens(seqs[i]));
+    }
+    for (const auto& [s, start] : seq_start_) {
+        const int64_t k = static_cast<int64_t>(std::count(seqs.begin(), seqs.end(), s));
+        if (start + k > n_ctx_) {
+            throw Error("context is full: sequence " + std::to_string(s) + " holds " + std::to_string(start) + " tokens + " +
+                        std::to_string(k) + " new > context size " + std::to_string(n_ctx_) +
+                        "; start a new conversation or raise the context size");
+        }
+    }
+    if (const int64_t need = kv_blocks_needed(seqs); need > kv_->available_blocks()) {
+        throw Error("the KV cache is full: this batch needs " + std::to_string(need) + " more blocks of " +
+                    std::to_string(kv_->params().block_tokens) + " tokens, " + std::to_string(kv_->available_blocks()) +
+                    " are free; finish or cancel a conversation, or raise the KV cache size");
     }
     if (step_begin_) step_begin_(n);
     const auto t0 = std::chrono::steady_clock::now();
-    const size_t rows = static_cast<size_t>(all_logits ? n : 1);
-    if (logits_.size() < rows * cfg_.n_vocab) logits_.resize(rows * cfg_.n_vocab);
-    for (int64_t done = 0; done < n; done += n_batch_) {
-        const int64_t chunk = std::min(n_batch_, n - done);
-        const bool last = done + chunk == n;
-        float* out = all_logits ? logits_.data() + done * cfg_.n_vocab : (last ? logits_.data() : nullptr);
-        forward_chunk(tokens.data() + done, chunk, all_logits, out);
+    int64_t rows = 0;
+    for (int64_t i = 0; i < n; ++i) rows += want_logits.empty() || want_logits[i];
+    if (logits_.size() < static_cast<size_t>(rows * cfg_.n_vocab)) logits_.resize(static_cast<size_t>(rows * cfg_.n_vocab));
+    try {
+        int64_t row = 0;
+        for (int64_t done = 0; done < n; done += n_batch_) {
+            const int64_t chunk = std::min(n_batch_, n - done);
+            want_.assign(static_cast<size_t>(chunk), 1);
+            int64_t chunk_rows = 0;
+            for (int64_t t = 0; t < chunk; ++t) {
+                const kv::SeqId s = seqs[done + t];
+                tok_seq_[t] = s;
+                tok_pos_[t] = kv_->n_tokens(s);
+                kv_->append(s, tokens.subspan(static_cast<size_t>(done + t), 1));  // room checked above
+                if (!want_logits.empty()) want_[t] = want_logits[done + t];
+                chunk_rows += want_[t];
+            }
+            forward_chunk(tokens.data() + done, chunk, want_.data(), chunk_rows ? logits_.data() + row * cfg_.n_vocab : nullptr);
+            row += chunk_rows;
+            for (int64_t t = 0; t < chunk; ++t) kv_->seal_full_blocks(tok_seq_[t]);
+        }
+    } catch (...) {
+        for (const auto& [s, start] : seq_start_) kv_->truncate(s, start);
+        throw;
     }
     if (step_) step_(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return logits_.data();
@@ -103,7 +189,7 @@ const float* Context::decode(std::span<const int32_t> tokens, bool all_logits) {
 uint64_t Context::scratch_bytes() const {
     size_t floats = x_.size() + h_.size() + q_.size() + k_.size() + v_.size() + attn_.size() + tmp_.size() +
                     router_logits_.size() + route_w_.size() + expert_out_.size() + xe_.size() + ge_.size() + ue_.size() + ye_.size() +
-                    shared_gate_.size() + row_scratch_.size() + score_scratch_.size() + logits_.capacity();
+                    shared_gate_.size() + score_scratch_.size() + logits_.capacity();
     return floats * sizeof(float) + act_scratch_.size() + (route_ids_.size() + expert_count_.size() + expert_offset_.size() +
                                      expert_tokens_.size()) * sizeof(int32_t);
 }
@@ -112,16 +198,12 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     const int64_t rows = W.rows;
     const int64_t cols = W.cols;
     const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, rows / (4 * pool_->size()) + 1));
-    if (kernels::activation_type(W.type) == kernels::WeightType::F32) {
-        pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int thread) {
-            if (n == 1) {
-                for (int64_t r = r0; r < r1; ++r) Y[r] = kernels::dot_row(W.type, W.row(r), X, cols);
-                return;
-            }
-            // Several tokens: read each row once, reuse it for all of them.
-            float* row = row_scratch_.data() + static_cast<size_t>(thread) * max_cols_;
+    if (W.type == kernels::WeightType::F32) {
+        // One dot product per (row, token), the same call whatever n is, so a
+        // token's result does not depend on the batch it is in.
+        pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r) {
-                kernels::dequantize_row(W.type, W.row(r), row, cols);
+                const float* row = reinterpret_cast<const float*>(W.row(r));
                 for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = ops::dot_f32(row, X + t * cols, cols);
             }
         });
@@ -142,7 +224,7 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     });
 }
 
-void Context::forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out) {
+void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
     const ModelConfig& c = cfg_;
     const ModelWeights& w = weights_;
     const int64_t d = c.n_embd;
@@ -151,11 +233,12 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, f
         kernels::dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), x_.data() + t * d, d);
 
     for (const LayerWeights& L : w.layers) {
+        if (L.index >= n_layers_run_) break;
         for (int64_t t = 0; t < n; ++t)
             ops::rmsnorm(x_.data() + t * d, L.attn_norm.data(), h_.data() + t * d, d, c.norm_eps);
         attention(L, n);
         for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
-        if (lookahead_ && L.index + 1 < c.n_layer && w.layers[L.index + 1].ffn == FfnKind::Moe)
+        if (lookahead_ && L.index + 1 < n_layers_run_ && w.layers[L.index + 1].ffn == FfnKind::Moe)
             lookahead(w.layers[L.index + 1], n);
 
         for (int64_t t = 0; t < n; ++t)
@@ -167,13 +250,11 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, f
         }
         for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
     }
-    n_past_ += n;
     if (!logits_out) return;
 
-    const int64_t first = all_logits ? 0 : n - 1;
-    const int64_t rows = n - first;
-    for (int64_t t = first; t < n; ++t)
-        ops::rmsnorm(x_.data() + t * d, w.output_norm.data(), h_.data() + (t - first) * d, d, c.norm_eps);
+    int64_t rows = 0;
+    for (int64_t t = 0; t < n; ++t)
+        if (want[t]) ops::rmsnorm(x_.data() + t * d, w.output_norm.data(), h_.data() + (rows++) * d, d, c.norm_eps);
     matmul(w.output, h_.data(), rows, logits_out);
 }
 
@@ -202,31 +283,23 @@ void Context::attention(const LayerWeights& L, int64_t n) {
                 ops::rmsnorm(k, L.k_norm.data(), k, kv_dim, c.norm_eps);
             }
         }
-        const int64_t pos = n_past_ + t;
+        const int64_t pos = tok_pos_[t];
         ops::rope(q, c.n_head, hd, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, neox);
         ops::rope(k, c.n_head_kv, hd, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, neox);
-        const size_t at = static_cast<size_t>((L.index * n_ctx_ + pos) * kv_dim);
-        std::copy(k, k + kv_dim, k_cache_.begin() + at);
-        std::copy(v, v + kv_dim, v_cache_.begin() + at);
+        kv_->write(tok_seq_[t], L.index, pos, k, v);
     }
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t group = c.n_head / c.n_head_kv;
-    const float* K = k_cache_.data() + L.index * n_ctx_ * kv_dim;
-    const float* V = v_cache_.data() + L.index * n_ctx_ * kv_dim;
     pool_->parallel_for(n * c.n_head, 1, [&](int64_t b, int64_t e, int thread) {
         float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_;
         for (int64_t th = b; th < e; ++th) {
             const int64_t t = th / c.n_head;
             const int64_t h = th % c.n_head;
             const int64_t kvh = h / group;
-            const int64_t n_keys = n_past_ + t + 1;  // causal
-            const float* q = q_.data() + t * q_dim + h * hd;
-            for (int64_t j = 0; j < n_keys; ++j) scores[j] = ops::dot_f32(q, K + j * kv_dim + kvh * hd, hd) * scale;
-            ops::softmax(scores, n_keys);
-            float* out = attn_.data() + t * q_dim + h * hd;
-            std::fill(out, out + hd, 0.0f);
-            for (int64_t j = 0; j < n_keys; ++j) ops::axpy(scores[j], V + j * kv_dim + kvh * hd, out, hd);
+            const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
+            kv_->attend(tok_seq_[t], L.index, kvh, q_.data() + t * q_dim + h * hd, n_keys, scale, scores,
+                        attn_.data() + t * q_dim + h * hd);
         }
     });
     matmul(L.wo, attn_.data(), n, tmp_.data());
@@ -252,7 +325,7 @@ void Context::lookahead(const LayerWeights& next, int64_t n) {
     for (int64_t t = 0; t < n; ++t) {
         float* p = look_probs_.data() + t * E;
         ops::softmax(p, E);
-        lookahead_(LookaheadEvent{next.index, n_past_ + t, p, E});
+        lookahead_(LookaheadEvent{next.index, tok_pos_[t], p, E, tok_seq_[t]});
     }
 }
 
@@ -260,7 +333,7 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     const ModelConfig& c = cfg_;
     const int64_t d = c.n_embd;
     const int64_t E = c.n_expert;
-    const int64_t U = c.n_expert_used;
+    const int64_t U = n_used_;
 
     // Route: softmax over all experts, top-k, optional renormalisation and scale.
     matmul(L.router, h_.data(), n, router_logits_.data());
@@ -289,7 +362,7 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
             wts[k] *= c.expert_weights_scale;
             ++expert_count_[ids[k]];
         }
-        if (observer_) observer_(RoutingEvent{L.index, n_past_ + t, ids, wts, U, p, E});
+        if (observer_) observer_(RoutingEvent{L.index, tok_pos_[t], ids, wts, U, p, E, tok_seq_[t]});
     }
 
     // Group tokens by expert so each expert runs once over all its tokens.

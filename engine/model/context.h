@@ -1,5 +1,13 @@
-// One sequence's state over a Model: its KV cache, scratch buffers sized once
-// for the largest batch, and the forward pass of the generic decoder.
+// The forward pass of the generic decoder over a paged KV cache: one batch of
+// tokens may mix many sequences (continuous batching) and the draft tokens of
+// speculative decoding; every token attends only to its own sequence. Scratch
+// buffers are sized once for the largest batch.
+//
+// A context always has a default sequence, which the single-sequence calls
+// (decode(tokens), n_past, truncate, clear) use; decode_batch() names the
+// sequence of each token. Results per token do not depend on what else is in
+// the batch (every kernel computes a token's row the same way whatever the
+// batch size), so a request gives the same tokens alone or batched.
 //
 // Per layer (DESIGN.md §3): RMSNorm -> Q/K/V (+bias) -> optional Q/K norm ->
 // RoPE -> causal attention over the cache -> output projection -> residual ->
@@ -14,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "kv/kv_cache.h"
 #include "model/expert_provider.h"
 #include "model/model.h"
 
@@ -24,20 +33,30 @@ class ThreadPool;
 namespace strata::model {
 
 struct ContextParams {
-    int64_t n_ctx = 0;      // 0: the model's training context, at most 4096
+    int64_t n_ctx = 0;      // longest sequence; 0: the model's training context, at most 4096
     int64_t n_batch = 256;  // largest number of tokens per forward chunk
     int n_threads = 0;      // 0: all hardware threads
+    // The KV cache the context creates when it is not given one: room for one
+    // sequence of n_ctx tokens.
+    int64_t kv_block_tokens = 16;
+    kv::KvType kv_type = kv::KvType::F32;
+    // A cheaper pass over the same weights (a self-speculative draft): only
+    // the first max_layers layers before the output head (0: all), and
+    // n_expert_used experts per token in MoE layers (0: the model's top-k).
+    int64_t max_layers = 0;
+    int64_t n_expert_used = 0;
 };
 
 // What the router chose for one token in one MoE layer.
 struct RoutingEvent {
     int64_t layer;
-    int64_t pos;               // position of the token in the sequence
+    int64_t pos;               // position of the token in its sequence
     const int32_t* experts;    // n_used expert ids, best first
     const float* weights;      // their combine weights
     int64_t n_used;
     const float* probs;        // softmax over all n_expert experts
     int64_t n_expert;
+    kv::SeqId seq = 0;         // the token's sequence
 };
 using RoutingObserver = std::function<void(const RoutingEvent&)>;
 
@@ -49,6 +68,7 @@ struct LookaheadEvent {
     int64_t pos;
     const float* probs;        // predicted softmax over its n_expert experts
     int64_t n_expert;
+    kv::SeqId seq = 0;
 };
 using LookaheadObserver = std::function<void(const LookaheadEvent&)>;
 
@@ -61,9 +81,11 @@ class Context {
 public:
     // `weights` (default: the model's own, in the file mapping) may be a copy
     // held in the fast tier; `experts` (default: straight from `weights`)
-    // may be an expert cache. Both must outlive the context.
+    // may be an expert cache; `kv` (default: one of its own, for one sequence
+    // of n_ctx tokens) may be a shared paged cache sized for many sequences.
+    // All must outlive the context.
     Context(const Model& model, const ContextParams& params, const ModelWeights* weights = nullptr,
-            ExpertProvider* experts = nullptr);
+            ExpertProvider* experts = nullptr, kv::KvCache* kv = nullptr);
     ~Context();
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
@@ -74,12 +96,29 @@ public:
     // call. Throws strata::Error for an out-of-range token or a full context.
     const float* decode(std::span<const int32_t> tokens, bool all_logits);
 
-    int64_t n_past() const { return n_past_; }
+    // Runs a batch whose token i belongs to sequence seqs[i] and goes at the
+    // end of it (a sequence's tokens in order). Returns one row of n_vocab
+    // logits per token with want_logits[i] != 0, in batch order (empty
+    // want_logits: every token). Throws strata::Error, changing nothing, for
+    // an unknown sequence, a token out of range, a sequence longer than n_ctx,
+    // or a KV cache without room (kv_blocks_needed() says how many blocks a
+    // batch takes, so a scheduler can preempt first).
+    const float* decode_batch(std::span<const int32_t> tokens, std::span<const kv::SeqId> seqs,
+                              std::span<const uint8_t> want_logits = {});
+    int64_t kv_blocks_needed(std::span<const kv::SeqId> seqs) const;
+
+    int64_t n_past() const { return kv_->n_tokens(seq0_); }
     int64_t n_ctx() const { return n_ctx_; }
+    int64_t n_batch() const { return n_batch_; }
     const Model& model() const { return model_; }
-    void clear() { n_past_ = 0; }
+    const ModelWeights& weights() const { return weights_; }
+    void clear() { kv_->truncate(seq0_, 0); }
     // Forgets every position >= n (keeps the first n tokens of the cache).
     void truncate(int64_t n);
+
+    kv::KvCache& kv_cache() { return *kv_; }
+    const kv::KvCache& kv_cache() const { return *kv_; }
+    kv::SeqId default_sequence() const { return seq0_; }
 
     void set_routing_observer(RoutingObserver obs) { observer_ = std::move(obs); }
     // Replaces where experts come from (nullptr: the weights' own); between decode calls.
@@ -89,12 +128,14 @@ public:
     void set_step_observer(StepObserver obs) { step_ = std::move(obs); }
     void set_step_begin_observer(StepBeginObserver obs) { step_begin_ = std::move(obs); }
 
-    // Bytes this context holds: the f32 KV cache and the forward-pass scratch.
-    uint64_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+    // Bytes of the KV pool (its own or the shared one) and of the forward-pass scratch.
+    uint64_t kv_bytes() const { return kv_->pool_bytes(); }
     uint64_t scratch_bytes() const;
 
 private:
-    void forward_chunk(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
+    // Runs n tokens whose sequences and positions are in tok_seq_/tok_pos_
+    // (already appended to the KV cache); logits for rows with want[t].
+    void forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out);
     void attention(const LayerWeights& L, int64_t n);
     void ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff);
     void ffn_moe(const LayerWeights& L, int64_t n);
@@ -110,14 +151,23 @@ private:
     std::unique_ptr<cpu::ThreadPool> pool_;
     int64_t n_ctx_ = 0;
     int64_t n_batch_ = 0;
-    int64_t n_past_ = 0;
+    int64_t n_layers_run_ = 0;
+    int64_t n_used_ = 0;
+    std::unique_ptr<kv::KvCache> own_kv_;
+    kv::KvCache* kv_ = nullptr;
+    kv::SeqId seq0_ = 0;
     RoutingObserver observer_;
     LookaheadObserver lookahead_;
     StepObserver step_;
     StepBeginObserver step_begin_;
 
-    // KV cache, f32: [layer][pos][n_head_kv * head_dim]
-    std::vector<float> k_cache_, v_cache_;
+    // The chunk under way: each token's sequence and position.
+    std::vector<kv::SeqId> tok_seq_;
+    std::vector<int64_t> tok_pos_;
+    std::vector<uint8_t> want_;
+    std::vector<std::pair<kv::SeqId, int64_t>> seq_start_;  // rollback on failure
+    std::vector<kv::SeqId> seq_ids_one_;                     // decode(): all the default sequence
+    std::vector<uint8_t> want_one_;
 
     // Scratch, sized once.
     std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_;
@@ -126,7 +176,6 @@ private:
     std::vector<int32_t> expert_count_, expert_offset_, expert_tokens_, needed_;
     std::vector<float> xe_, ge_, ue_, ye_, expert_out_;
     std::vector<float> shared_gate_;
-    std::vector<float> row_scratch_;    // per thread: one dequantized row
     std::vector<uint8_t> act_scratch_;  // activations quantized for the weight type
     std::vector<float> score_scratch_;  // per thread: attention scores
     std::vector<float> logits_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sched/sampler.h"
+#include "sched/token_stream.h"
 
 namespace strata::model {
 class Context;
@@ -22,9 +23,6 @@ class Vocab;
 }
 
 namespace strata::sched {
-
-enum class FinishReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Cancelled };
-const char* finish_reason_name(FinishReason r);
 
 struct GenerationResult {
     std::vector<int32_t> tokens;      // generated ids (the EOG token excluded)
@@ -38,9 +36,6 @@ struct GenerationResult {
         return decode_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / decode_seconds : 0.0;
     }
 };
-
-// Receives text as it becomes safe to show. Return false to stop generating.
-using TextSink = std::function<bool(std::string_view)>;
 
 // Generates from `prompt` appended to whatever the context already holds.
 // Throws strata::Error for an empty prompt or one longer than the context.

@@ -37,6 +37,7 @@ struct SamplingParams {
     uint64_t seed = 0;             // fixed seed => same tokens for the same logits
     std::vector<std::string> stop; // stop strings (none empty); see StopMatcher
     int32_t max_tokens = 256;      // > 0: the most tokens one request may generate
+    bool ignore_eos = false;       // benchmarks: end-of-generation tokens do not end the request
 
     // Empty when valid, else one message naming the field, the value and the allowed
     // range, e.g. "top_p 1.5 is out of range: expected 0 < top_p <= 1".

@@ -30,6 +30,12 @@ struct EngineSettings {
     bool direct_io = true;             // O_DIRECT expert reads (bypass the page cache)
     int64_t n_ctx = 0;                 // 0 = the model's training context, at most 4096
     int64_t n_batch = 256;
+    // The paged KV cache shared by all sequences: its size in tokens (0: one
+    // sequence of n_ctx), block size, and element type ("f32" or "q8": int8
+    // with per-block per-head scales, a quarter of the bytes).
+    int64_t kv_tokens = 0;
+    int64_t kv_block_tokens = 16;
+    std::string kv_type = "f32";
 
     std::string trace_file;            // record a routing trace here (empty: off)
 

@@ -1,0 +1,421 @@
+#include "kv/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "kernels/ops.h"
+
+namespace strata::kv {
+
+namespace ops = kernels::ops;
+
+const char* kv_type_name(KvType t) { return t == KvType::Q8 ? "q8" : "f32"; }
+
+KvType parse_kv_type(const std::string& s) {
+    if (s == "f32") return KvType::F32;
+    if (s == "q8" || s == "int8") return KvType::Q8;
+    throw Error("KV cache type '" + s + "' is unknown (use f32 or q8)");
+}
+
+namespace {
+
+constexpr uint64_t kBlockAlign = 64;
+
+uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// Chain hash: the hash of a block covers every token before it too, so equal
+// hashes mean equal prefixes (up to 64-bit collisions, which are checked).
+uint64_t chain_hash(uint64_t parent, const int32_t* ids, int64_t n) {
+    uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n; ++i) {
+        h ^= static_cast<uint32_t>(ids[i]);
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h * 0xbf58476d1ce4e5b9ull;
+}
+
+}  // namespace
+
+uint64_t KvCacheParams::block_bytes() const {
+    const uint64_t elems = static_cast<uint64_t>(n_layer * 2 * n_head_kv * block_tokens * head_dim);
+    const uint64_t data = elems * (type == KvType::Q8 ? 1 : 4);
+    const uint64_t scales = type == KvType::Q8 ? static_cast<uint64_t>(n_layer * 2 * n_head_kv) * 4 : 0;
+    return round_up(round_up(data, 4) + scales, kBlockAlign);
+}
+
+std::string KvCacheParams::validate() const {
+    if (n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0) return "the KV cache needs a model shape (layers, KV heads, head size)";
+    if (block_tokens < 1 || block_tokens > 4096)
+        return "KV block size " + std::to_string(block_tokens) + " is out of range (1..4096 tokens)";
+    if (n_blocks < 1) return "the KV cache needs at least one block (got " + std::to_string(n_blocks) + ")";
+    if (n_blocks > (int64_t{1} << 30)) return "the KV cache has too many blocks (" + std::to_string(n_blocks) + ")";
+    return "";
+}
+
+KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Tier tier) : p_(params), tier_(tier) {
+    if (const std::string err = p_.validate(); !err.empty()) throw Error(err);
+    if (!ledger) {
+        own_ledger_ = std::make_unique<memory::Ledger>();
+        ledger = own_ledger_.get();
+    }
+    ledger_ = ledger;
+    block_bytes_ = p_.block_bytes();
+    data_bytes_ = round_up(static_cast<uint64_t>(p_.n_layer * 2 * p_.n_head_kv * p_.block_tokens * p_.head_dim) *
+                               (p_.type == KvType::Q8 ? 1 : 4), 4);
+    pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
+                                  /*huge_pages=*/false, /*zero=*/true);
+    blocks_.resize(static_cast<size_t>(p_.n_blocks));
+    free_.reserve(blocks_.size());
+    for (int64_t b = p_.n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+    update_ledger();
+}
+
+KvCache::~KvCache() {
+    if (ledger_) ledger_->set_used(memory::Account::KvPages, tier_, 0);
+}
+
+KvStats KvCache::stats() const {
+    KvStats st;
+    st.n_blocks = p_.n_blocks;
+    st.free_blocks = static_cast<int64_t>(free_.size());
+    st.cached_blocks = static_cast<int64_t>(lru_.size());
+    for (const Block& b : blocks_) {
+        st.used_blocks += b.refs > 0;
+        st.shared_blocks += b.refs > 1;
+    }
+    for (const Seq& q : seqs_) st.sequences += q.live;
+    st.prefix_tokens_reused = prefix_tokens_reused_;
+    return st;
+}
+
+void KvCache::update_ledger() {
+    const uint64_t in_use = static_cast<uint64_t>(p_.n_blocks - static_cast<int64_t>(free_.size()));
+    ledger_->set_used(memory::Account::KvPages, tier_, std::min(in_use * block_bytes_, pool_.reserved_bytes()));
+}
+
+// --- sequences ---------------------------------------------------------------
+
+SeqId KvCache::create_sequence() {
+    SeqId id;
+    if (!free_seq_ids_.empty()) {
+        id = free_seq_ids_.back();
+        free_seq_ids_.pop_back();
+    } else {
+        id = static_cast<SeqId>(seqs_.size());
+        seqs_.emplace_back();
+    }
+    seqs_[static_cast<size_t>(id)] = Seq{};
+    seqs_[static_cast<size_t>(id)].live = true;
+    return id;
+}
+
+bool KvCache::has_sequence(SeqId s) const {
+    return s >= 0 && static_cast<size_t>(s) < seqs_.size() && seqs_[static_cast<size_t>(s)].live;
+}
+
+KvCache::Seq& KvCache::seq(SeqId s) {
+    if (!has_sequence(s)) throw Error("KV cache: sequence " + std::to_string(s) + " does not exist");
+    return seqs_[static_cast<size_t>(s)];
+}
+
+const KvCache::Seq& KvCache::seq(SeqId s) const {
+    if (!has_sequence(s)) throw Error("KV cache: sequence " + std::to_string(s) + " does not exist");
+    return seqs_[static_cast<size_t>(s)];
+}
+
+void KvCache::free_sequence(SeqId s) {
+    Seq& q = seq(s);
+    for (int32_t b : q.blocks) unref(b);
+    q = Seq{};
+    free_seq_ids_.push_back(s);
+    update_ledger();
+}
+
+int64_t KvCache::n_tokens(SeqId s) const { return static_cast<int64_t>(seq(s).tokens.size()); }
+
+const std::vector<int32_t>& KvCache::tokens(SeqId s) const { return seq(s).tokens; }
+
+void KvCache::truncate(SeqId s, int64_t n) {
+    Seq& q = seq(s);
+    const int64_t len = static_cast<int64_t>(q.tokens.size());
+    if (n < 0 || n > len)
+        throw Error("cannot truncate the sequence to " + std::to_string(n) + " tokens: it holds " + std::to_string(len));
+    const size_t keep = static_cast<size_t>(p_.blocks_for(n));
+    while (q.blocks.size() > keep) {
+        unref(q.blocks.back());
+        q.blocks.pop_back();
+    }
+    q.tokens.resize(static_cast<size_t>(n));
+    q.sealed = std::min<int64_t>(q.sealed, n / p_.block_tokens);
+    q.hashes.resize(static_cast<size_t>(q.sealed));
+    update_ledger();
+}
+
+int64_t KvCache::cow_blocks(const Seq& q) const {
+    // A partial last block that is shared or registered must be copied (or
+    // unregistered) before it is written.
+    if (q.blocks.empty() || q.tokens.size() % static_cast<size_t>(p_.block_tokens) == 0) return 0;
+    return blocks_[static_cast<size_t>(q.blocks.back())].refs > 1 ? 1 : 0;
+}
+
+int64_t KvCache::blocks_needed(SeqId s, int64_t n_more) const {
+    const Seq& q = seq(s);
+    const int64_t want = p_.blocks_for(static_cast<int64_t>(q.tokens.size()) + n_more);
+    return std::max<int64_t>(0, want - static_cast<int64_t>(q.blocks.size())) + (n_more > 0 ? cow_blocks(q) : 0);
+}
+
+bool KvCache::detach_last(Seq& q) {
+    const int32_t old = q.blocks.back();
+    Block& ob = blocks_[static_cast<size_t>(old)];
+    if (ob.refs > 1) {
+        const int32_t nb = take_block();
+        if (nb < 0) return false;
+        std::memcpy(pool_.data() + static_cast<uint64_t>(nb) * block_bytes_,
+                    pool_.data() + static_cast<uint64_t>(old) * block_bytes_, block_bytes_);
+        blocks_[static_cast<size_t>(nb)].refs = 1;
+        unref(old);
+        q.blocks.back() = nb;
+    } else if (ob.hashed) {
+        unregister(old);  // ours alone: it stops being a shareable prefix
+    }
+    return true;
+}
+
+bool KvCache::append(SeqId s, std::span<const int32_t> ids) {
+    Seq& q = seq(s);
+    if (ids.empty()) return true;
+    if (blocks_needed(s, static_cast<int64_t>(ids.size())) > available_blocks()) return false;
+    if (q.tokens.size() % static_cast<size_t>(p_.block_tokens) != 0 && !q.blocks.empty() && !detach_last(q)) return false;
+    const int64_t want = p_.blocks_for(static_cast<int64_t>(q.tokens.size() + ids.size()));
+    while (static_cast<int64_t>(q.blocks.size()) < want) {
+        const int32_t b = take_block();
+        blocks_[static_cast<size_t>(b)].refs = 1;
+        q.blocks.push_back(b);
+    }
+    q.tokens.insert(q.tokens.end(), ids.begin(), ids.end());
+    update_ledger();
+    return true;
+}
+
+int32_t KvCache::take_block() {
+    if (!free_.empty()) {
+        const int32_t b = free_.back();
+        free_.pop_back();
+        return b;
+    }
+    if (lru_.empty()) return -1;
+    const int32_t b = lru_.front();
+    unregister(b);
+    return b;
+}
+
+void KvCache::unregister(int32_t b) {
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    if (!blk.hashed) return;
+    auto [lo, hi] = by_hash_.equal_range(blk.hash);
+    for (auto it = lo; it != hi; ++it)
+        if (it->second == b) {
+            by_hash_.erase(it);
+            break;
+        }
+    if (blk.refs == 0) lru_.erase(blk.lru);
+    blk.hashed = false;
+    blk.ids.clear();
+}
+
+void KvCache::unref(int32_t b) {
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    if (--blk.refs > 0) return;
+    if (blk.hashed) {
+        blk.lru = lru_.insert(lru_.end(), b);
+    } else {
+        free_.push_back(b);
+    }
+}
+
+void KvCache::seal_full_blocks(SeqId s) {
+    Seq& q = seq(s);
+    const int64_t full = static_cast<int64_t>(q.tokens.size()) / p_.block_tokens;
+    const int64_t bt = p_.block_tokens;
+    while (q.sealed < full) {
+        const int64_t i = q.sealed;
+        const uint64_t parent = i > 0 ? q.hashes[static_cast<size_t>(i - 1)] : 0;
+        const int32_t* ids = q.tokens.data() + i * bt;
+        const uint64_t h = chain_hash(parent, ids, bt);
+        const int32_t b = q.blocks[static_cast<size_t>(i)];
+        Block& blk = blocks_[static_cast<size_t>(b)];
+        if (!blk.hashed) {
+            blk.hashed = true;
+            blk.hash = h;
+            blk.parent = parent;
+            blk.ids.assign(ids, ids + bt);
+            by_hash_.emplace(h, b);
+        }
+        q.hashes.push_back(h);
+        ++q.sealed;
+    }
+}
+
+int64_t KvCache::attach_prefix(SeqId s, std::span<const int32_t> prompt) {
+    Seq& q = seq(s);
+    if (!q.tokens.empty()) throw Error("KV cache: a prefix can only be attached to an empty sequence");
+    const int64_t bt = p_.block_tokens;
+    const int64_t max_blocks = prompt.empty() ? 0 : (static_cast<int64_t>(prompt.size()) - 1) / bt;
+    uint64_t parent = 0;
+    for (int64_t i = 0; i < max_blocks; ++i) {
+        const int32_t* ids = prompt.data() + i * bt;
+        const uint64_t h = chain_hash(parent, ids, bt);
+        int32_t found = -1;
+        auto [lo, hi] = by_hash_.equal_range(h);
+        for (auto it = lo; it != hi && found < 0; ++it) {
+            const Block& blk = blocks_[static_cast<size_t>(it->second)];
+            if (blk.parent == parent && std::equal(blk.ids.begin(), blk.ids.end(), ids)) found = it->second;
+        }
+        if (found < 0) break;
+        Block& blk = blocks_[static_cast<size_t>(found)];
+        if (blk.refs++ == 0) lru_.erase(blk.lru);
+        q.blocks.push_back(found);
+        q.tokens.insert(q.tokens.end(), ids, ids + bt);
+        q.hashes.push_back(h);
+        ++q.sealed;
+        parent = h;
+    }
+    const int64_t reused = static_cast<int64_t>(q.tokens.size());
+    prefix_tokens_reused_ += static_cast<uint64_t>(reused);
+    update_ledger();
+    return reused;
+}
+
+// --- K/V data ----------------------------------------------------------------
+
+uint64_t KvCache::part_offset(int32_t block, int64_t layer, int which, int64_t head) const {
+    const uint64_t elt = p_.type == KvType::Q8 ? 1 : 4;
+    const uint64_t part = static_cast<uint64_t>(((layer * 2 + which) * p_.n_head_kv + head) * p_.block_tokens * p_.head_dim);
+    return static_cast<uint64_t>(block) * block_bytes_ + part * elt;
+}
+
+float* KvCache::scale_at(int32_t block, int64_t layer, int which, int64_t head) {
+    return reinterpret_cast<float*>(pool_.data() + static_cast<uint64_t>(block) * block_bytes_ + data_bytes_) +
+           (layer * 2 + which) * p_.n_head_kv + head;
+}
+
+float KvCache::scale_at(int32_t block, int64_t layer, int which, int64_t head) const {
+    return *const_cast<KvCache*>(this)->scale_at(block, layer, which, head);
+}
+
+void KvCache::store_row(int32_t block, int64_t layer, int which, int64_t head, int64_t slot, const float* x) {
+    const int64_t hd = p_.head_dim;
+    uint8_t* base = pool_.data() + part_offset(block, layer, which, head);
+    if (p_.type == KvType::F32) {
+        std::memcpy(reinterpret_cast<float*>(base) + slot * hd, x, static_cast<size_t>(hd) * sizeof(float));
+        return;
+    }
+    int8_t* q = reinterpret_cast<int8_t*>(base);
+    float* scale = scale_at(block, layer, which, head);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+    if (slot == 0) *scale = 0.0f;  // a fresh block (positions are written in order)
+    if (amax > *scale * 127.0f) {
+        // Grow the block's scale; earlier rows are requantized to it.
+        const float old = *scale;
+        const float next = amax / 127.0f;
+        if (old > 0.0f) {
+            const float r = old / next;
+            for (int64_t i = 0; i < slot * hd; ++i) q[i] = static_cast<int8_t>(std::lrintf(q[i] * r));
+        }
+        *scale = next;
+    }
+    const float inv = *scale > 0.0f ? 1.0f / *scale : 0.0f;
+    int8_t* row = q + slot * hd;
+    for (int64_t i = 0; i < hd; ++i) row[i] = static_cast<int8_t>(std::clamp(std::lrintf(x[i] * inv), -127L, 127L));
+}
+
+void KvCache::load_row(int32_t block, int64_t layer, int which, int64_t head, int64_t slot, float* x) const {
+    const int64_t hd = p_.head_dim;
+    const uint8_t* base = pool_.data() + part_offset(block, layer, which, head);
+    if (p_.type == KvType::F32) {
+        std::memcpy(x, reinterpret_cast<const float*>(base) + slot * hd, static_cast<size_t>(hd) * sizeof(float));
+        return;
+    }
+    const int8_t* row = reinterpret_cast<const int8_t*>(base) + slot * hd;
+    const float scale = scale_at(block, layer, which, head);
+    for (int64_t i = 0; i < hd; ++i) x[i] = row[i] * scale;
+}
+
+void KvCache::write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v) {
+    Seq& q = seq(s);
+    if (pos < 0 || pos >= static_cast<int64_t>(q.tokens.size()))
+        throw Error("KV cache: position " + std::to_string(pos) + " was not appended");
+    const int32_t block = q.blocks[static_cast<size_t>(pos / p_.block_tokens)];
+    const int64_t slot = pos % p_.block_tokens;
+    for (int64_t h = 0; h < p_.n_head_kv; ++h) {
+        store_row(block, layer, 0, h, slot, k + h * p_.head_dim);
+        store_row(block, layer, 1, h, slot, v + h * p_.head_dim);
+    }
+}
+
+void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const {
+    const Seq& q = seq(s);
+    const int32_t block = q.blocks[static_cast<size_t>(pos / p_.block_tokens)];
+    const int64_t slot = pos % p_.block_tokens;
+    for (int64_t h = 0; h < p_.n_head_kv; ++h) {
+        load_row(block, layer, 0, h, slot, k + h * p_.head_dim);
+        load_row(block, layer, 1, h, slot, v + h * p_.head_dim);
+    }
+}
+
+void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_keys, float scale,
+                     float* scores, float* out) const {
+    const Seq& q = seqs_[static_cast<size_t>(s)];
+    const int64_t hd = p_.head_dim;
+    const int64_t bt = p_.block_tokens;
+    const int64_t n_blocks = (n_keys + bt - 1) / bt;
+    if (p_.type == KvType::F32) {
+        for (int64_t bi = 0; bi < n_blocks; ++bi) {
+            const int32_t b = q.blocks[static_cast<size_t>(bi)];
+            const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
+            const int64_t m = std::min(bt, n_keys - bi * bt);
+            for (int64_t j = 0; j < m; ++j) scores[bi * bt + j] = ops::dot_f32(qv, K + j * hd, hd) * scale;
+        }
+        ops::softmax(scores, n_keys);
+        std::fill(out, out + hd, 0.0f);
+        for (int64_t bi = 0; bi < n_blocks; ++bi) {
+            const int32_t b = q.blocks[static_cast<size_t>(bi)];
+            const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
+            const int64_t m = std::min(bt, n_keys - bi * bt);
+            for (int64_t j = 0; j < m; ++j) ops::axpy(scores[bi * bt + j], V + j * hd, out, hd);
+        }
+        return;
+    }
+    // Q8: integer rows times the block's scale.
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        const int32_t b = q.blocks[static_cast<size_t>(bi)];
+        const int8_t* K = reinterpret_cast<const int8_t*>(pool_.data() + part_offset(b, layer, 0, kv_head));
+        const float ks = scale_at(b, layer, 0, kv_head) * scale;
+        const int64_t m = std::min(bt, n_keys - bi * bt);
+        for (int64_t j = 0; j < m; ++j) {
+            const int8_t* row = K + j * hd;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < hd; ++i) acc += qv[i] * static_cast<float>(row[i]);
+            scores[bi * bt + j] = acc * ks;
+        }
+    }
+    ops::softmax(scores, n_keys);
+    std::fill(out, out + hd, 0.0f);
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        const int32_t b = q.blocks[static_cast<size_t>(bi)];
+        const int8_t* V = reinterpret_cast<const int8_t*>(pool_.data() + part_offset(b, layer, 1, kv_head));
+        const float vs = scale_at(b, layer, 1, kv_head);
+        const int64_t m = std::min(bt, n_keys - bi * bt);
+        for (int64_t j = 0; j < m; ++j) {
+            const float w = scores[bi * bt + j] * vs;
+            const int8_t* row = V + j * hd;
+            for (int64_t i = 0; i < hd; ++i) out[i] += w * static_cast<float>(row[i]);
+        }
+    }
+}
+
+}  // namespace strata::kv

@@ -1,0 +1,180 @@
+// The paged KV cache: keys and values of many sequences packed into one
+// fixed pool of blocks (vLLM's PagedAttention layout, as plain data).
+//
+// - A block holds `block_tokens` consecutive positions of one sequence for
+//   every layer: [layer][K|V][kv head][token][head_dim], so one head's keys in
+//   a block are contiguous for the attention loop.
+// - Each sequence has a block table (its blocks in position order) and a
+//   length. Blocks come from a free list; the pool is one allocation made up
+//   front and reserved in the ledger (account kv.pages), so a KV cache can
+//   never exceed its budget; `used` follows the blocks in use.
+// - F32, or Q8: int8 with one scale per (block, layer, K|V, head). When a
+//   token's values exceed the block's current scale, the block's earlier
+//   entries for that head are requantized to the larger scale (error stays
+//   within one int8 step of the block's absmax).
+// - Prefix sharing: once a block is full (all layers written, see
+//   seal_full_blocks), it is registered under the hash of every token up to
+//   its end. A new sequence whose prompt starts with the same tokens attaches
+//   those blocks by reference count instead of recomputing them (requests with
+//   the same system prompt share it). Shared blocks are immutable; a sequence
+//   truncated into a shared block gets a private copy first. Blocks whose last
+//   sequence is gone stay cached (reusable by the next request with that
+//   prefix) until the free list runs dry, then the least recently released is
+//   recycled.
+//
+// Not thread-safe: the engine thread owns it. The forward pass reads it from
+// its worker threads (read-only during attention).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "memory/aligned_buffer.h"
+#include "memory/ledger.h"
+
+namespace strata::kv {
+
+enum class KvType { F32, Q8 };
+const char* kv_type_name(KvType t);                 // "f32" / "q8"
+// "f32" / "q8" (also "int8"); throws strata::Error naming the value otherwise.
+KvType parse_kv_type(const std::string& s);
+
+struct KvCacheParams {
+    int64_t n_layer = 0;
+    int64_t n_head_kv = 0;
+    int64_t head_dim = 0;
+    int64_t block_tokens = 16;
+    int64_t n_blocks = 0;
+    KvType type = KvType::F32;
+
+    // Bytes of one block (all layers, K and V, scales included).
+    uint64_t block_bytes() const;
+    // Blocks needed to hold `tokens` positions of one sequence.
+    int64_t blocks_for(int64_t tokens) const { return (tokens + block_tokens - 1) / block_tokens; }
+    // Empty when valid, else the reason.
+    std::string validate() const;
+};
+
+using SeqId = int32_t;
+
+struct KvStats {
+    int64_t n_blocks = 0;
+    int64_t free_blocks = 0;       // on the free list
+    int64_t cached_blocks = 0;     // unreferenced but holding a reusable prefix
+    int64_t used_blocks = 0;       // referenced by at least one sequence
+    int64_t shared_blocks = 0;     // referenced by more than one sequence
+    int64_t sequences = 0;
+    uint64_t prefix_tokens_reused = 0;  // tokens attached instead of computed, since creation
+};
+
+class KvCache {
+public:
+    // Reserves the whole pool in `ledger` (account kv.pages, tier `tier`); throws
+    // strata::Error with the ledger's message if the budget does not hold it.
+    // Without a ledger the cache keeps a private, unbudgeted one.
+    KvCache(const KvCacheParams& params, memory::Ledger* ledger = nullptr,
+            memory::Tier tier = memory::Tier::Fast);
+    ~KvCache();
+    KvCache(const KvCache&) = delete;
+    KvCache& operator=(const KvCache&) = delete;
+
+    const KvCacheParams& params() const { return p_; }
+    uint64_t pool_bytes() const { return pool_.size(); }
+    KvStats stats() const;
+
+    // --- sequences ----------------------------------------------------------
+    SeqId create_sequence();
+    void free_sequence(SeqId s);                   // its blocks go back (shared ones when the last user leaves)
+    bool has_sequence(SeqId s) const;
+    int64_t n_tokens(SeqId s) const;
+    const std::vector<int32_t>& tokens(SeqId s) const;   // the ids at positions 0..n_tokens-1
+    void truncate(SeqId s, int64_t n);             // keeps positions [0, n)
+
+    // Blocks a sequence needs to grow by n tokens (0 if it has room).
+    int64_t blocks_needed(SeqId s, int64_t n_more) const;
+    // Blocks that can still be handed out (free + cached-unreferenced).
+    int64_t available_blocks() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
+
+    // Appends token ids (positions n_tokens .. n_tokens+size-1), taking blocks as
+    // needed. Returns false, changing nothing, when not enough blocks are
+    // available. K/V for the new positions are written by write() afterwards.
+    bool append(SeqId s, std::span<const int32_t> ids);
+
+    // Attaches the longest run of cached full blocks that matches the start of
+    // `prompt` to the empty sequence s; returns how many tokens it covers (a
+    // multiple of block_tokens, and always less than prompt.size(), so the last
+    // prompt token is still computed to produce logits).
+    int64_t attach_prefix(SeqId s, std::span<const int32_t> prompt);
+
+    // Registers the sequence's full blocks for prefix sharing. Call once K/V of
+    // every layer have been written for them (the forward pass does, per step).
+    void seal_full_blocks(SeqId s);
+
+    // --- K/V data -----------------------------------------------------------
+    // Stores one position's keys and values for one layer ([n_head_kv*head_dim] each).
+    void write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v);
+
+    // One attention head over positions [0, n_keys) of sequence s:
+    //   out[head_dim] = softmax(q . K_j * scale) . V_j
+    // `scores` is scratch of at least n_keys floats.
+    void attend(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_keys, float scale,
+                float* scores, float* out) const;
+
+    // Reads one position back as floats (tests, debugging).
+    void read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const;
+
+private:
+    struct Seq {
+        bool live = false;
+        std::vector<int32_t> blocks;
+        std::vector<int32_t> tokens;
+        int64_t sealed = 0;               // leading full blocks registered for sharing
+        std::vector<uint64_t> hashes;     // chain hash at the end of each sealed block
+    };
+    struct Block {
+        int32_t refs = 0;
+        bool hashed = false;
+        uint64_t hash = 0;                 // chain hash of every token up to the block's end
+        uint64_t parent = 0;               // chain hash before the block (collision check)
+        std::vector<int32_t> ids;          // the block's tokens while hashed (collision check)
+        std::list<int32_t>::iterator lru;  // valid when refs == 0 && hashed
+    };
+
+    int32_t take_block();                 // from the free list, else recycle the LRU cached block
+    void unref(int32_t b);
+    void unregister(int32_t b);
+    bool detach_last(Seq& q);             // copy-on-write of a partial shared last block
+    int64_t cow_blocks(const Seq& q) const;
+    Seq& seq(SeqId s);
+    const Seq& seq(SeqId s) const;
+    void update_ledger();
+
+    // Addressing inside a block.
+    uint64_t part_offset(int32_t block, int64_t layer, int which, int64_t head) const;  // which: 0 K, 1 V
+    float* scale_at(int32_t block, int64_t layer, int which, int64_t head);
+    float scale_at(int32_t block, int64_t layer, int which, int64_t head) const;
+    void store_row(int32_t block, int64_t layer, int which, int64_t head, int64_t slot, const float* x);
+    void load_row(int32_t block, int64_t layer, int which, int64_t head, int64_t slot, float* x) const;
+
+    KvCacheParams p_;
+    std::unique_ptr<memory::Ledger> own_ledger_;
+    memory::Ledger* ledger_;
+    memory::Tier tier_;
+    memory::AlignedBuffer pool_;
+    uint64_t block_bytes_ = 0;
+    uint64_t data_bytes_ = 0;             // per block, before the scales
+    std::vector<Block> blocks_;
+    std::vector<int32_t> free_;
+    std::list<int32_t> lru_;              // cached unreferenced blocks, oldest first
+    std::unordered_multimap<uint64_t, int32_t> by_hash_;
+    std::vector<Seq> seqs_;
+    std::vector<SeqId> free_seq_ids_;
+    uint64_t prefix_tokens_reused_ = 0;
+};
+
+}  // namespace strata::kv

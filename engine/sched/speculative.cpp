@@ -1,0 +1,172 @@
+#include "sched/speculative.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+#include "model/context.h"
+#include "tokenizer/vocab.h"
+
+namespace strata::sched {
+
+std::string SpeculativeParams::validate() const {
+    if (k_min < 1 || k_max > 64 || k_min > k_max)
+        return "speculative k range " + std::to_string(k_min) + ".." + std::to_string(k_max) + " is invalid (1 <= k_min <= k_max <= 64)";
+    if (k < k_min || k > k_max)
+        return "speculative k " + std::to_string(k) + " is outside " + std::to_string(k_min) + ".." + std::to_string(k_max);
+    return "";
+}
+
+double SpeculativeStats::tokens_per_round() const { return rounds > 0 ? static_cast<double>(generated) / rounds : 0.0; }
+
+std::string vocab_mismatch(const tok::Vocab& a, const tok::Vocab& b) {
+    if (a.n_tokens() != b.n_tokens())
+        return "the vocabularies differ in size (" + std::to_string(a.n_tokens()) + " vs " + std::to_string(b.n_tokens()) + " tokens)";
+    for (int32_t i = 0; i < a.n_tokens(); ++i)
+        if (a.token_text(i) != b.token_text(i)) return "the vocabularies differ at token " + std::to_string(i);
+    return "";
+}
+
+namespace {
+
+// The draft's sampler: the target's filters and temperature without the
+// penalties (their window would have to be rolled back after rejections; the
+// rejection rule is exact for any draft distribution).
+SamplingParams draft_params(const SamplingParams& p) {
+    SamplingParams d = p;
+    d.repeat_penalty = 1.0f;
+    d.presence_penalty = 0.0f;
+    d.frequency_penalty = 0.0f;
+    d.stop.clear();
+    d.seed = p.seed ^ 0x5bd1e995u;
+    return d;
+}
+
+}  // namespace
+
+GenerationResult generate_speculative(model::Context& target, model::Context& draft, const tok::Vocab& vocab,
+                                      const SamplingParams& params, const std::vector<int32_t>& prompt,
+                                      const SpeculativeParams& spec, SpeculativeStats* stats_out,
+                                      const TextSink& sink, const std::atomic<bool>* cancel) {
+    using clock = std::chrono::steady_clock;
+    if (const std::string err = spec.validate(); !err.empty()) throw Error(err);
+    if (target.model().config().n_vocab != draft.model().config().n_vocab)
+        throw Error("the draft model's vocabulary (" + std::to_string(draft.model().config().n_vocab) +
+                    " tokens) differs from the target's (" + std::to_string(target.model().config().n_vocab) + ")");
+    if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
+    if (target.n_past() + static_cast<int64_t>(prompt.size()) >= target.n_ctx()) {
+        throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
+                    std::to_string(target.n_ctx()) + "; shorten the prompt or raise the context size");
+    }
+    const int32_t n_vocab = static_cast<int32_t>(target.model().config().n_vocab);
+    TokenStream stream(vocab, params, n_vocab, prompt, sink);
+    Sampler& ts = stream.sampler();
+    Sampler ds(draft_params(params), n_vocab);
+    const bool greedy = params.greedy();
+    SpeculativeStats st;
+
+    // `seq`: everything accepted so far. The target holds all of it but the
+    // last token; the draft holds some prefix of it.
+    std::vector<int32_t> seq(prompt.begin(), prompt.end());
+    const int64_t base_t = target.n_past();
+    const int64_t base_d = draft.n_past();
+
+    GenerationResult r;
+    r.prompt_tokens = static_cast<int64_t>(prompt.size());
+    const auto t0 = clock::now();
+    const float* logits = target.decode(prompt, false);
+    int32_t last = ts.sample(logits);
+    const auto t_first = clock::now();
+    r.prompt_seconds = std::chrono::duration<double>(t_first - t0).count();
+    bool going = stream.push(last);
+    if (going) seq.push_back(last);
+
+    std::vector<float> q_probs, p_probs(static_cast<size_t>(n_vocab)), resid(static_cast<size_t>(n_vocab));
+    std::vector<int32_t> drafted, verify;
+    int k = spec.k;
+    while (going) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) {
+            stream.stop(FinishReason::Cancelled);
+            break;
+        }
+        const int64_t held = base_t + static_cast<int64_t>(seq.size()) - 1;  // target holds seq minus `last`
+        const int kk = static_cast<int>(std::min<int64_t>(k, target.n_ctx() - held - 1));
+        if (held + 1 > target.n_ctx()) {
+            stream.stop(FinishReason::ContextFull);
+            break;
+        }
+        // 1. Draft kk tokens: catch the draft up on the accepted sequence, then propose.
+        drafted.clear();
+        q_probs.resize(static_cast<size_t>(std::max(kk, 1)) * n_vocab);
+        if (kk > 0) {
+            const int64_t d_have = draft.n_past() - base_d;
+            const int64_t d_keep = std::min<int64_t>(d_have, static_cast<int64_t>(seq.size()) - 1);
+            draft.truncate(base_d + d_keep);
+            std::vector<int32_t> feed(seq.begin() + d_keep, seq.end());
+            const float* dl = draft.decode(feed, false);
+            for (int i = 0; i < kk; ++i) {
+                float* q = q_probs.data() + static_cast<size_t>(i) * n_vocab;
+                ds.distribution(dl, q);
+                const int32_t d = greedy ? static_cast<int32_t>(std::max_element(q, q + n_vocab) - q) : ds.sample_from(q);
+                drafted.push_back(d);
+                if (i + 1 < kk) dl = draft.decode({&d, 1}, false);
+            }
+        }
+        // 2. Verify [last, d_1 .. d_kk] in one target pass: row i predicts the token after position i.
+        verify.assign(1, last);
+        verify.insert(verify.end(), drafted.begin(), drafted.end());
+        const float* rows = target.decode(verify, /*all_logits=*/true);
+        ++st.rounds;
+        st.drafted += kk;
+        // 3. Accept a prefix of the draft, then one token from the target.
+        int accepted = 0;
+        int32_t next = -1;
+        for (int i = 0; i < kk && next < 0; ++i) {
+            const float* row = rows + static_cast<size_t>(i) * n_vocab;
+            const int32_t d = drafted[static_cast<size_t>(i)];
+            if (greedy) {
+                const int32_t t = ts.sample(row);
+                if (t != d) next = t;
+            } else {
+                ts.distribution(row, p_probs.data());
+                const float* q = q_probs.data() + static_cast<size_t>(i) * n_vocab;
+                const double ratio = q[d] > 0.0f ? static_cast<double>(p_probs[d]) / q[d] : 0.0;
+                if (ts.uniform() >= std::min(1.0, ratio)) {
+                    double mass = 0.0;
+                    for (int32_t j = 0; j < n_vocab; ++j) {
+                        resid[j] = std::max(0.0f, p_probs[j] - q[j]);
+                        mass += resid[j];
+                    }
+                    next = mass > 0.0 ? ts.sample_from(resid.data()) : ts.sample_from(p_probs.data());
+                }
+            }
+            if (next >= 0) break;
+            ++accepted;
+            going = stream.push(d);
+            seq.push_back(d);
+            if (!going) break;
+        }
+        st.accepted += accepted;
+        if (going && next < 0) next = ts.sample(rows + static_cast<size_t>(accepted) * n_vocab);  // bonus token
+        // Keep the target's cache to `last` + the accepted drafts.
+        target.truncate(held + 1 + accepted);
+        if (going) {
+            going = stream.push(next);
+            seq.push_back(next);
+            last = next;
+        }
+        if (spec.adaptive && kk > 0) {
+            if (accepted == kk) k = std::min(k + 1, spec.k_max);
+            else if (2 * accepted < kk) k = std::max(k - 1, spec.k_min);
+        }
+    }
+    r.tokens = stream.tokens();
+    r.text = stream.text();
+    r.finish = stream.finish();
+    r.decode_seconds = std::chrono::duration<double>(clock::now() - t_first).count();
+    st.generated = static_cast<int64_t>(r.tokens.size());
+    if (stats_out) *stats_out = st;
+    return r;
+}
+
+}  // namespace strata::sched

@@ -1,0 +1,200 @@
+// The forward pass over the paged KV cache with many sequences in one batch:
+// a token's logits do not depend on what else is in the batch (bit for bit),
+// prefix-shared blocks give the same logits as recomputing them, and int8 K/V
+// stay within a stated tolerance of f32 K/V on the fixtures.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/context.h"
+#include "model/model.h"
+#include "common/error.h"
+#include "reference_files.h"
+#include "test_support.h"
+
+using namespace strata;
+
+namespace {
+
+const std::string kDemo = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+
+const char* kPrompts[] = {
+    "In the beginning God created the heaven and the earth.",
+    "And the LORD spake unto Moses, saying,",
+    "Blessed are the poor in spirit: for theirs is the kingdom of heaven. Blessed are they that mourn:",
+    "Jesus wept.",
+};
+
+std::vector<float> row(const float* p, int64_t n) { return std::vector<float>(p, p + n); }
+
+double std_of(const std::vector<float>& x) {
+    double m = 0, s = 0;
+    for (float v : x) m += v;
+    m /= static_cast<double>(x.size());
+    for (float v : x) s += (v - m) * (v - m);
+    return std::sqrt(s / static_cast<double>(x.size()));
+}
+
+}  // namespace
+
+class TestBatchedForward : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void batch_does_not_change_a_tokens_logits() {
+        auto m = model::Model::load(kDemo);
+        const int64_t V = m->config().n_vocab;
+        std::vector<std::vector<int32_t>> prompts;
+        for (const char* p : kPrompts) prompts.push_back(m->vocab().encode(p, true));
+
+        // Alone: each prompt, then 6 greedy steps, one sequence per context.
+        std::vector<std::vector<std::vector<float>>> alone(prompts.size());
+        std::vector<std::vector<int32_t>> gen(prompts.size());
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            model::Context ctx(*m, model::ContextParams{256, 64, 2});
+            const float* l = ctx.decode(prompts[i], false);
+            alone[i].push_back(row(l, V));
+            for (int s = 0; s < 6; ++s) {
+                const int32_t t = test::argmax(l, V);
+                gen[i].push_back(t);
+                l = ctx.decode({&t, 1}, false);
+                alone[i].push_back(row(l, V));
+            }
+        }
+
+        // Together: one context, four sequences; prompts in one mixed batch
+        // (interleaved chunks), then decode steps of all four at once.
+        model::ContextParams cp{256, 256, 2};
+        cp.kv_block_tokens = 8;
+        model::Context ctx(*m, cp);
+        kv::KvCache& kvc = ctx.kv_cache();
+        std::vector<kv::SeqId> seqs;
+        for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(kvc.create_sequence());
+        std::vector<int32_t> toks;
+        std::vector<kv::SeqId> ids;
+        std::vector<uint8_t> want;
+        for (size_t i = 0; i < prompts.size(); ++i)
+            for (size_t j = 0; j < prompts[i].size(); ++j) {
+                toks.push_back(prompts[i][j]);
+                ids.push_back(seqs[i]);
+                want.push_back(j + 1 == prompts[i].size());
+            }
+        const float* l = ctx.decode_batch(toks, ids, want);
+        for (size_t i = 0; i < prompts.size(); ++i)
+            QVERIFY2(std::memcmp(l + i * V, alone[i][0].data(), V * sizeof(float)) == 0, kPrompts[i]);
+        for (int s = 0; s < 6; ++s) {
+            toks.clear();
+            ids.clear();
+            for (size_t i = 0; i < prompts.size(); ++i) {
+                toks.push_back(gen[i][static_cast<size_t>(s)]);
+                ids.push_back(seqs[i]);
+            }
+            l = ctx.decode_batch(toks, ids);
+            for (size_t i = 0; i < prompts.size(); ++i)
+                QVERIFY2(std::memcmp(l + i * V, alone[i][static_cast<size_t>(s + 1)].data(), V * sizeof(float)) == 0,
+                         qPrintable(QString("prompt %1 step %2").arg(i).arg(s)));
+        }
+        // The default sequence is untouched by the others.
+        QCOMPARE(ctx.n_past(), int64_t{0});
+    }
+
+    void shared_prefix_gives_the_same_logits() {
+        auto m = model::Model::load(kDemo);
+        const int64_t V = m->config().n_vocab;
+        const std::vector<int32_t> sys = m->vocab().encode(
+            "And God said, Let there be light: and there was light. And God saw the light, that it was good:", true);
+        std::vector<int32_t> a = sys, b = sys;
+        for (int32_t t : m->vocab().encode(" and God divided", false)) a.push_back(t);
+        for (int32_t t : m->vocab().encode(" the evening and the morning", false)) b.push_back(t);
+        QVERIFY(sys.size() > 16);
+
+        model::Context fresh(*m, model::ContextParams{256, 256, 2});
+        const std::vector<float> want = row(fresh.decode(b, false), V);
+
+        model::ContextParams cp{256, 256, 2};
+        cp.kv_block_tokens = 8;
+        model::Context ctx(*m, cp);
+        kv::KvCache& kvc = ctx.kv_cache();
+        const kv::SeqId sa = kvc.create_sequence();
+        std::vector<kv::SeqId> ids(a.size(), sa);
+        ctx.decode_batch(a, ids, {});
+        const kv::SeqId sb = kvc.create_sequence();
+        const int64_t reused = kvc.attach_prefix(sb, b);
+        QVERIFY2(reused >= 16, qPrintable(QString::number(reused)));
+        std::vector<int32_t> rest(b.begin() + reused, b.end());
+        std::vector<kv::SeqId> rid(rest.size(), sb);
+        std::vector<uint8_t> w(rest.size(), 0);
+        w.back() = 1;
+        const float* l = ctx.decode_batch(rest, rid, w);
+        QVERIFY(std::memcmp(l, want.data(), V * sizeof(float)) == 0);
+        QVERIFY(kvc.stats().shared_blocks >= 2);
+    }
+
+    void kv_full_is_a_clear_error_that_changes_nothing() {
+        auto m = model::Model::load(kDemo);
+        model::ContextParams cp{256, 256, 2};
+        model::Context ctx(*m, cp);  // its own pool: one sequence of 256 tokens
+        kv::KvCache& kvc = ctx.kv_cache();
+        const kv::SeqId s = kvc.create_sequence();
+        std::vector<int32_t> toks(200, 5);
+        std::vector<kv::SeqId> ids(200, s);
+        ctx.decode_batch(toks, ids, {});
+        std::vector<int32_t> more(100, 7);
+        try {
+            ctx.decode(more, false);
+            QFAIL("expected the KV cache to be full");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("KV cache is full"), e.what());
+        }
+        QCOMPARE(ctx.n_past(), int64_t{0});
+        QCOMPARE(kvc.n_tokens(s), int64_t{200});
+    }
+
+    void int8_kv_close_to_f32() {
+        // Tolerance (stated in README), per-block per-head scales, blocks of 16:
+        // mean |Δlogit| <= 0.04 std(logits) and top-1 agreement >= 0.90 on the
+        // random-weight fixtures (whose routers flip experts on tiny changes,
+        // so their max |Δ| is large: reported, not bounded); on the trained
+        // demo model mean <= 0.01 std and top-1 >= 0.98.
+        STRATA_REQUIRE_FIXTURES();
+        for (const char* name : {"moe-tiny-f32", "qwen2moe-tiny-f32", "stories260K", "demo"}) {
+            const std::string path = std::string(name) == "demo" ? kDemo : test::fixture_path(QString("models/%1.gguf").arg(name));
+            auto m = model::Model::load(path);
+            const int64_t V = m->config().n_vocab;
+            const std::vector<int32_t> toks = m->vocab().encode(
+                "Once upon a time there was a little girl who lived in a village near the forest. "
+                "Whenever she went out, the little girl wore a red riding cloak, so everyone in the village called her",
+                true);
+            model::ContextParams f{256, 256, 2};
+            model::ContextParams q = f;
+            q.kv_type = kv::KvType::Q8;
+            model::Context cf(*m, f), cq(*m, q);
+            const std::vector<float> lf = row(cf.decode(toks, true), static_cast<int64_t>(toks.size()) * V);
+            const std::vector<float> lq = row(cq.decode(toks, true), static_cast<int64_t>(toks.size()) * V);
+            double max_d = 0, sum_d = 0;
+            int same = 0;
+            for (size_t t = 0; t < toks.size(); ++t) {
+                same += test::argmax(lf.data() + t * V, V) == test::argmax(lq.data() + t * V, V);
+                for (int64_t i = 0; i < V; ++i) {
+                    const double d = std::fabs(lf[t * V + i] - lq[t * V + i]);
+                    max_d = std::max(max_d, d);
+                    sum_d += d;
+                }
+            }
+            const double sd = std_of(lf);
+            const double top1 = static_cast<double>(same) / static_cast<double>(toks.size());
+            const double mean_d = sum_d / static_cast<double>(lf.size());
+            qInfo("%s: int8 KV mean|dlogit| %.4f std, max %.4f std, top-1 agreement %.3f over %zu positions", name,
+                  mean_d / sd, max_d / sd, top1, toks.size());
+            const bool demo = std::string(name) == "demo";
+            QVERIFY2(mean_d <= (demo ? 0.01 : 0.04) * sd, name);
+            QVERIFY2(top1 >= (demo ? 0.98 : 0.90), name);
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestBatchedForward)
+#include "test_batched_forward.moc"

@@ -1,0 +1,232 @@
+// The paged KV cache on its own: block accounting in the ledger, F32 exact and
+// Q8 within its stated error, prefix sharing by reference count with
+// copy-on-write, cached prefixes recycled when the pool runs dry, and
+// refusals that change nothing.
+#include <QtTest>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "kv/kv_cache.h"
+#include "memory/ledger.h"
+
+using namespace strata;
+using kv::KvCache;
+using kv::KvCacheParams;
+
+namespace {
+
+KvCacheParams shape(int64_t blocks, kv::KvType type = kv::KvType::F32, int64_t bt = 16) {
+    KvCacheParams p;
+    p.n_layer = 3;
+    p.n_head_kv = 2;
+    p.head_dim = 8;
+    p.block_tokens = bt;
+    p.n_blocks = blocks;
+    p.type = type;
+    return p;
+}
+
+std::vector<int32_t> ids(int n, int start = 0) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    std::iota(v.begin(), v.end(), start);
+    return v;
+}
+
+// Deterministic K/V for (seq-independent) token id, layer: what a model would
+// compute for the same prefix.
+void kv_for(int32_t token, int64_t layer, int64_t pos, float* k, float* v, int64_t dim) {
+    for (int64_t i = 0; i < dim; ++i) {
+        k[i] = std::sin(0.37f * token + 0.11f * layer + 0.05f * i + 0.013f * pos) * (1.0f + (i % 5));
+        v[i] = std::cos(0.21f * token - 0.07f * layer + 0.09f * i) * (0.5f + (i % 3));
+    }
+}
+
+void fill(KvCache& c, kv::SeqId s, int64_t from) {
+    const int64_t dim = c.params().n_head_kv * c.params().head_dim;
+    std::vector<float> k(static_cast<size_t>(dim)), v(static_cast<size_t>(dim));
+    const auto& toks = c.tokens(s);
+    for (int64_t pos = from; pos < static_cast<int64_t>(toks.size()); ++pos)
+        for (int64_t L = 0; L < c.params().n_layer; ++L) {
+            kv_for(toks[static_cast<size_t>(pos)], L, pos, k.data(), v.data(), dim);
+            c.write(s, L, pos, k.data(), v.data());
+        }
+}
+
+float max_error(const KvCache& c, kv::SeqId s) {
+    const int64_t dim = c.params().n_head_kv * c.params().head_dim;
+    std::vector<float> k(static_cast<size_t>(dim)), v(static_cast<size_t>(dim)), ek(k), ev(v);
+    float err = 0.0f;
+    const auto& toks = c.tokens(s);
+    for (int64_t pos = 0; pos < static_cast<int64_t>(toks.size()); ++pos)
+        for (int64_t L = 0; L < c.params().n_layer; ++L) {
+            c.read(s, L, pos, k.data(), v.data());
+            kv_for(toks[static_cast<size_t>(pos)], L, pos, ek.data(), ev.data(), dim);
+            for (int64_t i = 0; i < dim; ++i) err = std::max({err, std::fabs(k[i] - ek[i]), std::fabs(v[i] - ev[i])});
+        }
+    return err;
+}
+
+}  // namespace
+
+class TestKvCache : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void ledger_accounts_every_block() {
+        memory::Ledger ledger;
+        ledger.set_budget(memory::Tier::Fast, 1 << 20);
+        const KvCacheParams p = shape(10);
+        KvCache c(p, &ledger);
+        const uint64_t bb = p.block_bytes();
+        QVERIFY(ledger.reserved(memory::Account::KvPages, memory::Tier::Fast) >= 10 * bb);
+        QCOMPARE(ledger.used(memory::Account::KvPages, memory::Tier::Fast), uint64_t{0});
+        const auto s = c.create_sequence();
+        QVERIFY(c.append(s, ids(17)));  // 2 blocks
+        QCOMPARE(ledger.used(memory::Account::KvPages, memory::Tier::Fast), 2 * bb);
+        c.truncate(s, 16);
+        QCOMPARE(ledger.used(memory::Account::KvPages, memory::Tier::Fast), 1 * bb);
+        c.free_sequence(s);
+        QCOMPARE(ledger.used(memory::Account::KvPages, memory::Tier::Fast), uint64_t{0});
+        QVERIFY(ledger.used(memory::Tier::Fast) <= ledger.reserved(memory::Tier::Fast));
+    }
+
+    void pool_over_budget_is_refused() {
+        memory::Ledger ledger;
+        ledger.set_budget(memory::Tier::Fast, 4096);
+        bool threw = false;
+        try {
+            KvCache c(shape(100), &ledger);
+        } catch (const Error& e) {
+            threw = true;
+            QVERIFY2(QString(e.what()).contains("kv.pages"), e.what());
+        }
+        QVERIFY(threw);
+        QCOMPARE(ledger.reserved(memory::Tier::Fast), uint64_t{0});
+    }
+
+    void bad_params() {
+        KvCacheParams p = shape(0);
+        QVERIFY(!p.validate().empty());
+        p = shape(4, kv::KvType::F32, 0);
+        QVERIFY(!p.validate().empty());
+        QVERIFY_THROWS_EXCEPTION(Error, kv::parse_kv_type("fp8"));
+        QCOMPARE(kv::parse_kv_type("int8"), kv::KvType::Q8);
+    }
+
+    void f32_round_trip_is_exact() {
+        KvCache c(shape(8));
+        const auto s = c.create_sequence();
+        QVERIFY(c.append(s, ids(40, 3)));
+        fill(c, s, 0);
+        QCOMPARE(max_error(c, s), 0.0f);
+    }
+
+    void q8_error_within_one_step_of_block_absmax() {
+        KvCache c(shape(8, kv::KvType::Q8));
+        const auto s = c.create_sequence();
+        QVERIFY(c.append(s, ids(40, 3)));
+        fill(c, s, 0);
+        // Values reach |5|: one int8 step of a block whose absmax is 5 is
+        // 5/127; requantizing on growth adds at most another half step.
+        const float err = max_error(c, s);
+        QVERIFY2(err <= 5.0f / 127.0f, qPrintable(QString::number(err)));
+        QVERIFY(err > 0.0f);
+        QVERIFY(shape(8, kv::KvType::Q8).block_bytes() * 3 < shape(8).block_bytes());
+    }
+
+    void append_without_room_changes_nothing() {
+        KvCache c(shape(2));
+        const auto a = c.create_sequence();
+        QVERIFY(c.append(a, ids(20)));
+        const auto b = c.create_sequence();
+        QVERIFY(!c.append(b, ids(17)));  // needs 2, 0 left after a's 2
+        QCOMPARE(c.n_tokens(b), int64_t{0});
+        QCOMPARE(c.blocks_needed(a, 12), int64_t{0});
+        QVERIFY(c.append(a, ids(12)));
+        QVERIFY(!c.append(a, ids(1)));
+        QCOMPARE(c.n_tokens(a), int64_t{32});
+    }
+
+    void prefix_is_shared_by_reference() {
+        KvCache c(shape(8));
+        const auto a = c.create_sequence();
+        const auto prompt = ids(40, 100);
+        QVERIFY(c.append(a, prompt));
+        fill(c, a, 0);
+        c.seal_full_blocks(a);
+        const auto b = c.create_sequence();
+        std::vector<int32_t> pb = prompt;
+        pb.push_back(7);
+        QCOMPARE(c.attach_prefix(b, pb), int64_t{32});  // two full blocks
+        QCOMPARE(c.stats().shared_blocks, int64_t{2});
+        QVERIFY(c.append(b, std::span<const int32_t>(pb).subspan(32)));
+        fill(c, b, 32);
+        QCOMPARE(max_error(c, b), 0.0f);
+        // A prompt that differs inside the second block shares only the first.
+        const auto d = c.create_sequence();
+        std::vector<int32_t> pd = prompt;
+        pd[20] = 9999;
+        QCOMPARE(c.attach_prefix(d, pd), int64_t{16});
+        // Never the whole prompt: its last token must still be computed.
+        const auto e = c.create_sequence();
+        QCOMPARE(c.attach_prefix(e, std::span<const int32_t>(prompt).first(32)), int64_t{16});
+        c.free_sequence(a);
+        QCOMPARE(max_error(c, b), 0.0f);  // b still holds the shared blocks
+        QCOMPARE(c.stats().prefix_tokens_reused, uint64_t{64});
+    }
+
+    void truncating_into_a_shared_block_copies_before_writing() {
+        KvCache c(shape(8));
+        const auto a = c.create_sequence();
+        QVERIFY(c.append(a, ids(32, 50)));
+        fill(c, a, 0);
+        c.seal_full_blocks(a);
+        const auto b = c.create_sequence();
+        QCOMPARE(c.attach_prefix(b, ids(33, 50)), int64_t{32});
+        c.truncate(b, 20);                     // inside a's second block
+        QCOMPARE(c.blocks_needed(b, 1), int64_t{1});  // the copy
+        std::vector<int32_t> more{1, 2, 3};
+        QVERIFY(c.append(b, more));
+        fill(c, b, 20);
+        QCOMPARE(max_error(c, a), 0.0f);       // a's block untouched
+        QCOMPARE(max_error(c, b), 0.0f);
+    }
+
+    void cached_prefixes_survive_until_the_pool_runs_dry() {
+        KvCache c(shape(4));
+        const auto a = c.create_sequence();
+        QVERIFY(c.append(a, ids(33, 10)));
+        fill(c, a, 0);
+        c.seal_full_blocks(a);
+        c.free_sequence(a);
+        QCOMPARE(c.stats().cached_blocks, int64_t{2});
+        QCOMPARE(c.available_blocks(), int64_t{4});
+        // The next request with the same start reuses them.
+        const auto b = c.create_sequence();
+        QCOMPARE(c.attach_prefix(b, ids(40, 10)), int64_t{32});
+        QCOMPARE(max_error(c, b), 0.0f);
+        c.free_sequence(b);
+        // A request that needs the whole pool recycles them.
+        const auto d = c.create_sequence();
+        QVERIFY(c.append(d, ids(64, 500)));
+        QCOMPARE(c.stats().cached_blocks, int64_t{0});
+        const auto e = c.create_sequence();
+        QCOMPARE(c.attach_prefix(e, ids(40, 10)), int64_t{0});
+    }
+
+    void unknown_sequence_is_an_error() {
+        KvCache c(shape(2));
+        QVERIFY_THROWS_EXCEPTION(Error, c.n_tokens(3));
+        const auto s = c.create_sequence();
+        c.free_sequence(s);
+        QVERIFY_THROWS_EXCEPTION(Error, c.append(s, ids(1)));
+        QVERIFY_THROWS_EXCEPTION(Error, c.truncate(c.create_sequence(), 5));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestKvCache)
+#include "test_kv_cache.moc"

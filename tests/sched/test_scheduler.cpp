@@ -1,0 +1,250 @@
+// Continuous batching on the demo model: many concurrent requests of mixed
+// lengths each give exactly what they give alone; KV exhaustion makes requests
+// wait or be preempted and recomputed, never fail, with the ledger holding;
+// cancellation at any point; priorities; prefix sharing; clear errors.
+#include <QtTest>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "core/engine.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "sched/generator.h"
+#include "sched/scheduler.h"
+
+using namespace strata;
+
+namespace {
+
+const std::string kDemo = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+
+const char* kTexts[] = {
+    "In the beginning God created the heaven and the earth.",
+    "And the LORD spake unto Moses, saying,",
+    "Blessed are the poor in spirit: for theirs is the kingdom of heaven.",
+    "Jesus wept.",
+    "The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures:",
+    "And it came to pass",
+    "Now the serpent was more subtil than any beast of the field which the LORD God had made.",
+    "Honour thy father and thy mother:",
+};
+
+struct Job {
+    std::vector<int32_t> prompt;
+    sched::SamplingParams params;
+};
+
+// Mixed lengths: prompts of 3..~70 tokens (texts joined), 4..40 new tokens.
+std::vector<Job> make_jobs(const tok::Vocab& vocab, int n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<Job> jobs;
+    for (int i = 0; i < n; ++i) {
+        std::string text;
+        const int parts = 1 + static_cast<int>(rng() % 3);
+        for (int p = 0; p < parts; ++p) text += std::string(p ? " " : "") + kTexts[rng() % std::size(kTexts)];
+        Job j;
+        j.prompt = vocab.encode(text, true);
+        if (rng() % 4 == 0 && j.prompt.size() > 4) j.prompt.resize(3 + rng() % (j.prompt.size() - 3));
+        j.params.temperature = 0.0f;
+        j.params.max_tokens = 4 + static_cast<int32_t>(rng() % 37);
+        jobs.push_back(std::move(j));
+    }
+    return jobs;
+}
+
+std::vector<int32_t> alone(model::Context& ctx, const tok::Vocab& vocab, const Job& j) {
+    ctx.clear();
+    return sched::generate(ctx, vocab, j.params, j.prompt).tokens;
+}
+
+}  // namespace
+
+class TestScheduler : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void sixty_four_concurrent_requests_equal_alone() {
+        auto m = model::Model::load(kDemo);
+        const auto jobs = make_jobs(m->vocab(), 64, 1);
+        model::Context solo(*m, model::ContextParams{256, 64, 2});
+        std::vector<std::vector<int32_t>> want;
+        for (const Job& j : jobs) want.push_back(alone(solo, m->vocab(), j));
+
+        model::ContextParams cp{256, 256, 2};
+        kv::KvCacheParams kp;
+        kp.n_layer = m->config().n_layer;
+        kp.n_head_kv = m->config().n_head_kv;
+        kp.head_dim = m->config().head_dim;
+        kp.n_blocks = 64 * 8;  // 8192 tokens: room for all
+        kv::KvCache kvc(kp);
+        model::Context ctx(*m, cp, nullptr, nullptr, &kvc);
+        sched::SchedulerConfig sc;
+        sc.max_batch = 64;
+        sched::Scheduler s(ctx, m->vocab(), sc);
+        std::map<int64_t, size_t> index;
+        std::map<int64_t, sched::RequestResult> got;
+        for (size_t i = 0; i < jobs.size(); ++i)
+            index[s.submit(jobs[i].prompt, jobs[i].params, 0, {}, [&](const sched::RequestResult& r) { got[r.id] = r; })] = i;
+        s.run();
+        QCOMPARE(got.size(), jobs.size());
+        for (const auto& [id, r] : got) QCOMPARE(r.tokens, want[index[id]]);
+        QVERIFY(s.stats().steps < s.stats().tokens_generated / 4);  // batched, not one at a time
+        QCOMPARE(kvc.stats().used_blocks, int64_t{0});              // every block released
+    }
+
+    void kv_exhaustion_waits_or_preempts_and_the_ledger_holds() {
+        EngineSettings es;
+        es.kv_tokens = 20 * 16;  // 20 blocks for 16 requests of up to ~110 tokens
+        es.n_ctx = 256;
+        es.threads = 2;
+        es.fast_budget = 256ull << 20;
+        auto eng = core::Engine::load(kDemo, es);
+        const auto& vocab = eng->vocab();
+        const auto jobs = make_jobs(vocab, 16, 2);
+        model::Context solo(eng->model(), model::ContextParams{256, 64, 2});
+        std::vector<std::vector<int32_t>> want;
+        for (const Job& j : jobs) want.push_back(alone(solo, vocab, j));
+
+        sched::SchedulerConfig sc;
+        sc.max_batch = 16;
+        sched::Scheduler s(eng->context(), vocab, sc);
+        std::map<int64_t, size_t> index;
+        std::map<int64_t, sched::RequestResult> got;
+        for (size_t i = 0; i < jobs.size(); ++i)
+            index[s.submit(jobs[i].prompt, jobs[i].params, 0, {}, [&](const sched::RequestResult& r) { got[r.id] = r; })] = i;
+        const memory::Ledger& ledger = eng->ledger();
+        const uint64_t kv_reserved = ledger.reserved(memory::Account::KvPages, memory::Tier::Fast);
+        while (s.step()) {
+            QVERIFY(ledger.used(memory::Account::KvPages, memory::Tier::Fast) <= kv_reserved);
+            QVERIFY(ledger.reserved(memory::Tier::Fast) <= es.fast_budget);
+        }
+        QCOMPARE(got.size(), jobs.size());
+        for (const auto& [id, r] : got) {
+            QVERIFY2(r.finish != sched::FinishReason::ContextFull, "a request failed for want of KV blocks");
+            QCOMPARE(r.tokens, want[index[id]]);
+        }
+        QVERIFY2(s.stats().preemptions > 0, "the test should exercise preemption");
+        QCOMPARE(eng->kv_cache().stats().used_blocks, int64_t{0});
+    }
+
+    void a_request_larger_than_the_whole_cache_ends_with_a_reason() {
+        auto m = model::Model::load(kDemo);
+        kv::KvCacheParams kp;
+        kp.n_layer = m->config().n_layer;
+        kp.n_head_kv = m->config().n_head_kv;
+        kp.head_dim = m->config().head_dim;
+        kp.n_blocks = 2;
+        kv::KvCache kvc(kp);
+        model::Context ctx(*m, model::ContextParams{256, 64, 2}, nullptr, nullptr, &kvc);
+        sched::Scheduler s(ctx, m->vocab(), {});
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 100;
+        sched::RequestResult res;
+        s.submit(m->vocab().encode(kTexts[0], true), p, 0, {}, [&](const sched::RequestResult& r) { res = r; });
+        s.run();
+        QCOMPARE(res.finish, sched::FinishReason::ContextFull);
+        QVERIFY(res.tokens.size() > 0);  // it generated until the cache was full
+    }
+
+    void cancellation_at_any_time() {
+        auto m = model::Model::load(kDemo);
+        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        // Own pool holds one sequence of 256: 16 blocks, enough for a few short requests.
+        sched::SchedulerConfig sc;
+        sc.max_batch = 2;
+        sched::Scheduler s(ctx, m->vocab(), sc);
+        sched::SamplingParams p;
+        p.temperature = 0.7f;
+        p.max_tokens = 60;
+        std::map<int64_t, sched::RequestResult> got;
+        std::vector<int64_t> ids;
+        for (int i = 0; i < 5; ++i)
+            ids.push_back(s.submit(m->vocab().encode(kTexts[i], true), p, 0, {},
+                                   [&](const sched::RequestResult& r) { got[r.id] = r; }));
+        s.cancel(ids[4]);          // waiting
+        s.step();
+        s.step();
+        s.cancel(ids[0]);          // running
+        s.cancel(12345);           // unknown: ignored
+        s.run();
+        QCOMPARE(got.size(), size_t{5});
+        QCOMPARE(got[ids[4]].finish, sched::FinishReason::Cancelled);
+        QCOMPARE(got[ids[4]].tokens.size(), size_t{0});
+        QCOMPARE(got[ids[0]].finish, sched::FinishReason::Cancelled);
+        for (int i = 1; i < 4; ++i) QVERIFY(got[ids[i]].finish != sched::FinishReason::Cancelled);
+        QCOMPARE(ctx.kv_cache().stats().used_blocks, int64_t{0});
+    }
+
+    void priority_goes_first_and_long_sequences_yield() {
+        auto m = model::Model::load(kDemo);
+        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        sched::SchedulerConfig sc;
+        sc.max_batch = 1;
+        sc.group_by_experts = false;
+        sched::Scheduler s(ctx, m->vocab(), sc);
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 3;
+        std::vector<int64_t> order;
+        auto done = [&](const sched::RequestResult& r) { order.push_back(r.id); };
+        const int64_t low = s.submit(m->vocab().encode(kTexts[0], true), p, 0, {}, done);
+        const int64_t high = s.submit(m->vocab().encode(kTexts[1], true), p, 5, {}, done);
+        s.run();
+        QCOMPARE(order, (std::vector<int64_t>{high, low}));
+
+        sched::SchedulerConfig lc = sc;
+        lc.long_threshold = 20;
+        sched::Scheduler s2(ctx, m->vocab(), lc);
+        order.clear();
+        const int64_t lng = s2.submit(m->vocab().encode(kTexts[6], true), p, 0, {}, done);  // > 20 tokens
+        const int64_t shrt = s2.submit(m->vocab().encode(kTexts[3], true), p, 0, {}, done);
+        s2.run();
+        QCOMPARE(order, (std::vector<int64_t>{shrt, lng}));
+    }
+
+    void same_system_prompt_shares_kv_blocks() {
+        auto m = model::Model::load(kDemo);
+        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        sched::Scheduler s(ctx, m->vocab(), {});
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 5;
+        const std::string sys = std::string(kTexts[4]) + " " + kTexts[6];
+        std::vector<sched::RequestResult> res;
+        auto done = [&](const sched::RequestResult& r) { res.push_back(r); };
+        s.submit(m->vocab().encode(sys + " And", true), p, 0, {}, done);
+        s.run();
+        s.submit(m->vocab().encode(sys + " Then", true), p, 0, {}, done);
+        s.run();
+        QCOMPARE(res.size(), size_t{2});
+        QCOMPARE(res[0].prefix_reused, int64_t{0});
+        QVERIFY2(res[1].prefix_reused >= 32, qPrintable(QString::number(res[1].prefix_reused)));
+        model::Context solo(*m, model::ContextParams{256, 64, 2});
+        QCOMPARE(res[1].tokens, sched::generate(solo, m->vocab(), p, m->vocab().encode(sys + " Then", true)).tokens);
+    }
+
+    void bad_requests_and_config_are_clear_errors() {
+        auto m = model::Model::load(kDemo);
+        model::Context ctx(*m, model::ContextParams{64, 64, 2});
+        sched::SchedulerConfig bad;
+        bad.max_batch = 0;
+        QVERIFY_THROWS_EXCEPTION(Error, sched::Scheduler(ctx, m->vocab(), bad));
+        sched::Scheduler s(ctx, m->vocab(), {});
+        sched::SamplingParams p;
+        QVERIFY_THROWS_EXCEPTION(Error, s.submit({}, p));
+        QVERIFY_THROWS_EXCEPTION(Error, s.submit(std::vector<int32_t>(64, 5), p));
+        QVERIFY_THROWS_EXCEPTION(Error, s.submit({1, 99999}, p));
+        sched::SamplingParams badp;
+        badp.top_p = 2.0f;
+        QVERIFY_THROWS_EXCEPTION(Error, s.submit({1, 2}, badp));
+        QVERIFY(s.idle());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestScheduler)
+#include "test_scheduler.moc"

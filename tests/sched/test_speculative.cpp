@@ -1,0 +1,174 @@
+// Speculative decoding on the demo model with self-drafts (the same weights
+// with fewer experts or fewer layers): at temperature 0 the output equals
+// plain decoding token for token; at temperature > 0 the distribution of the
+// generated tokens matches plain sampling (and would not with a broken
+// acceptance rule); vocabulary mismatches and bad k are clear errors.
+#include <QtTest>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "sched/generator.h"
+#include "sched/speculative.h"
+#include "test_support.h"
+
+using namespace strata;
+
+namespace {
+
+const std::string kDemo = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+
+const char* kTexts[] = {
+    "In the beginning God created the heaven and the earth.",
+    "And the LORD spake unto Moses, saying,",
+    "Blessed are the poor in spirit: for theirs is the kingdom of heaven.",
+    "The LORD is my shepherd; I shall not want.",
+};
+
+model::ContextParams draft_params(int64_t layers, int64_t experts) {
+    model::ContextParams p{256, 64, 2};
+    p.max_layers = layers;
+    p.n_expert_used = experts;
+    return p;
+}
+
+// Total variation distance between two empirical distributions.
+double tv(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b, int n) {
+    std::map<int32_t, double> d;
+    for (const auto& [k, v] : a) d[k] += static_cast<double>(v) / n;
+    for (const auto& [k, v] : b) d[k] -= static_cast<double>(v) / n;
+    double s = 0;
+    for (const auto& [k, v] : d) s += std::fabs(v);
+    return s / 2;
+}
+
+}  // namespace
+
+class TestSpeculative : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void greedy_output_equals_plain_decoding() {
+        auto m = model::Model::load(kDemo);
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 64;
+        for (auto [layers, experts] : {std::pair<int64_t, int64_t>{0, 1}, {4, 0}, {2, 1}}) {
+            for (int k : {1, 3, 6}) {
+                double acc_sum = 0;
+                for (const char* text : kTexts) {
+                    const auto prompt = m->vocab().encode(text, true);
+                    model::Context plain(*m, model::ContextParams{256, 64, 2});
+                    const auto want = sched::generate(plain, m->vocab(), p, prompt);
+                    model::Context target(*m, model::ContextParams{256, 64, 2});
+                    model::Context draft(*m, draft_params(layers, experts));
+                    sched::SpeculativeParams sp;
+                    sp.k = k;
+                    sp.k_max = std::max(8, k);
+                    sched::SpeculativeStats st;
+                    const auto got = sched::generate_speculative(target, draft, m->vocab(), p, prompt, sp, &st);
+                    QCOMPARE(got.tokens, want.tokens);
+                    QCOMPARE(got.text, want.text);
+                    QCOMPARE(got.finish, want.finish);
+                    QVERIFY(st.rounds > 0 && st.rounds < static_cast<int64_t>(got.tokens.size()) + 1);
+                    acc_sum += st.acceptance();
+                }
+                qInfo("draft layers=%lld experts=%lld k=%d: mean acceptance %.3f", static_cast<long long>(layers),
+                      static_cast<long long>(experts), k, acc_sum / std::size(kTexts));
+            }
+        }
+    }
+
+    void sampling_keeps_the_target_distribution() {
+        // The distribution of the first three generated tokens (top-k 2: at
+        // most 8 outcomes) over many seeds, speculative vs plain sampling.
+        // With a deliberately poor draft (2 layers, 1 expert) most draft
+        // tokens are rejected and resampled, so a wrong rule would show; the
+        // draft's own distribution is far off. Expected sampling noise in the
+        // TV distance is ~0.05.
+        auto m = model::Model::load(kDemo);
+        const auto prompt = m->vocab().encode("And God said,", true);
+        sched::SamplingParams p;
+        p.temperature = 1.0f;
+        p.top_k = 2;
+        p.top_p = 1.0f;
+        p.min_p = 0.0f;
+        p.max_tokens = 3;
+        const int n = 1000;
+        // Outcomes are indexed by first appearance, so the map keys stay small.
+        std::map<std::vector<int32_t>, int32_t> outcome;
+        auto key = [&](const std::vector<int32_t>& t) {
+            return outcome.emplace(t, static_cast<int32_t>(outcome.size())).first->second;
+        };
+        model::Context plain(*m, model::ContextParams{256, 64, 2});
+        std::map<int32_t, int> plain_hist;
+        for (int i = 0; i < n; ++i) {
+            p.seed = 1000 + static_cast<uint64_t>(i);
+            plain.clear();
+            const auto a = sched::generate(plain, m->vocab(), p, prompt);
+            if (a.tokens.size() == 3) ++plain_hist[key(a.tokens)];
+        }
+        // A poor draft (most tokens rejected and resampled) and a good one
+        // (most accepted): both paths of the rule.
+        for (auto [layers, experts] : {std::pair<int64_t, int64_t>{2, 1}, {0, 1}}) {
+            model::Context target(*m, model::ContextParams{256, 64, 2});
+            model::Context draft(*m, draft_params(layers, experts));
+            sched::SpeculativeParams sp;
+            sp.k = 3;
+            sp.adaptive = false;
+            std::map<int32_t, int> spec_hist, draft_only_hist;
+            int64_t drafted = 0, accepted = 0;
+            for (int i = 0; i < n; ++i) {
+                p.seed = 5000 + static_cast<uint64_t>(i);
+                target.clear();
+                draft.clear();
+                sched::SpeculativeStats st;
+                const auto b = sched::generate_speculative(target, draft, m->vocab(), p, prompt, sp, &st);
+                if (b.tokens.size() == 3) ++spec_hist[key(b.tokens)];
+                drafted += st.drafted;
+                accepted += st.accepted;
+                draft.clear();
+                const auto c = sched::generate(draft, m->vocab(), p, prompt);  // the draft's own distribution
+                if (c.tokens.size() == 3) ++draft_only_hist[key(c.tokens)];
+            }
+            const double d_spec = tv(plain_hist, spec_hist, n);
+            const double d_draft = tv(plain_hist, draft_only_hist, n);
+            qInfo("draft layers=%lld experts=%lld: TV(plain, speculative) = %.3f; TV(plain, draft alone) = %.3f; "
+                  "acceptance %.3f", static_cast<long long>(layers), static_cast<long long>(experts), d_spec, d_draft,
+                  static_cast<double>(accepted) / drafted);
+            QVERIFY2(d_spec < 0.1, qPrintable(QString::number(d_spec)));
+            QVERIFY2(d_draft > 3 * d_spec, "the draft must differ from the target for this test to mean anything");
+        }
+    }
+
+    void mismatched_vocabulary_and_bad_k_are_errors() {
+        auto m = model::Model::load(kDemo);
+        model::Context target(*m, model::ContextParams{256, 64, 2});
+        model::Context draft(*m, model::ContextParams{256, 64, 2});
+        sched::SamplingParams p;
+        sched::SpeculativeParams bad;
+        bad.k = 0;
+        QVERIFY_THROWS_EXCEPTION(Error, sched::generate_speculative(target, draft, m->vocab(), p, {1, 2}, bad));
+        QVERIFY_THROWS_EXCEPTION(Error, model::Context(*m, draft_params(99, 0)));
+        QVERIFY_THROWS_EXCEPTION(Error, model::Context(*m, draft_params(0, 5)));
+        STRATA_REQUIRE_FIXTURES();
+        auto other = model::Model::load(test::fixture_path("models/moe-tiny-f32.gguf"));
+        model::Context od(*other, model::ContextParams{256, 64, 2});
+        try {
+            sched::generate_speculative(target, od, m->vocab(), p, {1, 2}, {});
+            QFAIL("expected a vocabulary mismatch");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("vocabulary"), e.what());
+        }
+        QVERIFY(!sched::vocab_mismatch(m->vocab(), other->vocab()).empty());
+        QVERIFY(sched::vocab_mismatch(m->vocab(), m->vocab()).empty());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestSpeculative)
+#include "test_speculative.moc"
