@@ -26,6 +26,9 @@ int cmd_plan(int argc, char** argv) {
     a.option("--transfer-buffers", "", "N", "staging slots for in-flight expert loads while prefetching", "2");
     a.flag("--no-prefetch", "plan without prefetch (no transfer buffers)");
     a.option("--runtime-reserve", "", "SIZE", "fast bytes kept for the runtime (allocator slack, stacks)", "64M");
+    a.option("--kv-tokens", "", "N", "paged KV cache size in tokens over all sequences (0: one context)", "0");
+    a.option("--kv-block", "", "N", "KV block size in tokens", "16");
+    a.option("--kv-type", "", "T", "KV element type: f32 or q8", "f32");
     a.flag("--json", "print one JSON object instead of the table");
     add_context_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
@@ -61,6 +64,13 @@ int cmd_plan(int argc, char** argv) {
     s.n_ctx = cp.n_ctx;
     s.n_batch = cp.n_batch;
     s.threads = cp.n_threads;
+    s.kv_tokens = a.integer("--kv-tokens", 0, int64_t{1} << 30);
+    s.kv_block_tokens = a.integer("--kv-block", 1, 4096);
+    try {
+        s.kv_type = kv::parse_kv_type(a.str("--kv-type"));
+    } catch (const Error& e) {
+        throw UsageError(std::string("option --kv-type: ") + e.what());
+    }
 
     auto m = model::Model::load(a.pos("MODEL"));
     memory::Plan p;

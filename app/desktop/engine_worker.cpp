@@ -22,23 +22,6 @@ using clock_type = std::chrono::steady_clock;
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
-// As Engine::load plans (engine.cpp): O_DIRECT reads land in their slots, no
-// staging buffers on the CPU tier pair.
-memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
-    memory::PlanSettings p;
-    p.fast_budget = s.fast_budget;
-    p.slow_budget = s.slow_budget;
-    p.expert_cache_fraction = s.expert_cache_fraction;
-    p.expert_slots = s.expert_slots;
-    p.pinned_experts = pinned;
-    p.n_ctx = s.n_ctx;
-    p.n_batch = s.n_batch;
-    p.threads = s.threads;
-    p.prefetch = s.prefetch;
-    p.transfer_buffers = 0;
-    return p;
-}
-
 QVariantMap plan_to_map(const memory::Plan& p) {
     QVariantMap m;
     m[QStringLiteral("fits")] = p.fits;
@@ -102,7 +85,7 @@ QVariantMap plan_model(const QString& path, const EngineSettings& settings) {
     auto m = model::Model::load(path.toStdString(), /*random_access=*/true);
     int64_t pinned = 0;
     if (!settings.pin_file.empty()) pinned = static_cast<int64_t>(core::read_pin_file(settings.pin_file, *m).size());
-    const memory::Plan p = memory::make_plan(*m, plan_settings(settings, pinned));
+    const memory::Plan p = memory::make_plan(*m, core::plan_settings(settings, pinned));
     QVariantMap out = plan_to_map(p);
     out[QStringLiteral("info")] = model_info(*m);
     out[QStringLiteral("path")] = path;

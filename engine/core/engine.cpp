@@ -76,8 +76,6 @@ std::vector<experts::ExpertKey> read_pin_file(const std::string& path, const mod
     return keys;
 }
 
-namespace {
-
 memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
     memory::PlanSettings p;
     p.fast_budget = s.fast_budget;
@@ -98,7 +96,6 @@ memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
     return p;
 }
 
-}  // namespace
 
 std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettings& settings, const LoadProgress& progress) {
     if (const std::string err = settings.validate(); !err.empty()) throw Error("invalid setting: " + err);

@@ -117,6 +117,10 @@ private:
     experts::ExpertStoreStats last_stats_{};
 };
 
+// The plan settings Engine::load uses for these engine settings and this many
+// pinned experts (so the app and the CLI show the plan the engine will make).
+memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned_experts);
+
 // Reads a calibration file (strata-cli calibrate) and returns the pinned
 // experts as keys (layer * n_expert + expert). Throws strata::Error for an
 // unreadable file or one made for another model.
