@@ -75,6 +75,7 @@ void add_serving_options(Args& a) {
     a.option("--requests", "", "R", "serving benchmark: requests in all (default 4 x concurrency)");
     a.option("--gen-len", "", "G", "serving benchmark: tokens generated per request (end-of-text ignored)", "64");
     a.option("--group", "", "on|off", "serving: admit requests by predicted expert overlap", "on");
+    a.option("--arrival", "", "closed|burst", "serving: keep C in flight (closed) or queue all R at once (burst)", "closed");
     a.option("--draft", "", "D", "speculative decoding: a GGUF with the same vocabulary, or self:layers=N,experts=K");
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
 }
@@ -88,6 +89,8 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
     const int64_t glen = a.integer("--gen-len", 1, 1 << 20);
     const std::string group = a.str("--group");
     if (group != "on" && group != "off") throw UsageError("--group: expected on or off, got '" + group + "'");
+    const std::string arrival = a.str("--arrival");
+    if (arrival != "closed" && arrival != "burst") throw UsageError("--arrival: expected closed or burst, got '" + arrival + "'");
     const bool spec = a.has("--draft");
     if (spec && conc != 1) throw UsageError("--draft runs requests one at a time: use --concurrency 1 (or omit it)");
     // A KV pool that holds every request in flight, unless the user sized it.
@@ -148,7 +151,8 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
             generated += static_cast<int64_t>(r.tokens.size());
             if (submitted < n_req) submit_next();
         };
-        for (int64_t i = 0; i < std::min(conc, n_req); ++i) submit_next();
+        const int64_t first_wave = arrival == "burst" ? n_req : std::min(conc, n_req);
+        for (int64_t i = 0; i < first_wave; ++i) submit_next();
         sch.run();
         forwarded = sch.stats().tokens_forwarded;
         steps = sch.stats().steps;
@@ -210,7 +214,7 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
     std::ostringstream js;
     js.precision(6);
     js << "{\"model\": \"" << json_escape(a.pos("MODEL")) << "\", \"mode\": \"" << (spec ? "speculative" : "batched")
-       << "\", \"concurrency\": " << conc << ", \"requests\": " << n_req << ", \"prompt_len\": " << plen
+       << "\", \"arrival\": \"" << arrival << "\", \"concurrency\": " << conc << ", \"requests\": " << n_req << ", \"prompt_len\": " << plen
        << ", \"gen_len\": " << glen << ", \"threads\": " << settings.threads << ", \"machine_read_gbs\": " << read_gbs
        << ", \"throughput_tok_s\": " << generated / wall << ", \"tokens_generated\": " << generated
        << ", \"tokens_forwarded\": " << forwarded << ", \"forward_passes\": " << steps

@@ -137,6 +137,15 @@ int cmd_bench(int argc, char** argv) {
     const model::Model::Sizes sz = m.sizes();
     const double decode_tok_s = n_decode / decode_s;
     const double prefill_tok_s = prompt_len / prefill_s;
+    // Prefill work: every prompt token through every matrix it uses (the
+    // embedding is a lookup, the output head runs for the last token only),
+    // plus causal attention (QK^T and PV over the positions so far).
+    const model::ModelConfig& mc = m.config();
+    const double head_params = static_cast<double>(mc.n_vocab) * static_cast<double>(mc.n_embd);
+    const double P = static_cast<double>(prompt_len);
+    const double head_copies = m.weights().output_tied ? 1.0 : 2.0;  // embedding (+ separate output head)
+    const double prefill_flops = 2.0 * (static_cast<double>(sz.params_active) - head_copies * head_params) * P + 2.0 * head_params +
+                                 4.0 * static_cast<double>(mc.n_layer * mc.n_head * mc.head_dim) * P * (P + 1.0) / 2.0;
     const double achieved_gbs = static_cast<double>(sz.bytes_active) * decode_tok_s / 1e9;
     const uint64_t demanded = s1.demanded - s0.demanded;
     const double hit_rate = demanded ? double(s1.hits - s0.hits) / double(demanded) : 1.0;
@@ -155,7 +164,8 @@ int cmd_bench(int argc, char** argv) {
     js.precision(6);
     js << "{\"model\": \"" << json_escape(a.pos("MODEL")) << "\", \"threads\": " << threads
        << ", \"prompt_tokens\": " << prompt_len << ", \"decode_tokens\": " << n_decode
-       << ", \"prefill_tok_s\": " << prefill_tok_s << ", \"decode_tok_s\": " << decode_tok_s
+       << ", \"prefill_tok_s\": " << prefill_tok_s << ", \"prefill_gflops\": " << prefill_flops / prefill_s / 1e9
+       << ", \"prefill_vs_decode\": " << prefill_tok_s / decode_tok_s << ", \"decode_tok_s\": " << decode_tok_s
        << ", \"active_weight_bytes_per_token\": " << sz.bytes_active << ", \"machine_read_gbs\": " << read_gbs
        << ", \"achieved_read_gbs\": " << achieved_gbs << ", \"roofline_fraction\": " << achieved_gbs / read_gbs
        << ", \"expert_slots\": " << slots << ", \"experts_total\": " << experts_total
@@ -173,7 +183,8 @@ int cmd_bench(int argc, char** argv) {
         return 0;
     }
     std::printf("model               %s\n", a.pos("MODEL").c_str());
-    std::printf("prefill             %.1f tok/s (%lld tokens)\n", prefill_tok_s, static_cast<long long>(prompt_len));
+    std::printf("prefill             %.1f tok/s (%lld tokens), %.1f GFLOP/s, %.2fx decode\n", prefill_tok_s,
+                static_cast<long long>(prompt_len), prefill_flops / prefill_s / 1e9, prefill_tok_s / decode_tok_s);
     std::printf("decode              %.1f tok/s (%lld tokens)\n", decode_tok_s, static_cast<long long>(n_decode));
     std::printf("roofline            %.1f%% (%.2f GB/s of %.2f GB/s measured, %s per token)\n",
                 100.0 * achieved_gbs / read_gbs, achieved_gbs, read_gbs, human_bytes(sz.bytes_active).c_str());

@@ -79,27 +79,65 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         else if (group == QLatin1String("policy")) settings_->set_error(QStringLiteral("policy"), msg);
         else if (group == QLatin1String("pins")) settings_->set_error(QStringLiteral("pin_file"), msg);
         else if (group == QLatin1String("prefetch")) settings_->set_error(QStringLiteral("prefetch_width"), msg);
+        else if (group == QLatin1String("batch")) settings_->set_error(QStringLiteral("max_batch"), msg);
     });
     connect(settings_, &SettingsModel::changed, this, &ChatController::on_setting_changed);
+    connect(worker_, &EngineWorker::calibrationProgress, this, [this](quint64 id, int done, int total) {
+        if (id != calibration_id_) return;
+        calibration_fraction_ = total > 0 ? double(done) / total : 0.0;
+        calibration_message_ = QStringLiteral("Calibrating: prompt %1 of %2").arg(std::min(done + 1, total)).arg(total);
+        Q_EMIT calibrationChanged();
+    });
+    connect(worker_, &EngineWorker::calibrationFinished, this,
+            [this](quint64 id, const QString& file, const QString& error, bool cancelled, const QString& summary) {
+                if (id != calibration_id_) return;
+                if (cancelled) {
+                    calibration_state_ = QStringLiteral("cancelled");
+                    calibration_message_ = QStringLiteral("Calibration was cancelled; the pin file is unchanged.");
+                } else if (!error.isEmpty()) {
+                    calibration_state_ = QStringLiteral("failed");
+                    calibration_message_ = QStringLiteral("Calibration failed: ") + error;
+                } else {
+                    const QString err = settings_->setValue(QStringLiteral("pin_file"), file);
+                    calibration_state_ = err.isEmpty() ? QStringLiteral("done") : QStringLiteral("failed");
+                    calibration_message_ = err.isEmpty() ? summary + QStringLiteral(". Pin file: ") + file
+                                                         : QStringLiteral("The pin file was written but not accepted: ") + err;
+                    calibration_fraction_ = 1.0;
+                }
+                Q_EMIT calibrationChanged();
+                Q_EMIT calibrationFinished(calibration_state_ == QLatin1String("done"), calibration_message_);
+            });
+    // A draft file must share the loaded model's vocabulary.
+    settings_->set_validator(QStringLiteral("spec_draft_file"), [this](const QString& path) -> QString {
+        if (path.isEmpty()) return {};
+        return draft_mismatch(model_state_ == QLatin1String("ready") ? model_path_ : QString(), path);
+    });
+    {
+        const int mb = int(settings_->value(QStringLiteral("max_batch")).toLongLong());
+        EngineWorker* w = worker_;
+        w->post([w, mb] { w->set_max_batch(mb); });
+    }
 
     refresh_conversations();
 }
 
 ChatController::~ChatController() {
     plan_pool_.waitForDone();
-    worker_->requestStop(~quint64(0) >> 1);
+    worker_->requestStopUpTo(~quint64(0) >> 1);
     worker_->requestCancelLoad(~quint64(0) >> 1);
+    worker_->requestCancelCalibration(~quint64(0) >> 1);
     EngineWorker* w = worker_;
     w->post([w] { w->unload(); });
     thread_.quit();
     thread_.wait();
     delete worker_;
-    if (request_ && stream_message_) {
+    for (const Stream& s : std::as_const(streams_)) {
+        if (!s.message) continue;
         // Keep what was streamed: marked partial, as a killed app would leave it.
         try {
             app::MessageStats st;
             st.finish = QStringLiteral("cancelled");
-            store_->update_message(stream_message_, stream_text_, true, st);
+            store_->update_message(s.message, s.text, true, st);
         } catch (const std::exception&) {
         }
     }
@@ -170,12 +208,14 @@ void ChatController::reload_messages() {
     try {
         QList<app::Message> list = store_->messages(current_);
         // The answer streaming into this conversation: show all of it, not the last save.
-        if (request_ && stream_conversation_ == current_) {
+        const quint64 req = request_for(current_);
+        const Stream* st = req ? &streams_[req] : nullptr;
+        if (st) {
             for (app::Message& m : list)
-                if (m.id == stream_message_) m.content = stream_text_;
+                if (m.id == st->message) m.content = st->text;
         }
         messages_.set_messages(list);
-        messages_.set_streaming(request_ && stream_conversation_ == current_ ? stream_message_ : 0);
+        messages_.set_streaming(st ? st->message : 0);
     } catch (const std::exception& e) {
         messages_.set_messages({});
         set_error(QString::fromUtf8(e.what()));
@@ -208,6 +248,7 @@ void ChatController::selectConversation(qint64 id) {
     current_ = id;
     reload_messages();
     Q_EMIT currentConversationChanged();
+    Q_EMIT generatingChanged();
 }
 
 void ChatController::renameConversation(qint64 id, const QString& title) {
@@ -225,10 +266,10 @@ void ChatController::renameConversation(qint64 id, const QString& title) {
 }
 
 void ChatController::deleteConversation(qint64 id) {
-    if (request_ && stream_conversation_ == id) {
-        worker_->requestStop(request_);
-        stream_conversation_ = 0;  // nothing to save to any more
-        stream_message_ = 0;
+    if (const quint64 req = request_for(id)) {
+        worker_->requestStop(req);
+        streams_[req].conversation = 0;  // nothing to save to any more
+        streams_[req].message = 0;
     }
     try {
         store_->delete_conversation(id);
@@ -265,8 +306,8 @@ bool ChatController::send(const QString& text_in) {
         set_error(QStringLiteral("Type a message first."));
         return false;
     }
-    if (request_) {
-        set_error(QStringLiteral("An answer is still being generated: stop it first."));
+    if (generating()) {
+        set_error(QStringLiteral("An answer is still being generated in this conversation: stop it first."));
         return false;
     }
     if (model_state_ != QLatin1String("ready")) {
@@ -323,27 +364,27 @@ bool ChatController::start_generation(const QString&) {
         a.created = QDateTime::currentDateTimeUtc();
         a.stats.model = model_info_.value(QStringLiteral("fileName")).toString();
         messages_.append(a);
-        stream_message_ = a.id;
+        const quint64 id = ++next_request_;
+        Stream& st = streams_[id];
+        st.message = a.id;
+        st.conversation = current_;
+        st.saved.start();
+        messages_.set_streaming(a.id);
+        const DraftSettings draft = settings_->draft_settings();
+        EngineWorker* w = worker_;
+        w->post([w, id, turns, sp, draft] { w->generate(id, turns, sp, draft); });
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return false;
     }
-    stream_conversation_ = current_;
-    stream_text_.clear();
-    stream_saved_.start();
-    request_ = ++next_request_;
-    messages_.set_streaming(stream_message_);
-    const quint64 id = request_;
-    EngineWorker* w = worker_;
-    w->post([w, id, turns, sp] { w->generate(id, turns, sp); });
     clearError();
-    Q_EMIT generatingChanged();
+    streams_changed();
     refresh_conversations();
     return true;
 }
 
-void ChatController::save_streaming(bool final_commit, const QVariantMap* stats, const QString& finish) {
-    if (!stream_message_) return;
+void ChatController::save_streaming(Stream& s, bool final_commit, const QVariantMap* stats, const QString& finish) {
+    if (!s.message) return;
     app::MessageStats st;
     st.model = model_info_.value(QStringLiteral("fileName")).toString();
     if (stats) {
@@ -353,76 +394,159 @@ void ChatController::save_streaming(bool final_commit, const QVariantMap* stats,
         st.ttft_ms = stats->value(QStringLiteral("ttftMs")).toDouble();
         st.seconds = stats->value(QStringLiteral("seconds")).toDouble();
         if (stats->contains(QStringLiteral("model"))) st.model = stats->value(QStringLiteral("model")).toString();
+        st.cached_tokens = stats->value(QStringLiteral("reusedTokens")).toLongLong();
+        st.spec_acceptance = stats->value(QStringLiteral("specAcceptance"), -1.0).toDouble();
     }
     st.finish = finish;
     const bool partial = !final_commit || finish == QLatin1String("cancelled") || finish == QLatin1String("error");
     try {
-        store_->update_message(stream_message_, stream_text_, partial, st);
+        store_->update_message(s.message, s.text, partial, st);
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
     }
     if (final_commit) {
-        if (const app::Message* old = messages_.find(stream_message_)) {
+        if (const app::Message* old = messages_.find(s.message)) {
             app::Message m = *old;
-            m.content = stream_text_;
+            m.content = s.text;
             m.partial = partial;
             m.stats = st;
             messages_.update(m);
         }
     }
-    stream_saved_.restart();
+    s.saved.restart();
+}
+
+quint64 ChatController::request_for(qint64 conversation) const {
+    if (conversation == 0) return 0;
+    for (auto it = streams_.cbegin(); it != streams_.cend(); ++it)
+        if (it->conversation == conversation) return it.key();
+    return 0;
+}
+
+QVariantList ChatController::generatingConversations() const {
+    QVariantList out;
+    for (const Stream& s : streams_)
+        if (s.conversation) out << s.conversation;
+    return out;
+}
+
+void ChatController::streams_changed() {
+    QSet<qint64> ids;
+    for (const Stream& s : std::as_const(streams_))
+        if (s.conversation) ids.insert(s.conversation);
+    conversations_.set_generating(ids);
+    Q_EMIT generatingChanged();
+}
+
+bool ChatController::speculative() const {
+    return settings_->draft_settings().on();
 }
 
 void ChatController::on_token(quint64 id, const QString& text) {
-    if (id != request_) return;
-    stream_text_ += text;
-    if (stream_conversation_ == current_) messages_.append_text(stream_message_, text);
-    if (stream_saved_.elapsed() >= 500) save_streaming(false, nullptr, QString());
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    Stream& s = *it;
+    s.text += text;
+    if (s.conversation == current_ && s.message) messages_.append_text(s.message, text);
+    if (s.saved.elapsed() >= 500) save_streaming(s, false, nullptr, QString());
     Q_EMIT streamed();
 }
 
 void ChatController::on_finished(quint64 id, const QVariantMap& stats) {
-    if (id != request_) return;
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    Stream s = *it;
     const QString finish = store_finish(stats.value(QStringLiteral("finish")).toString());
-    stream_text_ = stats.value(QStringLiteral("text")).toString();
-    const qint64 message = stream_message_;
-    save_streaming(true, &stats, finish);
-    request_ = 0;
-    stream_message_ = 0;
-    stream_conversation_ = 0;
-    messages_.set_streaming(0);
+    if (stats.contains(QStringLiteral("text"))) s.text = stats.value(QStringLiteral("text")).toString();
+    const qint64 message = s.message;
+    const bool here = s.conversation == current_;
+    save_streaming(s, true, &stats, finish);
+    streams_.erase(it);
+    if (here) messages_.set_streaming(0);
     if (const int dropped = stats.value(QStringLiteral("droppedMessages")).toInt(); dropped > 0) {
         set_notice(QStringLiteral("The oldest %1 message(s) did not fit the model's context (%2 tokens) and were left out of the prompt.")
                        .arg(dropped)
                        .arg(model_info_.value(QStringLiteral("context")).toLongLong()));
     }
-    Q_EMIT generatingChanged();
+    streams_changed();
     refresh_conversations();
     Q_EMIT answerFinished(message, finish);
 }
 
 void ChatController::on_failed(quint64 id, const QString& message, const QString& partial_text) {
-    if (id != request_) return;
-    stream_text_ = partial_text;
-    const qint64 mid = stream_message_;
-    save_streaming(true, nullptr, QStringLiteral("error"));
-    request_ = 0;
-    stream_message_ = 0;
-    stream_conversation_ = 0;
-    messages_.set_streaming(0);
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    Stream s = *it;
+    s.text = partial_text;
+    const qint64 mid = s.message;
+    const bool here = s.conversation == current_;
+    save_streaming(s, true, nullptr, QStringLiteral("error"));
+    streams_.erase(it);
+    if (here) messages_.set_streaming(0);
     set_error(message);
-    Q_EMIT generatingChanged();
+    streams_changed();
     refresh_conversations();
     Q_EMIT answerFailed(mid, message);
 }
 
-void ChatController::stop() {
-    if (request_) worker_->requestStop(request_);
+void ChatController::stop() { stopConversation(current_); }
+
+void ChatController::stopConversation(qint64 conversation) {
+    if (const quint64 req = request_for(conversation)) worker_->requestStop(req);
+}
+
+QString ChatController::defaultPromptsFile() const {
+    if (!model_path_.isEmpty()) {
+        const QFileInfo fi(model_path_);
+        const QString beside = fi.absolutePath() + QLatin1Char('/') + fi.completeBaseName() + QStringLiteral(".prompts.txt");
+        if (QFileInfo::exists(beside)) return beside;
+    }
+    const QString demo = demoModelPath();
+    if (demo.isEmpty()) return {};
+    const QFileInfo di(demo);
+    const QString p = di.absolutePath() + QLatin1Char('/') + di.completeBaseName() + QStringLiteral(".prompts.txt");
+    return QFileInfo::exists(p) ? p : QString();
+}
+
+bool ChatController::calibrate(const QUrl& promptsFile) {
+    if (model_state_ != QLatin1String("ready")) {
+        set_error(QStringLiteral("Load a model to calibrate its hot experts."));
+        return false;
+    }
+    if (calibration_state_ == QLatin1String("running")) {
+        set_error(QStringLiteral("A calibration is already running."));
+        return false;
+    }
+    if (anyGenerating()) {
+        set_error(QStringLiteral("Answers are being generated: calibrate when they are done."));
+        return false;
+    }
+    const QString prompts = promptsFile.isEmpty() ? defaultPromptsFile() : localPath(promptsFile);
+    if (prompts.isEmpty() || !QFileInfo(prompts).isFile()) {
+        set_error(prompts.isEmpty() ? QStringLiteral("Calibration needs a prompts file: choose one.")
+                                    : QStringLiteral("%1: no such file").arg(prompts));
+        return false;
+    }
+    const QString dir = QFileInfo(store_->path()).absolutePath() + QStringLiteral("/calibration");
+    QDir().mkpath(dir);
+    const QString out = dir + QLatin1Char('/') + QFileInfo(model_path_).completeBaseName() + QStringLiteral(".hot.json");
+    const quint64 id = ++calibration_id_;
+    calibration_state_ = QStringLiteral("running");
+    calibration_fraction_ = 0;
+    calibration_message_ = QStringLiteral("Calibrating on %1").arg(QFileInfo(prompts).fileName());
+    Q_EMIT calibrationChanged();
+    EngineWorker* w = worker_;
+    w->post([w, id, prompts, out] { w->calibrate(id, prompts, out); });
+    return true;
+}
+
+void ChatController::cancelCalibration() {
+    if (calibration_state_ == QLatin1String("running")) worker_->requestCancelCalibration(calibration_id_);
 }
 
 bool ChatController::regenerate() {
-    if (request_) {
-        set_error(QStringLiteral("An answer is still being generated: stop it first."));
+    if (generating()) {
+        set_error(QStringLiteral("An answer is still being generated in this conversation: stop it first."));
         return false;
     }
     if (model_state_ != QLatin1String("ready")) {
@@ -462,8 +586,8 @@ bool ChatController::editAndResend(qint64 messageId, const QString& newText) {
         set_error(QStringLiteral("The edited message is empty."));
         return false;
     }
-    if (request_) {
-        set_error(QStringLiteral("An answer is still being generated: stop it first."));
+    if (generating()) {
+        set_error(QStringLiteral("An answer is still being generated in this conversation: stop it first."));
         return false;
     }
     if (model_state_ != QLatin1String("ready")) {
@@ -560,7 +684,7 @@ void ChatController::planModel(const QUrl& urlOrPath) {
 
 void ChatController::loadModel(const QUrl& urlOrPath) {
     const QString path = localPath(urlOrPath);
-    if (request_) worker_->requestStop(request_);
+    if (next_request_) worker_->requestStopUpTo(next_request_);
     if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
     const quint64 id = ++load_id_;
     model_state_ = QStringLiteral("loading");
@@ -603,6 +727,14 @@ void ChatController::forgetRecentModel(const QString& path) {
 }
 
 void ChatController::on_setting_changed(const QString& key, const QString& applies) {
+    if (key == QLatin1String("spec_draft")) Q_EMIT speculativeChanged();
+    if (key == QLatin1String("max_batch")) {
+        // Live, loaded or not (the worker keeps it for the next load).
+        const int mb = int(settings_->value(key).toLongLong());
+        EngineWorker* w = worker_;
+        w->post([w, mb] { w->set_max_batch(mb); });
+        return;
+    }
     if (model_state_ != QLatin1String("ready")) return;
     if (applies == QLatin1String("live")) {
         const QString group = SettingsModel::live_group(key);

@@ -3,7 +3,10 @@
 // loaded or used, and the EngineWorker thread that runs it.
 //
 // Sending: the user message is stored, an empty assistant message (partial)
-// is stored and shown, and the conversation goes to the worker. Chunks are
+// is stored and shown, and the conversation goes to the worker. Several
+// conversations may generate at once (one answer per conversation): each
+// answer is a request of its own, streamed into its own message; Stop stops
+// the open conversation's answer only. Chunks are
 // appended to that message as they stream; the store is updated at most every
 // 500 ms while streaming (partial=1) and once at the end with the figures
 // (partial=0; an answer that was stopped keeps its text, marked partial, with
@@ -41,7 +44,18 @@ class ChatController : public QObject {
     Q_PROPERTY(QString currentTitle READ currentTitle NOTIFY currentConversationChanged)
     Q_PROPERTY(QString systemPrompt READ systemPrompt NOTIFY currentConversationChanged)
     Q_PROPERTY(QString searchText READ searchText NOTIFY searchTextChanged)
+    // The open conversation has an answer being generated.
     Q_PROPERTY(bool generating READ generating NOTIFY generatingChanged)
+    // Any conversation has; and which ones.
+    Q_PROPERTY(bool anyGenerating READ anyGenerating NOTIFY generatingChanged)
+    Q_PROPERTY(QVariantList generatingConversations READ generatingConversations NOTIFY generatingChanged)
+    // Speculative decoding is on (Settings): answers run one conversation at a time.
+    Q_PROPERTY(bool speculative READ speculative NOTIFY speculativeChanged)
+    // Calibration: "idle" | "running" | "done" | "failed" | "cancelled"
+    Q_PROPERTY(QString calibrationState READ calibrationState NOTIFY calibrationChanged)
+    Q_PROPERTY(double calibrationFraction READ calibrationFraction NOTIFY calibrationChanged)
+    Q_PROPERTY(QString calibrationMessage READ calibrationMessage NOTIFY calibrationChanged)
+    Q_PROPERTY(QString defaultPromptsFile READ defaultPromptsFile NOTIFY modelChanged)
     Q_PROPERTY(QString lastError READ lastError NOTIFY lastErrorChanged)
     Q_PROPERTY(QString notice READ notice NOTIFY noticeChanged)
     Q_PROPERTY(QString databasePath READ databasePath CONSTANT)
@@ -72,7 +86,15 @@ public:
     QString currentTitle() const;
     QString systemPrompt() const;
     QString searchText() const { return search_; }
-    bool generating() const { return request_ != 0; }
+    bool generating() const { return request_for(current_) != 0; }
+    bool anyGenerating() const { return !streams_.isEmpty(); }
+    QVariantList generatingConversations() const;
+    bool speculative() const;
+    QString calibrationState() const { return calibration_state_; }
+    double calibrationFraction() const { return calibration_fraction_; }
+    QString calibrationMessage() const { return calibration_message_; }
+    // The prompts file beside the loaded model (<model>.prompts.txt), else the demo model's.
+    QString defaultPromptsFile() const;
     QString lastError() const { return last_error_; }
     QString notice() const { return notice_; }
     QString databasePath() const { return store_->path(); }
@@ -101,7 +123,15 @@ public:
 
     // Messages. Each returns false (with lastError set) when it cannot act now.
     Q_INVOKABLE bool send(const QString& text);
-    Q_INVOKABLE void stop();
+    Q_INVOKABLE void stop();  // the open conversation's answer
+    Q_INVOKABLE void stopConversation(qint64 conversationId);
+    Q_INVOKABLE bool isGenerating(qint64 conversationId) const { return request_for(conversationId) != 0; }
+
+    // Calibration of hot experts on the loaded model over a prompts file
+    // (empty: defaultPromptsFile()); writes <data dir>/calibration/<model>.hot.json
+    // and makes it the pin file. Returns false (lastError) when it cannot start.
+    Q_INVOKABLE bool calibrate(const QUrl& promptsFile = QUrl());
+    Q_INVOKABLE void cancelCalibration();
     Q_INVOKABLE bool regenerate();
     Q_INVOKABLE bool editAndResend(qint64 messageId, const QString& newText);
 
@@ -134,6 +164,9 @@ Q_SIGNALS:
     void recentModelsChanged();
     void planChanged();
     void settingsNeedReloadChanged();
+    void speculativeChanged();
+    void calibrationChanged();
+    void calibrationFinished(bool ok, const QString& message);
     void answerFinished(qint64 messageId, const QString& finish);
     void answerFailed(qint64 messageId, const QString& message);
     void modelLoaded();
@@ -147,7 +180,15 @@ private:
     bool start_generation(const QString& what);
     void set_error(const QString& message);
     void set_notice(const QString& message);
-    void save_streaming(bool final_commit, const QVariantMap* stats, const QString& finish);
+    struct Stream {
+        qint64 message = 0;
+        qint64 conversation = 0;
+        QString text;
+        QElapsedTimer saved;
+    };
+    quint64 request_for(qint64 conversation) const;
+    void streams_changed();
+    void save_streaming(Stream& s, bool final_commit, const QVariantMap* stats, const QString& finish);
     void on_token(quint64 id, const QString& text);
     void on_finished(quint64 id, const QVariantMap& stats);
     void on_failed(quint64 id, const QString& message, const QString& partial_text);
@@ -166,13 +207,14 @@ private:
     QString search_;
     QString last_error_, notice_;
 
-    // The answer being generated.
+    // The answers being generated, by request id.
     quint64 next_request_ = 0;
-    quint64 request_ = 0;         // 0: none
-    qint64 stream_message_ = 0;
-    qint64 stream_conversation_ = 0;
-    QString stream_text_;
-    QElapsedTimer stream_saved_;
+    QHash<quint64, Stream> streams_;
+
+    QString calibration_state_ = QStringLiteral("idle");
+    double calibration_fraction_ = 0;
+    QString calibration_message_;
+    quint64 calibration_id_ = 0;
 
     QString model_state_ = QStringLiteral("none");
     QString model_path_, model_error_, load_stage_;

@@ -17,13 +17,15 @@ QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
         case UpdatedRole: return c.updated;
         case UpdatedTextRole: return relative_time(c.updated, QDateTime::currentDateTimeUtc());
         case MessageCountRole: return c.message_count;
+        case GeneratingRole: return generating_.contains(c.id);
     }
     return {};
 }
 
 QHash<int, QByteArray> ConversationListModel::roleNames() const {
     return {{IdRole, "conversationId"},     {TitleRole, "title"},         {SystemPromptRole, "systemPrompt"},
-            {UpdatedRole, "updated"},        {UpdatedTextRole, "updatedText"}, {MessageCountRole, "messageCount"}};
+            {UpdatedRole, "updated"},        {UpdatedTextRole, "updatedText"}, {MessageCountRole, "messageCount"},
+            {GeneratingRole, "generating"}};
 }
 
 void ConversationListModel::set_conversations(const QList<app::Conversation>& list) {
@@ -38,6 +40,14 @@ void ConversationListModel::set_conversations(const QList<app::Conversation>& li
     items_ = list;
     endResetModel();
     Q_EMIT countChanged();
+}
+
+void ConversationListModel::set_generating(const QSet<qint64>& ids) {
+    if (ids == generating_) return;
+    const QSet<qint64> changed = (ids - generating_) + (generating_ - ids);
+    generating_ = ids;
+    for (qint64 id : changed)
+        if (const int row = row_of(id); row >= 0) Q_EMIT dataChanged(index(row), index(row), {GeneratingRole});
 }
 
 int ConversationListModel::row_of(qint64 id) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QAbstractListModel>
+#include <QSet>
 
 #include "chat_store.h"
 
@@ -11,7 +12,7 @@ class ConversationListModel : public QAbstractListModel {
     Q_OBJECT
     Q_PROPERTY(int count READ count NOTIFY countChanged)
 public:
-    enum Role { IdRole = Qt::UserRole + 1, TitleRole, SystemPromptRole, UpdatedRole, UpdatedTextRole, MessageCountRole };
+    enum Role { IdRole = Qt::UserRole + 1, TitleRole, SystemPromptRole, UpdatedRole, UpdatedTextRole, MessageCountRole, GeneratingRole };
     explicit ConversationListModel(QObject* parent = nullptr);
 
     int rowCount(const QModelIndex& parent = {}) const override;
@@ -24,6 +25,8 @@ public:
     int row_of(qint64 id) const;
     const app::Conversation* at(int row) const;
     Q_INVOKABLE qint64 idAt(int row) const;
+    // The conversations with an answer being generated (role "generating").
+    void set_generating(const QSet<qint64>& ids);
 
     // "14:05", "Yesterday", "Mon", "12 Mar", "12 Mar 2023" in local time.
     static QString relative_time(const QDateTime& utc, const QDateTime& now);
@@ -33,6 +36,7 @@ Q_SIGNALS:
 
 private:
     QList<app::Conversation> items_;
+    QSet<qint64> generating_;
 };
 
 }  // namespace strata::desktop

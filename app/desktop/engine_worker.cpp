@@ -12,7 +12,12 @@
 #include "core/engine.h"
 #include "memory/plan.h"
 #include "model/model.h"
+#include "core/calibration.h"
+#include "gguf/gguf.h"
 #include "sched/generator.h"
+#include "sched/scheduler.h"
+#include "sched/speculative.h"
+#include "tokenizer/vocab.h"
 
 namespace strata::desktop {
 
@@ -80,6 +85,23 @@ QVariantMap model_info(const model::Model& m) {
 
 }  // namespace
 
+QString draft_mismatch(const QString& model_path, const QString& draft_path) {
+    try {
+        auto df = gguf::File::open(draft_path.toStdString());
+        auto dv = tok::Vocab::from_gguf(*df);
+        if (model_path.isEmpty()) return {};
+        auto mf = gguf::File::open(model_path.toStdString());
+        auto mv = tok::Vocab::from_gguf(*mf);
+        const std::string why = sched::vocab_mismatch(*mv, *dv);
+        if (!why.empty())
+            return QStringLiteral("%1 cannot draft for %2: %3 (a draft must share the model's vocabulary)")
+                .arg(QFileInfo(draft_path).fileName(), QFileInfo(model_path).fileName(), qs(why));
+        return {};
+    } catch (const std::exception& e) {
+        return qs(e.what());
+    }
+}
+
 QVariantMap plan_model(const QString& path, const EngineSettings& settings) {
     if (const std::string err = settings.validate(); !err.empty()) throw Error("invalid setting: " + err);
     auto m = model::Model::load(path.toStdString(), /*random_access=*/true);
@@ -94,12 +116,37 @@ QVariantMap plan_model(const QString& path, const EngineSettings& settings) {
 
 EngineWorker::EngineWorker(QObject* parent) : QObject(parent) {
     qRegisterMetaType<strata::TelemetrySnapshot>("strata::TelemetrySnapshot");
+    tick_ = new QTimer(this);  // a child: moves to the worker thread with it
+    tick_->setInterval(0);
+    connect(tick_, &QTimer::timeout, this, &EngineWorker::tick);
 }
 
-EngineWorker::~EngineWorker() = default;
+EngineWorker::~EngineWorker() {
+    // The scheduler and draft refer to the engine: they go first.
+    sched_.reset();
+    draft_ctx_.reset();
+    draft_model_.reset();
+}
 
 void EngineWorker::post(std::function<void()> fn) {
     QMetaObject::invokeMethod(this, std::move(fn), Qt::QueuedConnection);
+}
+
+bool EngineWorker::stopped(quint64 id) const {
+    if (id <= stop_up_to_.load()) return true;
+    std::lock_guard<std::mutex> lk(stop_mu_);
+    return stop_ids_.contains(id);
+}
+
+int EngineWorker::max_batch() const { return sched_ ? sched_->config().max_batch : max_batch_; }
+
+void EngineWorker::make_scheduler() {
+    sched_.reset();
+    if (!engine_) return;
+    sched::SchedulerConfig c;
+    c.max_batch = max_batch_;
+    c.prefill_chunk = 64;  // a long prompt is several steps: commands and telemetry in between
+    sched_ = std::make_unique<sched::Scheduler>(engine_->context(), engine_->vocab(), c);
 }
 
 void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettings& settings) {
@@ -131,13 +178,17 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
         };
         template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::detect(jinja, text_of(v.bos()), text_of(v.eos())));
         engine_ = std::move(engine);
-        cached_.clear();
+        if (pending_max_batch_ > 0) max_batch_ = pending_max_batch_;
+        pending_max_batch_ = 0;
+        make_scheduler();
         model_file_ = QFileInfo(path).fileName();
 
         QVariantMap info = model_info(m);
         info[QStringLiteral("path")] = path;
         info[QStringLiteral("fileName")] = model_file_;
         info[QStringLiteral("context")] = qlonglong(engine_->context().n_ctx());
+        info[QStringLiteral("kvTokens")] = qlonglong(engine_->kv_cache().params().n_blocks * engine_->kv_cache().params().block_tokens);
+        info[QStringLiteral("kvType")] = QString::fromLatin1(kv::kv_type_name(engine_->kv_cache().params().type));
         info[QStringLiteral("template")] = QString::fromLatin1(chat::family_name(template_->family()));
         info[QStringLiteral("templateFallback")] = template_->is_fallback();
         info[QStringLiteral("templateNote")] =
@@ -157,23 +208,48 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
     }
 }
 
+void EngineWorker::abort_all(const QString& why) {
+    // Every request ends now, keeping what it streamed, marked cancelled.
+    std::map<quint64, Active> all;
+    all.swap(active_);
+    spec_queue_.clear();
+    for (auto& [id, a] : all) {
+        QVariantMap stats;
+        stats[QStringLiteral("text")] = qs(a.text);
+        stats[QStringLiteral("finish")] = QStringLiteral("cancelled");
+        stats[QStringLiteral("promptTokens")] = qlonglong(a.prompt_tokens);
+        stats[QStringLiteral("model")] = model_file_;
+        stats[QStringLiteral("note")] = why;
+        Q_EMIT finished(id, stats);
+    }
+}
+
 void EngineWorker::unload() {
     const bool had = engine_ != nullptr;
+    abort_all(QStringLiteral("the model was unloaded"));
+    tick_->stop();
+    sched_.reset();
+    draft_ctx_.reset();
+    draft_model_.reset();
+    draft_key_.clear();
     engine_.reset();
     template_.reset();
-    cached_.clear();
     model_file_.clear();
     if (had) Q_EMIT unloaded();
 }
 
-void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::SamplingParams params) {
+void EngineWorker::ensure_ticking() {
+    if (!tick_->isActive()) tick_->start();
+}
+
+void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::SamplingParams params, const DraftSettings& draft) {
     if (!engine_) {
         Q_EMIT failed(id, QStringLiteral("no model is loaded: load a model first"), QString());
         return;
     }
     const auto t0 = clock_type::now();
-    QVariantMap stats;
     if (stopped(id)) {
+        QVariantMap stats;
         stats[QStringLiteral("text")] = QString();
         stats[QStringLiteral("finish")] = QStringLiteral("cancelled");
         Q_EMIT finished(id, stats);
@@ -181,7 +257,6 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
     }
     model::Context& ctx = engine_->context();
     const tok::Vocab& vocab = engine_->vocab();
-    std::string text_so_far;
     try {
         // The conversation: system prompt first, then the turns; the oldest
         // turns give way when the prompt and room for the answer do not fit.
@@ -215,59 +290,275 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         for (const std::string& s : template_->stop_strings())
             if (!s.empty() && std::find(params.stop.begin(), params.stop.end(), s) == params.stop.end()) params.stop.push_back(s);
 
-        // KV cache reuse: keep the longest prefix the context already holds.
-        size_t keep = 0;
-        const size_t held = std::min(cached_.size(), static_cast<size_t>(ctx.n_past()));
-        while (keep < held && keep < tokens.size() && cached_[keep] == tokens[keep]) ++keep;
-        if (keep == tokens.size()) --keep;  // at least one token must run to get logits
-        // The sampler's penalty window holds the tokens generate() is given:
-        // feed at least the window's worth again so the answer is the one a
-        // fresh context would give.
-        if (params.penalties_active()) {
-            const size_t window = params.penalty_last_n < 0 ? tokens.size() : static_cast<size_t>(params.penalty_last_n);
-            keep = std::min(keep, tokens.size() > window ? tokens.size() - window : size_t{0});
+        Active a;
+        a.t0 = t0;
+        a.prompt_tokens = static_cast<int64_t>(tokens.size());
+        a.dropped = dropped;
+        a.params = params;
+        a.draft = draft;
+        if (draft.on()) {
+            a.prompt = std::move(tokens);
+            active_[id] = std::move(a);
+            spec_queue_.push_back(id);
+        } else {
+            if (!sched_) make_scheduler();
+            a.sid = sched_->submit(
+                tokens, params, 0, [this, id](int64_t, std::string_view text) { on_text(id, text); },
+                [this, id](const sched::RequestResult& r) { on_done(id, r); });
+            active_[id] = std::move(a);
         }
-        ctx.truncate(static_cast<int64_t>(keep));
-        cached_.resize(keep);
-        logger("app")->debug("prompt {} tokens, {} cached, {} reused", tokens.size(), held, keep);
-        const std::vector<int32_t> rest(tokens.begin() + static_cast<std::ptrdiff_t>(keep), tokens.end());
+        logger("app")->debug("request {}: prompt {} tokens{}", id, active_[id].prompt_tokens, draft.on() ? " (speculative)" : "");
+        ensure_ticking();
+    } catch (const std::exception& e) {
+        logger("app")->warn("generation failed: {}", e.what());
+        Q_EMIT failed(id, qs(e.what()), QString());
+    }
+}
 
-        double ttft_ms = -1;
-        last_telemetry_ = clock_type::now();
-        auto sink = [&](std::string_view piece) {
-            const auto now = clock_type::now();
-            if (ttft_ms < 0) ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
-            text_so_far.append(piece);
-            Q_EMIT token(id, QString::fromUtf8(piece.data(), int(piece.size())));
-            if (now - last_telemetry_ >= std::chrono::milliseconds(200)) emit_telemetry();
+void EngineWorker::on_text(quint64 id, std::string_view piece) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    Active& a = it->second;
+    if (a.ttft_ms < 0) a.ttft_ms = std::chrono::duration<double, std::milli>(clock_type::now() - a.t0).count();
+    a.text.append(piece);
+    Q_EMIT token(id, QString::fromUtf8(piece.data(), int(piece.size())));
+}
+
+void EngineWorker::on_done(quint64 id, const sched::RequestResult& r) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    const Active a = std::move(it->second);
+    active_.erase(it);
+    const double seconds = std::chrono::duration<double>(clock_type::now() - a.t0).count();
+    double gaps = 0;
+    for (double g : r.itl_s) gaps += g;
+    QVariantMap stats;
+    stats[QStringLiteral("text")] = qs(r.text);
+    stats[QStringLiteral("finish")] = QString::fromLatin1(sched::finish_reason_name(r.finish));
+    stats[QStringLiteral("promptTokens")] = qlonglong(r.prompt_tokens);
+    stats[QStringLiteral("reusedTokens")] = qlonglong(r.prefix_reused);
+    stats[QStringLiteral("droppedMessages")] = a.dropped;
+    stats[QStringLiteral("tokens")] = qlonglong(r.tokens.size());
+    stats[QStringLiteral("tokS")] = gaps > 0 ? double(r.itl_s.size()) / gaps : 0.0;
+    stats[QStringLiteral("ttftMs")] = a.ttft_ms >= 0 ? a.ttft_ms : r.ttft_s * 1000.0;
+    stats[QStringLiteral("seconds")] = seconds;
+    stats[QStringLiteral("model")] = model_file_;
+    stats[QStringLiteral("speculative")] = false;
+    stats[QStringLiteral("specAcceptance")] = -1.0;
+    stats[QStringLiteral("preemptions")] = r.preemptions;
+    Q_EMIT finished(id, stats);
+}
+
+void EngineWorker::ensure_draft(const DraftSettings& d) {
+    const QString key = d.mode + QLatin1Char('|') + (d.mode == QLatin1String("file") ? d.file : QString());
+    if (draft_ctx_ && key == draft_key_) return;
+    draft_ctx_.reset();
+    draft_model_.reset();
+    draft_key_.clear();
+    model::Context& ctx = engine_->context();
+    const model::ModelConfig& c = engine_->model().config();
+    model::ContextParams dp;
+    dp.n_ctx = ctx.n_ctx();
+    dp.n_threads = engine_->settings().threads;
+    if (d.mode == QLatin1String("experts")) {
+        if (c.n_expert_used < 2)
+            throw Error("a self-draft with fewer experts needs a model that routes to 2 or more experts per token (this one: " +
+                        std::to_string(c.n_expert_used) + ")");
+        dp.n_expert_used = std::max<int64_t>(1, c.n_expert_used / 2);
+    } else if (d.mode == QLatin1String("layers")) {
+        if (c.n_layer < 2) throw Error("a self-draft with fewer layers needs a model with 2 or more layers");
+        dp.max_layers = std::max<int64_t>(1, c.n_layer / 2);
+    } else if (d.mode == QLatin1String("file")) {
+        if (d.file.isEmpty()) throw Error("speculative decoding with a draft file: choose the draft GGUF in Settings");
+        draft_model_ = model::Model::load(d.file.toStdString());
+        if (const std::string why = sched::vocab_mismatch(engine_->vocab(), draft_model_->vocab()); !why.empty()) {
+            draft_model_.reset();
+            throw Error(d.file.toStdString() + ": " + why + "; a draft must share the model's vocabulary");
+        }
+    } else {
+        throw Error("unknown draft mode '" + d.mode.toStdString() + "'");
+    }
+    const bool self = !draft_model_;
+    draft_ctx_ = std::make_unique<model::Context>(self ? engine_->model() : *draft_model_, dp, self ? &ctx.weights() : nullptr,
+                                                  self ? engine_->expert_store() : nullptr);
+    draft_key_ = key;
+}
+
+void EngineWorker::run_speculative(quint64 id) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    Active& a = it->second;
+    model::Context& ctx = engine_->context();
+    try {
+        ensure_draft(a.draft);
+        ctx.clear();
+        draft_ctx_->clear();
+        sched::SpeculativeParams sp;
+        sp.k = std::max(1, a.draft.k);
+        sp.k_max = std::max(2 * sp.k, 1);
+        sched::SpeculativeStats st;
+        auto sink = [this, id](std::string_view piece) {
+            on_text(id, piece);
+            maybe_telemetry();
             return !stopped(id);
         };
-        cached_.clear();  // until we know what the context holds
-        const sched::GenerationResult r = sched::generate(ctx, vocab, params, rest, sink, nullptr);
-        cached_ = tokens;
-        cached_.insert(cached_.end(), r.tokens.begin(), r.tokens.end());
-        cached_.resize(std::min(cached_.size(), static_cast<size_t>(ctx.n_past())));
-
-        const double seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+        const sched::GenerationResult r =
+            sched::generate_speculative(ctx, *draft_ctx_, engine_->vocab(), a.params, a.prompt, sp, &st, sink);
+        ctx.clear();
+        draft_ctx_->clear();
+        const double seconds = std::chrono::duration<double>(clock_type::now() - a.t0).count();
+        QVariantMap stats;
         stats[QStringLiteral("text")] = qs(r.text);
         stats[QStringLiteral("finish")] = QString::fromLatin1(sched::finish_reason_name(r.finish));
-        stats[QStringLiteral("promptTokens")] = qlonglong(tokens.size());
-        stats[QStringLiteral("reusedTokens")] = qlonglong(keep);
-        stats[QStringLiteral("droppedMessages")] = dropped;
+        stats[QStringLiteral("promptTokens")] = qlonglong(a.prompt_tokens);
+        stats[QStringLiteral("reusedTokens")] = qlonglong(0);
+        stats[QStringLiteral("droppedMessages")] = a.dropped;
         stats[QStringLiteral("tokens")] = qlonglong(r.tokens.size());
         stats[QStringLiteral("tokS")] = r.decode_tok_s();
-        stats[QStringLiteral("ttftMs")] = ttft_ms >= 0 ? ttft_ms : seconds * 1000.0;
+        stats[QStringLiteral("ttftMs")] = a.ttft_ms >= 0 ? a.ttft_ms : seconds * 1000.0;
         stats[QStringLiteral("seconds")] = seconds;
         stats[QStringLiteral("model")] = model_file_;
+        stats[QStringLiteral("speculative")] = true;
+        stats[QStringLiteral("specAcceptance")] = st.acceptance();
+        stats[QStringLiteral("specDrafted")] = qlonglong(st.drafted);
+        active_.erase(id);
         emit_telemetry();
         Q_EMIT finished(id, stats);
     } catch (const std::exception& e) {
-        // The context may hold anything now: start the next request afresh.
         ctx.clear();
-        cached_.clear();
-        logger("app")->warn("generation failed: {}", e.what());
+        if (draft_ctx_) draft_ctx_->clear();
+        const QString partial = qs(a.text);
+        active_.erase(id);
+        logger("app")->warn("speculative generation failed: {}", e.what());
         emit_telemetry();
-        Q_EMIT failed(id, qs(e.what()), qs(text_so_far));
+        Q_EMIT failed(id, qs(e.what()), partial);
+    }
+}
+
+void EngineWorker::tick() {
+    if (!engine_) {
+        tick_->stop();
+        return;
+    }
+    // Stops asked for since the last step.
+    for (auto it = active_.begin(); it != active_.end();) {
+        Active& a = it->second;
+        if (a.cancel_sent || !stopped(it->first)) {
+            ++it;
+            continue;
+        }
+        a.cancel_sent = true;
+        if (a.sid >= 0) {
+            if (sched_) sched_->cancel(a.sid);
+            ++it;
+        } else {
+            // A speculative request still in the queue ends here.
+            const quint64 id = it->first;
+            QVariantMap stats;
+            stats[QStringLiteral("text")] = QString();
+            stats[QStringLiteral("finish")] = QStringLiteral("cancelled");
+            stats[QStringLiteral("promptTokens")] = qlonglong(a.prompt_tokens);
+            spec_queue_.erase(std::remove(spec_queue_.begin(), spec_queue_.end(), id), spec_queue_.end());
+            it = active_.erase(it);
+            Q_EMIT finished(id, stats);
+        }
+    }
+    if (sched_ && !sched_->idle()) {
+        try {
+            sched_->step();
+        } catch (const std::exception& e) {
+            // The scheduler's state is unknown now: fail its requests and start afresh.
+            logger("app")->warn("generation failed: {}", e.what());
+            for (auto it = active_.begin(); it != active_.end();) {
+                if (it->second.sid < 0) {
+                    ++it;
+                    continue;
+                }
+                const quint64 id = it->first;
+                const QString partial = qs(it->second.text);
+                it = active_.erase(it);
+                Q_EMIT failed(id, qs(e.what()), partial);
+            }
+            make_scheduler();
+        }
+        maybe_telemetry();
+        return;
+    }
+    if (!spec_queue_.empty()) {
+        const quint64 id = spec_queue_.front();
+        spec_queue_.pop_front();
+        run_speculative(id);
+        return;
+    }
+    // Nothing left to run.
+    tick_->stop();
+    if (pending_max_batch_ > 0) {
+        max_batch_ = pending_max_batch_;
+        pending_max_batch_ = 0;
+        make_scheduler();
+    }
+    emit_telemetry();
+}
+
+void EngineWorker::maybe_telemetry() {
+    if (clock_type::now() - last_telemetry_ >= std::chrono::milliseconds(200)) emit_telemetry();
+}
+
+void EngineWorker::set_max_batch(int n) {
+    if (n < 1 || n > 4096) {
+        Q_EMIT settingApplied(QStringLiteral("batch"), QStringLiteral("max batch %1 is out of range (1..4096)").arg(n));
+        return;
+    }
+    if (!engine_ || !sched_ || sched_->idle()) {
+        max_batch_ = n;
+        pending_max_batch_ = 0;
+        if (engine_) make_scheduler();
+    } else {
+        pending_max_batch_ = n;  // when the running requests are done
+    }
+    Q_EMIT settingApplied(QStringLiteral("batch"), QString());
+}
+
+void EngineWorker::calibrate(quint64 id, const QString& prompts_file, const QString& out_file) {
+    if (!engine_) {
+        Q_EMIT calibrationFinished(id, QString(), QStringLiteral("no model is loaded: load a model first"), false, QString());
+        return;
+    }
+    if (!active_.empty()) {
+        Q_EMIT calibrationFinished(id, QString(), QStringLiteral("answers are being generated: calibrate when they are done"),
+                                   false, QString());
+        return;
+    }
+    try {
+        const std::vector<std::string> prompts = core::read_prompts(prompts_file.toStdString());
+        core::CalibrationOptions o;
+        auto last = clock_type::now() - std::chrono::seconds(1);
+        const core::Calibration c = core::calibrate(*engine_, prompts, o, [&](size_t done, size_t total) {
+            if (id <= cancel_calibration_up_to_.load()) return false;
+            const auto now = clock_type::now();
+            if (now - last >= std::chrono::milliseconds(100) || done == total) {
+                last = now;
+                Q_EMIT calibrationProgress(id, int(done), int(total));
+                maybe_telemetry();
+            }
+            return true;
+        });
+        core::write_calibration(out_file.toStdString(), c);
+        // The context's default sequence was used: the scheduler starts afresh.
+        make_scheduler();
+        const QString summary = QStringLiteral("%1 tokens; pinned %2 of %3 experts, which took %4% of all expert uses")
+                                    .arg(c.tokens)
+                                    .arg(c.pinned.size())
+                                    .arg(c.experts_total)
+                                    .arg(100.0 * c.pinned_share, 0, 'f', 1);
+        emit_telemetry();
+        Q_EMIT calibrationFinished(id, out_file, QString(), false, summary);
+    } catch (const Cancelled& e) {
+        emit_telemetry();
+        Q_EMIT calibrationFinished(id, QString(), qs(e.what()), true, QString());
+    } catch (const std::exception& e) {
+        emit_telemetry();
+        Q_EMIT calibrationFinished(id, QString(), qs(e.what()), false, QString());
     }
 }
 

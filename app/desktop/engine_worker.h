@@ -2,17 +2,38 @@
 //
 // Commands come in as queued calls (post() runs a lambda on the worker
 // thread); results go out only as queued signals. The GUI thread never waits
-// on the worker. Stopping a generation and cancelling a load are atomics the
-// GUI sets directly: requestStop(id) stops every request up to `id`, even one
-// still in the queue; requestCancelLoad(id) likewise for loads.
+// on the worker.
 //
-// Telemetry: Engine::snapshot() is taken here, on the worker thread: from the
-// generation's text sink at most every 200 ms, once at the end of each
-// generation, after a load and after every live setting change.
+// Generation goes through a sched::Scheduler over the engine's context
+// (continuous batching): each request is submitted, and a 0 ms timer on this
+// thread runs one scheduler step (one forward pass) per tick, so queued
+// commands (another send, a stop, a setting) interleave between forward
+// passes and several conversations generate at once. Prompts are prefilled
+// in chunks (SchedulerConfig::prefill_chunk), so a long prompt is several
+// steps too. The scheduler's prefix sharing keeps finished requests' KV
+// blocks cached: the next turn of a conversation attaches them instead of
+// recomputing its history (RequestResult::prefix_reused, "reusedTokens").
+//
+// With a draft configured (DraftSettings), a request instead runs
+// sched::generate_speculative on the context's default sequence, one at a
+// time, once the scheduler is idle.
+//
+// Stopping is thread-safe: requestStop(id) stops one request (waiting,
+// running, or not yet arrived), requestStopUpTo(id) every request up to id;
+// requestCancelLoad(id) / requestCancelCalibration(id) likewise.
+//
+// Telemetry: Engine::snapshot() is taken here, between steps, at most every
+// 200 ms while anything runs (prefill included), once when the work drains,
+// after a load and after every live setting change.
 #pragma once
 
 #include <QList>
 #include <QObject>
+#include <QSet>
+#include <QTimer>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <QString>
 #include <QVariantMap>
 #include <atomic>
@@ -30,6 +51,11 @@ class Engine;
 }
 namespace strata::model {
 class Model;
+class Context;
+}
+namespace strata::sched {
+class Scheduler;
+struct RequestResult;
 }
 namespace strata::chat {
 class ChatTemplate;
@@ -41,6 +67,21 @@ struct ChatTurn {
     QString role;     // "system" | "user" | "assistant"
     QString content;
 };
+
+// Speculative decoding as the settings ask for it: mode "off", "experts"
+// (self-draft: the model's own weights with half its routed experts per
+// token), "layers" (self-draft: the first half of its layers) or "file" (a
+// GGUF with the same vocabulary); k draft tokens per round (adapts in 1..2k).
+struct DraftSettings {
+    QString mode = QStringLiteral("off");
+    QString file;
+    int k = 4;
+    bool on() const { return mode != QLatin1String("off"); }
+};
+
+// Why `draft_path` cannot draft for `model_path` (different vocabulary, not a
+// GGUF, unreadable), or "" when it can. Reads only the two vocabularies.
+QString draft_mismatch(const QString& model_path, const QString& draft_path);
 
 // The plan for `path` under `settings` as the engine would make it (the model
 // is opened, not loaded: a cheap mmap). Keys: fits, reason, model, rows
@@ -61,14 +102,30 @@ public:
     // --- called on the worker thread (through post) ---
     void load(quint64 load_id, const QString& path, const EngineSettings& settings);
     void unload();
-    void generate(quint64 request_id, const QList<ChatTurn>& turns, sched::SamplingParams params);
+    void generate(quint64 request_id, const QList<ChatTurn>& turns, sched::SamplingParams params,
+                  const DraftSettings& draft = {});
     // key: "cache" (slots/fraction), "policy", "pins", "prefetch". Emits settingApplied.
     void apply_live(const QString& key, const EngineSettings& settings);
+    // Requests running at once; applied when the scheduler is next idle. Emits settingApplied("batch").
+    void set_max_batch(int n);
+    // Counts expert use over the prompts of `prompts_file` and writes the pin
+    // file `out_file`; emits calibrationProgress and calibrationFinished.
+    // Refused while answers are being generated.
+    void calibrate(quint64 id, const QString& prompts_file, const QString& out_file);
     void emit_telemetry();
 
+    // Introspection for tests (worker thread).
+    int max_batch() const;
+    size_t active_requests() const { return active_.size(); }
+
     // --- any thread ---
-    void requestStop(quint64 up_to_request) { stop_up_to_.store(up_to_request); }
+    void requestStop(quint64 request) {
+        std::lock_guard<std::mutex> lk(stop_mu_);
+        stop_ids_.insert(request);
+    }
+    void requestStopUpTo(quint64 up_to_request) { stop_up_to_.store(up_to_request); }
     void requestCancelLoad(quint64 load_id) { cancel_load_up_to_.store(load_id); }
+    void requestCancelCalibration(quint64 id) { cancel_calibration_up_to_.store(id); }
 
 Q_SIGNALS:
     void loadProgress(quint64 loadId, const QString& stage, double fraction);
@@ -77,22 +134,60 @@ Q_SIGNALS:
     void unloaded();
     void token(quint64 requestId, const QString& text);
     // stats: text, finish ("eos", "stop", "length", "context", "cancelled"), promptTokens,
-    // reusedTokens, droppedMessages, tokens, tokS, ttftMs, seconds.
+    // reusedTokens (prompt tokens whose KV blocks were cached), droppedMessages, tokens, tokS, ttftMs,
+    // seconds, model, speculative (bool), specAcceptance (share of draft tokens kept; -1 without a draft).
     void finished(quint64 requestId, const QVariantMap& stats);
     void failed(quint64 requestId, const QString& message, const QString& partialText);
     void telemetry(const strata::TelemetrySnapshot& snapshot);
     // error empty: applied.
     void settingApplied(const QString& key, const QString& error);
+    void calibrationProgress(quint64 id, int done, int total);
+    // error empty: written to `file`; cancelled: the user asked. summary: what was pinned.
+    void calibrationFinished(quint64 id, const QString& file, const QString& error, bool cancelled,
+                             const QString& summary);
 
 private:
-    bool stopped(quint64 id) const { return id <= stop_up_to_.load(); }
+    struct Active {
+        int64_t sid = -1;               // scheduler id; -1: speculative (queued or running)
+        std::chrono::steady_clock::time_point t0;
+        std::string text;
+        double ttft_ms = -1;
+        int64_t prompt_tokens = 0;
+        int dropped = 0;
+        bool cancel_sent = false;
+        sched::SamplingParams params;
+        std::vector<int32_t> prompt;
+        DraftSettings draft;
+    };
+
+    bool stopped(quint64 id) const;
+    void tick();
+    void ensure_ticking();
+    void make_scheduler();
+    void on_text(quint64 id, std::string_view text);
+    void on_done(quint64 id, const sched::RequestResult& r);
+    void run_speculative(quint64 id);
+    void ensure_draft(const DraftSettings& d);
+    void abort_all(const QString& why);
+    void maybe_telemetry();
 
     std::unique_ptr<core::Engine> engine_;
+    std::unique_ptr<sched::Scheduler> sched_;
+    int max_batch_ = 4;
+    int pending_max_batch_ = 0;         // 0: none
+    QTimer* tick_ = nullptr;
+    std::map<quint64, Active> active_;
+    std::deque<quint64> spec_queue_;
+    std::unique_ptr<model::Model> draft_model_;
+    std::unique_ptr<model::Context> draft_ctx_;
+    QString draft_key_;                 // mode|file of draft_ctx_
     QString model_file_;
     std::unique_ptr<chat::ChatTemplate> template_;
-    std::vector<int32_t> cached_;  // the tokens the context holds (KV cache prefix reuse)
+    mutable std::mutex stop_mu_;
+    QSet<quint64> stop_ids_;
     std::atomic<quint64> stop_up_to_{0};
     std::atomic<quint64> cancel_load_up_to_{0};
+    std::atomic<quint64> cancel_calibration_up_to_{0};
     std::chrono::steady_clock::time_point last_telemetry_{};
 };
 

@@ -13,6 +13,9 @@ QString MessageListModel::stats_text(const app::Message& m) {
     QStringList parts;
     parts << QStringLiteral("%1 tokens").arg(m.stats.tokens);
     if (m.stats.tok_s > 0) parts << QStringLiteral("%1 tok/s").arg(m.stats.tok_s, 0, 'f', 1);
+    if (m.stats.cached_tokens > 0) parts << QStringLiteral("%1 cached").arg(m.stats.cached_tokens);
+    if (m.stats.spec_acceptance >= 0)
+        parts << QStringLiteral("draft %1% accepted").arg(qRound(m.stats.spec_acceptance * 100.0));
     if (m.stats.ttft_ms > 0) {
         parts << (m.stats.ttft_ms < 1000 ? QStringLiteral("first token %1 ms").arg(qRound(m.stats.ttft_ms))
                                           : QStringLiteral("first token %1 s").arg(m.stats.ttft_ms / 1000.0, 0, 'f', 2));

@@ -90,6 +90,13 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
         ->lo = 0;
     fields_.last().hi = 1 << 20;
     f("threads", "Compute threads", mem, "int", 0, A::NextLoad, "0: all cores.");
+    f("kv_tokens", "KV cache size (tokens)", mem, "int", 0, A::NextLoad,
+      "Keys and values of every conversation, shared in blocks of 16 tokens; earlier turns stay cached for the next "
+      "one. 0: one context's worth. Raise it so several conversations generate at once without recomputing.")
+        ->lo = 0;
+    fields_.last().hi = 1 << 22;
+    f("kv_type", "KV cache type", mem, "choice", "f32", A::NextLoad,
+      "f32: exact. q8: int8 with per-block scales, a quarter of the memory.")->choices = {"f32", "q8"};
     f("expert_cache_fraction", "Expert cache size", cache, "real", 0.5, A::Live,
       "Share of all experts that get a cache slot, in (0, 1]. Empty: every expert that fits the budget.",
       "automatic")->optional = true;
@@ -103,6 +110,21 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     f("predictor", "Predictor", cache, "choice", "lookahead", A::NextLoad,
       "How prefetch guesses: the next layer's router applied early (lookahead), recent-token frequency, or both.")
         ->choices = {"lookahead", "frequency", "combined"};
+    const QString serve = QStringLiteral("Generation");
+    f("max_batch", "Max batch", serve, "int", 4, A::Live,
+      "Answers generated at once (continuous batching: one forward pass serves them all). A change applies when the "
+      "answers under way are done.")->lo = 1;
+    fields_.last().hi = 64;
+    f("spec_draft", "Speculative decoding", serve, "choice", "off", A::NextMessage,
+      "A cheap draft proposes tokens that the model checks in one pass. Self-drafts reuse the model's own weights "
+      "(half its experts per token, or its first half of layers); a draft file is a smaller GGUF with the same "
+      "vocabulary. Speculative decoding runs one conversation at a time.")
+        ->choices = {"off", "self: fewer experts", "self: fewer layers", "draft file"};
+    f("spec_draft_file", "Draft model file", serve, "file", QString(), A::NextMessage,
+      "A GGUF with the model's vocabulary, used when Speculative decoding is 'draft file'.", "none");
+    f("spec_k", "Draft tokens per round", serve, "int", 4, A::NextMessage,
+      "Tokens the draft proposes before the model checks them (adapts between 1 and twice this).")->lo = 1;
+    fields_.last().hi = 16;
     f("temperature", "Temperature", samp, "real", 0.8, A::NextMessage, "0: greedy (always the most likely token).");
     f("top_k", "Top-k", samp, "int", 40, A::NextMessage, "Keep the k most likely tokens. 0: off.");
     f("top_p", "Top-p", samp, "real", 0.95, A::NextMessage, "Nucleus: the smallest set reaching this probability. 1: off.");
@@ -119,6 +141,7 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
         values_[x.key] = parsed;
     }
     // The defaults together must validate too (e.g. "pinned" without a pin file).
+    if (!app_rules(values_).isEmpty()) values_[QStringLiteral("spec_draft")] = QStringLiteral("off");
     if (!engine_from(values_).validate().empty() || !sampling_from(values_).validate().empty()) {
         for (const Field& x : fields_) {
             QVariant parsed;
@@ -255,6 +278,8 @@ EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) con
     s.prefetch = v.value(QStringLiteral("prefetch")).toBool();
     s.prefetch_width = int(v.value(QStringLiteral("prefetch_width")).toLongLong());
     s.predictor = v.value(QStringLiteral("predictor")).toString().toStdString();
+    s.kv_tokens = v.value(QStringLiteral("kv_tokens")).toLongLong();
+    s.kv_type = v.value(QStringLiteral("kv_type")).toString().toStdString();
     return s;
 }
 
@@ -283,6 +308,8 @@ QString SettingsModel::setValue(const QString& key, const QVariant& value) {
         const std::string e1 = engine_from(next).validate();
         const std::string e2 = sampling_from(next).validate();
         err = QString::fromStdString(!e1.empty() ? e1 : e2);
+        if (err.isEmpty()) err = app_rules(next);
+        if (err.isEmpty() && validators_.contains(key)) err = validators_[key](parsed.toString());
     }
     if (!err.isEmpty()) {
         errors_[key] = err;
@@ -333,6 +360,29 @@ void SettingsModel::set_error(const QString& key, const QString& error) {
     Q_EMIT dataChanged(index(row), index(row), {ErrorRole});
 }
 
+QString SettingsModel::app_rules(const QHash<QString, QVariant>& v) const {
+    if (v.value(QStringLiteral("spec_draft")).toString() == QLatin1String("draft file") &&
+        v.value(QStringLiteral("spec_draft_file")).toString().isEmpty())
+        return QStringLiteral("speculative decoding with a draft file needs the file: choose the Draft model file first");
+    return {};
+}
+
+void SettingsModel::set_validator(const QString& key, std::function<QString(const QString&)> check) {
+    validators_[key] = std::move(check);
+}
+
+DraftSettings SettingsModel::draft_settings() const {
+    DraftSettings d;
+    const QString m = values_.value(QStringLiteral("spec_draft")).toString();
+    d.mode = m == QLatin1String("self: fewer experts") ? QStringLiteral("experts")
+           : m == QLatin1String("self: fewer layers")  ? QStringLiteral("layers")
+           : m == QLatin1String("draft file")          ? QStringLiteral("file")
+                                                       : QStringLiteral("off");
+    d.file = values_.value(QStringLiteral("spec_draft_file")).toString();
+    d.k = int(values_.value(QStringLiteral("spec_k")).toLongLong());
+    return d;
+}
+
 EngineSettings SettingsModel::engine_settings() const { return engine_from(values_); }
 sched::SamplingParams SettingsModel::sampling_params() const { return sampling_from(values_); }
 
@@ -359,6 +409,7 @@ QString SettingsModel::live_group(const QString& key) {
     if (key == QLatin1String("policy")) return QStringLiteral("policy");
     if (key == QLatin1String("pin_file")) return QStringLiteral("pins");
     if (key == QLatin1String("prefetch") || key == QLatin1String("prefetch_width")) return QStringLiteral("prefetch");
+    if (key == QLatin1String("max_batch")) return QStringLiteral("batch");
     return {};
 }
 

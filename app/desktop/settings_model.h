@@ -11,10 +11,12 @@
 #include <QAbstractListModel>
 #include <QSettings>
 #include <QStringList>
+#include <functional>
 #include <memory>
 
 #include "sched/sampler.h"
 #include "strata/settings.h"
+#include "engine_worker.h"
 
 namespace strata::desktop {
 
@@ -45,7 +47,12 @@ public:
     // Marks (or clears, with "") an error the engine reported applying a live value.
     void set_error(const QString& key, const QString& error);
 
+    // An extra check for one key's value (e.g. a draft model's vocabulary
+    // against the loaded model's): returns "" to accept, else the reason.
+    void set_validator(const QString& key, std::function<QString(const QString& value)> check);
+
     EngineSettings engine_settings() const;
+    DraftSettings draft_settings() const;
     sched::SamplingParams sampling_params() const;
 
     // The app's recent models (newest first, at most 8) and window state live here too.
@@ -53,7 +60,7 @@ public:
     void add_recent_model(const QString& path);
     void remove_recent_model(const QString& path);
 
-    // The live group a key belongs to ("cache", "policy", "pins", "prefetch"), or "".
+    // The live group a key belongs to ("cache", "policy", "pins", "prefetch", "batch"), or "".
     static QString live_group(const QString& key);
 
 Q_SIGNALS:
@@ -67,12 +74,14 @@ private:
     EngineSettings engine_from(const QHash<QString, QVariant>& values) const;
     sched::SamplingParams sampling_from(const QHash<QString, QVariant>& values) const;
     QString text_of(const Field& f, const QVariant& v) const;
+    QString app_rules(const QHash<QString, QVariant>& values) const;
 
     std::unique_ptr<QSettings> owned_;
     QSettings* store_;
     QList<Field> fields_;
     QHash<QString, QVariant> values_;
     QHash<QString, QString> errors_;
+    QHash<QString, std::function<QString(const QString&)>> validators_;
 };
 
 // "512M", "4G", "1.5GiB", "300000000" -> bytes. false with a message for anything else.

@@ -73,6 +73,10 @@ constexpr Migration kMigrations[] = {
         );
         CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
     )sql"},
+    {2, R"sql(
+        ALTER TABLE messages ADD COLUMN cached_tokens   INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE messages ADD COLUMN spec_acceptance REAL    NOT NULL DEFAULT -1;
+    )sql"},
 };
 
 static_assert(std::size(kMigrations) == ChatStore::kSchemaVersion, "one migration step per schema version");
@@ -498,7 +502,7 @@ QList<Message> ChatStore::messages(qint64 conversation_id) const {
     }
     Stmt s(db_, path_,
            "SELECT id, conversation_id, role, content, partial, prompt_tokens, tokens, tok_s, ttft_ms, seconds, "
-           "finish, model, created FROM messages WHERE conversation_id = ?1 ORDER BY id",
+           "finish, model, created, cached_tokens, spec_acceptance FROM messages WHERE conversation_id = ?1 ORDER BY id",
            what);
     s.bind(1, conversation_id);
     QList<Message> out;
@@ -517,6 +521,8 @@ QList<Message> ChatStore::messages(qint64 conversation_id) const {
         m.stats.finish = s.text(10);
         m.stats.model = s.text(11);
         m.created = from_ms(s.i64(12));
+        m.stats.cached_tokens = s.i64(13);
+        m.stats.spec_acceptance = s.f64(14);
         out.append(std::move(m));
     }
     return out;
@@ -553,7 +559,7 @@ void ChatStore::update_message(qint64 message_id, const QString& content, bool p
     }
     Stmt s(db_, path_,
            "UPDATE messages SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
-           "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9 WHERE id = ?10",
+           "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, cached_tokens = ?11, spec_acceptance = ?12 WHERE id = ?10",
            what);
     s.bind(1, content)
         .bind(2, partial)
@@ -565,6 +571,8 @@ void ChatStore::update_message(qint64 message_id, const QString& content, bool p
         .bind(8, stats.finish)
         .bind(9, stats.model)
         .bind(10, message_id)
+        .bind(11, stats.cached_tokens)
+        .bind(12, stats.spec_acceptance)
         .run();
     bump(db_, path_, what, conversation_id);
     tx.commit();

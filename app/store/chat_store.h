@@ -56,6 +56,8 @@ struct MessageStats {
     double seconds = 0.0;        // whole answer wall time
     QString finish;              // "end", "stop", "length", "cancelled", "error", "" while streaming
     QString model;               // model file name that produced it
+    qint64 cached_tokens = 0;    // prompt tokens whose keys/values were reused from the cache
+    double spec_acceptance = -1; // speculative decoding: share of draft tokens kept; -1: not used
 };
 
 struct Message {
@@ -70,7 +72,7 @@ struct Message {
 
 class ChatStore {
 public:
-    static constexpr int kSchemaVersion = 1;
+    static constexpr int kSchemaVersion = 2;
 
     // Opens (creating the file and its directory if needed) and migrates.
     explicit ChatStore(const QString& path);

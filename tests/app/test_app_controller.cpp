@@ -108,11 +108,19 @@ private Q_SLOTS:
     void second_turn_reuses_the_cache_and_is_deterministic() {
         QVariantMap stats;
         QObject scope;  // the connection ends with this test, passed or not
+        // A first turn longer than one KV block (16 tokens): its blocks stay
+        // cached after it finishes and the scheduler's prefix sharing attaches them.
+        QVERIFY(chat_->newConversation() != 0);
+        QCOMPARE(exchange(QStringLiteral("And it came to pass in those days, that there went out a decree from Caesar Augustus")),
+                 QStringLiteral("length"));
         connect(chat_->worker(), &EngineWorker::finished, &scope, [&](quint64, const QVariantMap& s) { stats = s; });
         QCOMPARE(exchange(QStringLiteral("And the earth")), QStringLiteral("length"));
         QCOMPARE(chat_->messages()->rowCount(), 4);
         // The first turn's tokens stayed in the KV cache.
         QTRY_VERIFY(!stats.isEmpty());
+        // ... and the answer's stats say so ("N cached").
+        QVERIFY2(chat_->messages()->get(3)[QStringLiteral("statsText")].toString().contains(QStringLiteral("cached")),
+                 qPrintable(chat_->messages()->get(3)[QStringLiteral("statsText")].toString()));
         QVERIFY2(stats[QStringLiteral("reusedTokens")].toLongLong() > 0, qPrintable(QString::number(stats[QStringLiteral("reusedTokens")].toLongLong())));
         QVERIFY(stats[QStringLiteral("reusedTokens")].toLongLong() < stats[QStringLiteral("promptTokens")].toLongLong());
         const QString first = chat_->messages()->get(3)[QStringLiteral("content")].toString();

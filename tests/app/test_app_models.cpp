@@ -183,11 +183,12 @@ private Q_SLOTS:
         QCOMPARE(s.applies(QStringLiteral("n_ctx")), QStringLiteral("next load"));
         QCOMPARE(s.applies(QStringLiteral("threads")), QStringLiteral("next load"));
         QCOMPARE(s.applies(QStringLiteral("temperature")), QStringLiteral("next message"));
-        // Features the engine does not implement are not offered.
-        for (const QString& k : s.keys()) {
-            QVERIFY2(!k.contains(QStringLiteral("batch")) && !k.contains(QStringLiteral("kv")) && !k.contains(QStringLiteral("spec")),
-                     qPrintable(k));
-        }
+        // The serving settings the engine now implements, each with when it applies.
+        QCOMPARE(s.applies(QStringLiteral("kv_tokens")), QStringLiteral("next load"));
+        QCOMPARE(s.applies(QStringLiteral("kv_type")), QStringLiteral("next load"));
+        QCOMPARE(s.applies(QStringLiteral("max_batch")), QStringLiteral("live"));
+        QCOMPARE(s.applies(QStringLiteral("spec_draft")), QStringLiteral("next message"));
+        QCOMPARE(s.applies(QStringLiteral("spec_k")), QStringLiteral("next message"));
 
         // Saved: a second model over the same file sees the values.
         SettingsModel again(&qs);
