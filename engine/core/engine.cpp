@@ -226,11 +226,12 @@ void Engine::on_route(const model::RoutingEvent& e) {
     for (const auto& l : route_listeners_) l(e);
     const bool first_moe = heat_layer_ < 0 || e.layer == heat_layer_;
     if (first_moe) {
-        if (e.pos <= last_pos_) {  // the context was cleared: a new sequence
+        auto [it, fresh] = last_pos_.try_emplace(e.seq, e.pos);
+        if (!fresh && e.pos <= it->second) {  // this sequence starts over
             if (predictor_) predictor_->begin_sequence();
             if (trace_) trace_->begin_sequence();
         }
-        last_pos_ = e.pos;
+        it->second = e.pos;
     }
     if (trace_) trace_->on_route(e);
     if (predictor_) {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/resident_weights.h"
@@ -98,7 +99,9 @@ private:
     std::unique_ptr<experts::Predictor> predictor_;
     std::unique_ptr<experts::TraceWriter> trace_;
     int prefetch_width_ = 0;
-    int64_t last_pos_ = -1;       // to notice a new sequence (context cleared)
+    // Last position seen per KV sequence, to notice one that starts over (a
+    // cleared context, or a sequence id reused by the scheduler).
+    std::unordered_map<int32_t, int64_t> last_pos_;
     int64_t step_tokens_ = 0;     // tokens in the forward pass under way
     std::vector<model::RoutingObserver> route_listeners_;
     std::vector<model::LookaheadObserver> lookahead_listeners_;
