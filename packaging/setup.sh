@@ -11,6 +11,8 @@ PACKAGES=(
   qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-templates
   qml6-module-qtquick-layouts qml6-module-qtquick-dialogs qml6-module-qtquick-window
   qml6-module-qt-labs-folderlistmodel qml6-module-qtqml-workerscript qml6-module-qttest
+  qt6-qpa-plugins                     # the desktop app's window (xcb, wayland) and offscreen platforms
+  dpkg-dev desktop-file-utils         # cpack -G DEB (dpkg-shlibdeps) and the .desktop entry check
   libspdlog-dev libfmt-dev libicu-dev libsqlite3-dev libnuma-dev
   python3 python3-numpy               # the independent float64 reference forward pass (tests)
 )

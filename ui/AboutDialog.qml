@@ -13,6 +13,7 @@ Dialog {
     title: "About Strata"
     standardButtons: Dialog.Close
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
+    header: DialogHeader { text: "About Strata" }
 
     ColumnLayout {
         width: parent.width
@@ -52,8 +53,8 @@ Dialog {
             Label { text: appInfo.logFile; color: Theme.text; Layout.fillWidth: true; elide: Text.ElideMiddle }
         }
         RowLayout {
-            Button { text: "Open log"; onClicked: if (!appInfo.openLog()) chat.showNotice("No application could open the log. It is at " + appInfo.logFile) }
-            Button { text: "Open data folder"; onClicked: appInfo.openDataDir() }
+            StrataButton { text: "Open log"; onClicked: if (!appInfo.openLog()) chat.showNotice("No application could open the log. It is at " + appInfo.logFile) }
+            StrataButton { text: "Open data folder"; onClicked: appInfo.openDataDir() }
         }
     }
 }

@@ -37,7 +37,7 @@ Rectangle {
                     font.weight: Font.DemiBold
                     color: Theme.text
                 }
-                Button {
+                StrataButton {
                     flat: true
                     text: chat.systemPrompt.length > 0 ? "System prompt ●" : "System prompt"
                     checkable: true
@@ -49,7 +49,7 @@ Rectangle {
                     ToolTip.visible: hovered
                     ToolTip.text: "Instructions the model sees before this conversation"
                 }
-                Button {
+                StrataButton {
                     id: exportButton
                     flat: true
                     text: "Export ▾"
@@ -96,8 +96,8 @@ Rectangle {
                 }
                 RowLayout {
                     Layout.alignment: Qt.AlignRight
-                    Button { text: "Cancel"; flat: true; onClicked: systemEditor.visible = false }
-                    Button {
+                    StrataButton { text: "Cancel"; flat: true; onClicked: systemEditor.visible = false }
+                    StrataButton {
                         text: "Save"
                         highlighted: true
                         onClicked: { chat.setSystemPrompt(systemText.text); systemEditor.visible = false }
@@ -209,7 +209,7 @@ Rectangle {
                         font.pixelSize: Theme.small
                         text: chat.loadStage + " · " + Math.round(chat.loadFraction * 100) + "%"
                     }
-                    Button {
+                    StrataButton {
                         Layout.alignment: Qt.AlignHCenter
                         text: "Cancel"
                         onClicked: chat.cancelModelLoad()
@@ -219,13 +219,13 @@ Rectangle {
                     Layout.alignment: Qt.AlignHCenter
                     visible: chat.modelState === "none" || chat.modelState === "failed"
                     spacing: 10
-                    Button { text: "Load model…"; highlighted: true; onClicked: pane.loadModelRequested() }
-                    Button {
+                    StrataButton { text: "Load model…"; highlighted: true; onClicked: pane.loadModelRequested() }
+                    StrataButton {
                         text: "Use the demo model"
                         visible: chat.demoModelPath.length > 0
                         onClicked: chat.loadModel(chat.demoModelPath)
                     }
-                    Button { text: "Settings…"; visible: chat.modelState === "failed"; onClicked: pane.settingsRequested() }
+                    StrataButton { text: "Settings…"; visible: chat.modelState === "failed"; onClicked: pane.settingsRequested() }
                 }
             }
 

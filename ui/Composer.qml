@@ -12,6 +12,20 @@ Rectangle {
     color: Theme.surfaceAlt
     border.color: input.activeFocus ? Theme.accent : Theme.border
 
+    // Speculative decoding runs one conversation at a time: say why this one waits.
+    Label {
+        anchors.bottom: parent.top
+        anchors.bottomMargin: 4
+        anchors.left: parent.left
+        anchors.leftMargin: 4
+        visible: chat.speculative && chat.anyGenerating
+        text: chat.generating && chat.generatingConversations.length > 1
+              ? "Queued: speculative decoding runs one conversation at a time."
+              : "Speculative decoding is on: it runs one conversation at a time."
+        color: Theme.textFaint
+        font.pixelSize: Theme.tiny
+    }
+
     function submit() {
         if (chat.generating) return
         if (input.text.trim().length === 0) return
@@ -43,7 +57,7 @@ Rectangle {
                 }
             }
         }
-        Button {
+        StrataButton {
             Layout.alignment: Qt.AlignBottom
             text: chat.generating ? "Stop" : "Send"
             highlighted: !chat.generating

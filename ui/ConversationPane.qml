@@ -14,13 +14,14 @@ Rectangle {
         anchors.margins: 12
         spacing: 10
 
-        Button {
+        StrataButton {
             Layout.fillWidth: true
             text: "+  New chat"
+            implicitHeight: 38
             highlighted: true
             onClicked: chat.newConversation()
         }
-        TextField {
+        StrataTextField {
             id: searchField
             Layout.fillWidth: true
             placeholderText: "Search chats"
@@ -56,6 +57,7 @@ Rectangle {
                 required property string title
                 required property string updatedText
                 required property var messageCount
+                required property bool generating
                 property bool editing: false
                 width: ListView.view.width
                 height: 48
@@ -78,14 +80,42 @@ Rectangle {
                             color: Theme.text
                             font.weight: row.highlighted ? Font.DemiBold : Font.Normal
                         }
-                        Label {
+                        RowLayout {
                             Layout.fillWidth: true
-                            text: row.updatedText + " · " + row.messageCount + (row.messageCount === 1 ? " message" : " messages")
-                            color: Theme.textFaint
-                            font.pixelSize: Theme.tiny
+                            spacing: 6
+                            // An answer is being generated in this conversation.
+                            Rectangle {
+                                visible: row.generating
+                                implicitWidth: 7; implicitHeight: 7; radius: 3.5
+                                color: Theme.success
+                                SequentialAnimation on opacity {
+                                    running: row.generating
+                                    loops: Animation.Infinite
+                                    NumberAnimation { from: 1; to: 0.3; duration: 600 }
+                                    NumberAnimation { from: 0.3; to: 1; duration: 600 }
+                                }
+                            }
+                            Label {
+                                Layout.fillWidth: true
+                                text: row.generating ? "generating…"
+                                      : row.updatedText + " · " + row.messageCount + (row.messageCount === 1 ? " message" : " messages")
+                                color: row.generating ? Theme.success : Theme.textFaint
+                                font.pixelSize: Theme.tiny
+                                elide: Text.ElideRight
+                            }
+                            ToolButton {
+                                visible: row.generating
+                                text: "Stop"
+                                font.pixelSize: Theme.tiny
+                                implicitHeight: 18
+                                padding: 2
+                                onClicked: chat.stopConversation(row.conversationId)
+                                contentItem: Text { text: "Stop"; color: Theme.danger; font.pixelSize: Theme.tiny }
+                                background: null
+                            }
                         }
                     }
-                    TextField {
+                    StrataTextField {
                         id: renameField
                         Layout.fillWidth: true
                         visible: row.editing

@@ -37,15 +37,25 @@ ApplicationWindow {
     palette.toolTipText: Theme.text
     palette.link: Theme.accentHover
 
-    property bool showPanels: true
-    property bool showLedger: true
-    property bool showHeat: true
-    property bool showCache: true
-    property bool showThroughput: true
+    // Which panels are shown: remembered between launches (appSettings "ui/...").
+    property bool showPanels: appSettings.uiBool("showPanels", true)
+    property bool showLedger: appSettings.uiBool("showLedger", true)
+    property bool showHeat: appSettings.uiBool("showHeat", true)
+    property bool showCache: appSettings.uiBool("showCache", true)
+    property bool showThroughput: appSettings.uiBool("showThroughput", true)
+    function togglePanel(name) {
+        root[name] = !root[name]
+        appSettings.setUiBool(name, root[name])
+    }
 
     // Automation: every panel open for the screenshot.
     function showAllPanels() {
         showPanels = showLedger = showHeat = showCache = showThroughput = true
+    }
+    // Automation (--show): open a dialog before the screenshot.
+    function showDialog(name) {
+        if (name === "settings") settingsDialog.open()
+        else if (name === "model") planAndShow(chat.modelPath)
     }
     Component.onCompleted: if (unattended) showAllPanels()
 
@@ -61,7 +71,7 @@ ApplicationWindow {
         onSettingsRequested: settingsDialog.open()
         onAboutRequested: aboutDialog.open()
         showPanels: root.showPanels
-        onShowPanelsToggled: root.showPanels = !root.showPanels
+        onShowPanelsToggled: root.togglePanel("showPanels")
     }
 
     RowLayout {
@@ -94,7 +104,7 @@ ApplicationWindow {
             showHeat: root.showHeat
             showCache: root.showCache
             showThroughput: root.showThroughput
-            onToggle: (name) => root[name] = !root[name]
+            onToggle: (name) => root.togglePanel(name)
         }
     }
 

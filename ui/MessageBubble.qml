@@ -141,8 +141,8 @@ Item {
                         color: Theme.textDim
                         font.pixelSize: Theme.small
                     }
-                    Button { text: "Cancel"; flat: true; onClicked: bubble.editing = false }
-                    Button {
+                    StrataButton { text: "Cancel"; flat: true; onClicked: bubble.editing = false }
+                    StrataButton {
                         text: "Save and resend"
                         highlighted: true
                         enabled: editArea.text.trim().length > 0

@@ -23,6 +23,8 @@ Dialog {
     padding: 18
 
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
+    header: DialogHeader { text: dialog.title }
+    Overlay.modal: Rectangle { color: "#a0080a0e" }
 
     contentItem: ColumnLayout {
         spacing: 12
@@ -126,9 +128,9 @@ Dialog {
                             anchors.fill: parent
                             anchors.leftMargin: 10
                             anchors.rightMargin: 10
-                            Label { Layout.preferredWidth: 150; text: "account"; color: Theme.textDim; font.pixelSize: Theme.tiny }
-                            Label { Layout.preferredWidth: 40; text: "tier"; color: Theme.textDim; font.pixelSize: Theme.tiny }
-                            Label { Layout.preferredWidth: 90; text: "bytes"; color: Theme.textDim; font.pixelSize: Theme.tiny; horizontalAlignment: Text.AlignRight }
+                            Label { Layout.preferredWidth: 150; Layout.minimumWidth: 150; Layout.maximumWidth: 150; text: "account"; color: Theme.textDim; font.pixelSize: Theme.tiny }
+                            Label { Layout.preferredWidth: 40; Layout.minimumWidth: 40; Layout.maximumWidth: 40; text: "tier"; color: Theme.textDim; font.pixelSize: Theme.tiny }
+                            Label { Layout.preferredWidth: 90; Layout.minimumWidth: 90; Layout.maximumWidth: 90; text: "bytes"; color: Theme.textDim; font.pixelSize: Theme.tiny; horizontalAlignment: Text.AlignRight }
                             Label { Layout.fillWidth: true; text: "what it holds"; color: Theme.textDim; font.pixelSize: Theme.tiny }
                         }
                     }
@@ -144,13 +146,17 @@ Dialog {
                             anchors.rightMargin: 10
                             RowLayout {
                                 Layout.preferredWidth: 150
+                                Layout.minimumWidth: 150
+                                Layout.maximumWidth: 150
                                 spacing: 6
                                 Rectangle { implicitWidth: 8; implicitHeight: 8; radius: 2; color: Theme.accountColor(modelData.account) }
                                 Label { Layout.fillWidth: true; text: modelData.account; color: Theme.text; font.pixelSize: Theme.small }
                             }
-                            Label { Layout.preferredWidth: 40; text: modelData.tier; color: Theme.textDim; font.pixelSize: Theme.small }
+                            Label { Layout.preferredWidth: 40; Layout.minimumWidth: 40; Layout.maximumWidth: 40; text: modelData.tier; color: Theme.textDim; font.pixelSize: Theme.small }
                             Label {
                                 Layout.preferredWidth: 90
+                                Layout.minimumWidth: 90
+                                Layout.maximumWidth: 90
                                 horizontalAlignment: Text.AlignRight
                                 text: TextUtil.formatBytes(modelData.bytes)
                                 font.family: Theme.mono
@@ -197,13 +203,13 @@ Dialog {
 
     footer: DialogButtonBox {
         background: Rectangle { color: "transparent" }
-        Button {
+        StrataButton {
             text: "Settings…"
             flat: true
             DialogButtonBox.buttonRole: DialogButtonBox.HelpRole
             onClicked: dialog.settingsRequested()
         }
-        Button {
+        StrataButton {
             text: "Re-plan"
             flat: true
             enabled: dialog.path.length > 0 && chat.planState !== "planning"
@@ -212,11 +218,11 @@ Dialog {
             ToolTip.visible: hovered
             ToolTip.text: "Plan again with the current settings"
         }
-        Button {
+        StrataButton {
             text: "Cancel"
             DialogButtonBox.buttonRole: DialogButtonBox.RejectRole
         }
-        Button {
+        StrataButton {
             text: "Load"
             highlighted: true
             enabled: chat.planState === "ready" && dialog.plan.fits === true

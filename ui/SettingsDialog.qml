@@ -15,6 +15,8 @@ Dialog {
     title: "Settings"
     padding: 0
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
+    header: DialogHeader { text: dialog.title; subtitle: "Refused values stay as they were and say why." }
+    Overlay.modal: Rectangle { color: "#a0080a0e" }
 
     contentItem: ListView {
         id: list
@@ -54,31 +56,103 @@ Dialog {
             x: 20
             width: list.width - 40
             onSubmitted: (v) => appSettings.setValue(key, v)
-            onBrowseRequested: { pinDialog.open() }
+            onBrowseRequested: key === "spec_draft_file" ? draftDialog.open() : pinDialog.open()
+        }
+        // Calibration: count expert use on a prompts file and pin the hot ones.
+        footer: ColumnLayout {
+            x: 20
+            width: list.width - 40
+            spacing: 8
+            Item { implicitHeight: 18 }
+            Label {
+                text: "Hot experts"
+                font.pixelSize: 13
+                font.weight: Font.Bold
+                color: Theme.accentHover
+            }
+            Label {
+                Layout.fillWidth: true
+                wrapMode: Text.Wrap
+                color: Theme.textFaint
+                font.pixelSize: Theme.small
+                text: "Runs the prompts of a file through the loaded model, counts which experts it routes to, and pins "
+                      + "the most used eighth of them (written under the data folder and set as the Pin file)."
+            }
+            RowLayout {
+                Layout.fillWidth: true
+                spacing: 8
+                StrataButton {
+                    objectName: "calibrateButton"
+                    text: "Calibrate hot experts…"
+                    enabled: chat.modelState === "ready" && chat.calibrationState !== "running" && !chat.anyGenerating
+                    onClicked: promptsDialog.open()
+                }
+                StrataButton {
+                    text: "Use " + (chat.defaultPromptsFile.length > 0 ? chat.defaultPromptsFile.split("/").pop() : "default prompts")
+                    flat: true
+                    visible: chat.defaultPromptsFile.length > 0 && chat.calibrationState !== "running"
+                    enabled: chat.modelState === "ready" && !chat.anyGenerating
+                    onClicked: chat.calibrate("")
+                }
+                ProgressBar {
+                    Layout.fillWidth: true
+                    visible: chat.calibrationState === "running"
+                    from: 0; to: 1
+                    value: chat.calibrationFraction
+                }
+                StrataButton {
+                    text: "Cancel"
+                    visible: chat.calibrationState === "running"
+                    onClicked: chat.cancelCalibration()
+                }
+                Item { Layout.fillWidth: true; visible: chat.calibrationState !== "running" }
+            }
+            Label {
+                Layout.fillWidth: true
+                visible: chat.calibrationMessage.length > 0
+                wrapMode: Text.Wrap
+                font.pixelSize: Theme.small
+                color: chat.calibrationState === "failed" ? Theme.danger
+                     : chat.calibrationState === "done" ? Theme.success : Theme.textDim
+                text: chat.calibrationMessage
+            }
         }
     }
 
     footer: DialogButtonBox {
         background: Rectangle { color: "transparent" }
-        Button {
+        StrataButton {
             text: "Restore defaults"
             flat: true
             DialogButtonBox.buttonRole: DialogButtonBox.ResetRole
             onClicked: appSettings.resetToDefaults()
         }
-        Button {
+        StrataButton {
             text: "Reload model now"
             visible: chat.settingsNeedReload && chat.modelState === "ready"
             DialogButtonBox.buttonRole: DialogButtonBox.ApplyRole
             onClicked: chat.reloadModel()
         }
-        Button {
+        StrataButton {
             text: "Close"
             highlighted: true
             DialogButtonBox.buttonRole: DialogButtonBox.AcceptRole
         }
     }
 
+    FileDialog {
+        id: draftDialog
+        title: "Choose a draft model (a GGUF with the same vocabulary)"
+        nameFilters: ["GGUF models (*.gguf)", "All files (*)"]
+        onAccepted: appSettings.setValue("spec_draft_file", chat.localPath(selectedFile))
+    }
+    FileDialog {
+        id: promptsDialog
+        title: "Choose a prompts file for calibration (one prompt per line)"
+        nameFilters: ["Text files (*.txt)", "All files (*)"]
+        currentFolder: chat.defaultPromptsFile.length > 0 ? "file://" + chat.defaultPromptsFile.substring(0, chat.defaultPromptsFile.lastIndexOf("/")) : ""
+        onAccepted: chat.calibrate(selectedFile)
+    }
     FileDialog {
         id: pinDialog
         title: "Choose a pin file (strata-cli calibrate)"

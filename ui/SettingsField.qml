@@ -47,7 +47,7 @@ ColumnLayout {
         }
         Item { Layout.fillWidth: true }
 
-        TextField {
+        StrataTextField {
             id: textEditor
             objectName: "textEditor"
             visible: field.kind === "size" || field.kind === "int" || field.kind === "real" || field.kind === "file"
@@ -64,12 +64,12 @@ ColumnLayout {
             }
             onEditingFinished: if (text !== field.text || field.error.length > 0) field.submitted(text)
         }
-        Button {
+        StrataButton {
             visible: field.kind === "file"
             text: "Browse…"
             onClicked: field.browseRequested()
         }
-        ComboBox {
+        StrataComboBox {
             id: combo
             visible: field.kind === "choice"
             Layout.preferredWidth: 150

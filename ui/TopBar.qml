@@ -108,12 +108,12 @@ ToolBar {
             MouseArea { id: chipMouse; anchors.fill: parent; hoverEnabled: true; acceptedButtons: Qt.NoButton }
         }
 
-        Button {
+        StrataButton {
             text: "Load model…"
             highlighted: chat.modelState !== "ready" && chat.modelState !== "loading"
             onClicked: bar.loadModelRequested()
         }
-        Button {
+        StrataButton {
             id: recentButton
             text: "Recent ▾"
             enabled: chat.recentModels.length > 0
@@ -132,7 +132,7 @@ ToolBar {
                 }
             }
         }
-        Button {
+        StrataButton {
             text: "Reload"
             visible: chat.settingsNeedReload && chat.modelState === "ready"
             highlighted: true
@@ -143,17 +143,17 @@ ToolBar {
 
         Item { Layout.fillWidth: true }
 
-        Button {
+        StrataButton {
             text: bar.showPanels ? "Hide panels" : "Show panels"
             flat: true
             onClicked: bar.showPanelsToggled()
         }
-        Button {
+        StrataButton {
             text: "Settings"
             flat: true
             onClicked: bar.settingsRequested()
         }
-        Button {
+        StrataButton {
             id: moreButton
             text: "Help ▾"
             flat: true

@@ -63,7 +63,23 @@ void Automation::wait_for_panels() {
         fail(QStringLiteral("the panels received no telemetry"));
         return;
     }
-    QTimer::singleShot(600, this, &Automation::capture);
+    QTimer::singleShot(600, this, &Automation::show_then_capture);
+}
+
+void Automation::show_then_capture() {
+    if (opt_.show.isEmpty()) return capture();
+    if (!shown_) {
+        shown_ = true;
+        waits_ = 0;
+        if (!window_ || !QMetaObject::invokeMethod(window_, "showDialog", Q_ARG(QVariant, QVariant(opt_.show))))
+            return fail(QStringLiteral("cannot open the %1 dialog").arg(opt_.show));
+    }
+    // The model dialog shows the plan once it is computed.
+    if (opt_.show == QLatin1String("model") && chat_->planState() == QLatin1String("planning") && ++waits_ < 100) {
+        QTimer::singleShot(100, this, &Automation::show_then_capture);
+        return;
+    }
+    QTimer::singleShot(800, this, &Automation::capture);
 }
 
 void Automation::capture() {

@@ -3,7 +3,9 @@
 // conversation, sends TEXT, waits for the whole answer and for the panels to
 // show the engine's figures, saves a screenshot of the window (panels open)
 // and the figures as JSON, then quits: exit 0, or 1 with a message on stderr
-// (bad model, failed answer, no screenshot), 3 on a time-out.
+// (bad model, failed answer, no screenshot), 3 on a time-out. `--show
+// settings|model` opens the settings dialog or the model dialog (with the
+// plan of the loaded model) before the screenshot.
 #pragma once
 
 #include <QObject>
@@ -22,6 +24,7 @@ struct AutomationOptions {
     QString prompt;            // empty: no exchange, just the screenshot once the model is loaded
     QString screenshot;        // empty: none
     QString report;            // empty: none
+    QString show;              // "settings" | "model": open that dialog before the screenshot
     bool quit_after_reply = false;
     int timeout_s = 600;
 };
@@ -38,6 +41,7 @@ private:
     void on_model_loaded();
     void on_answer(qint64 message_id, const QString& finish);
     void wait_for_panels();
+    void show_then_capture();
     void capture();
     void fail(const QString& message, int code = 1);
 
@@ -50,6 +54,7 @@ private:
     QString finish_;
     bool capturing_ = false;
     int waits_ = 0;
+    bool shown_ = false;
 };
 
 }  // namespace strata::desktop

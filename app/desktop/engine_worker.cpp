@@ -346,6 +346,7 @@ void EngineWorker::on_done(quint64 id, const sched::RequestResult& r) {
     stats[QStringLiteral("speculative")] = false;
     stats[QStringLiteral("specAcceptance")] = -1.0;
     stats[QStringLiteral("preemptions")] = r.preemptions;
+    emit_telemetry();  // the panels hold this answer's figures when it is reported done
     Q_EMIT finished(id, stats);
 }
 

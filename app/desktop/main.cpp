@@ -73,7 +73,10 @@ int main(int argc, char** argv) {
     const QCommandLineOption timeout_opt(QStringLiteral("timeout"),
                                          QStringLiteral("With --quit-after-reply: give up after SECONDS (default 600)."),
                                          QStringLiteral("SECONDS"), QStringLiteral("600"));
-    cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt});
+    const QCommandLineOption show_opt(QStringLiteral("show"),
+                                      QStringLiteral("Before the screenshot, open a dialog: settings, or model (the load plan of the model)."),
+                                      QStringLiteral("DIALOG"));
+    cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt});
     cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
 
     bool ok = false;
@@ -86,7 +89,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "strata: --prompt: the prompt is empty\n");
         return 2;
     }
-    const bool unattended = cli.isSet(quit_opt) || cli.isSet(shot_opt) || cli.isSet(report_opt) || cli.isSet(prompt_opt);
+    if (cli.isSet(show_opt) && cli.value(show_opt) != QLatin1String("settings") && cli.value(show_opt) != QLatin1String("model")) {
+        std::fprintf(stderr, "strata: --show: expected settings or model, got '%s'\n", qPrintable(cli.value(show_opt)));
+        return 2;
+    }
+    const bool unattended = cli.isSet(show_opt) || cli.isSet(quit_opt) || cli.isSet(shot_opt) || cli.isSet(report_opt) || cli.isSet(prompt_opt);
 
     const AppPaths paths = resolve_paths(cli.value(data_opt));
     if (const QString err = setup_logging(paths.log_file); !err.isEmpty()) std::fprintf(stderr, "strata: %s\n", qPrintable(err));
@@ -130,6 +137,7 @@ int main(int argc, char** argv) {
         o.screenshot = cli.value(shot_opt);
         o.report = cli.value(report_opt);
         o.quit_after_reply = cli.isSet(quit_opt);
+        o.show = cli.value(show_opt);
         o.timeout_s = timeout;
         automation = std::make_unique<Automation>(o, chat.get(), &telemetry, window);
         automation->start();

@@ -386,6 +386,15 @@ DraftSettings SettingsModel::draft_settings() const {
 EngineSettings SettingsModel::engine_settings() const { return engine_from(values_); }
 sched::SamplingParams SettingsModel::sampling_params() const { return sampling_from(values_); }
 
+bool SettingsModel::uiBool(const QString& key, bool fallback) const {
+    const QVariant v = store_->value(QStringLiteral("ui/") + key);
+    if (!v.isValid()) return fallback;
+    const QString t = v.toString().toLower();
+    return t == QLatin1String("true") || t == QLatin1String("1");
+}
+
+void SettingsModel::setUiBool(const QString& key, bool value) { store_->setValue(QStringLiteral("ui/") + key, value); }
+
 QStringList SettingsModel::recent_models() const {
     return store_->value(QStringLiteral("models/recent")).toStringList();
 }

@@ -44,6 +44,10 @@ public:
     Q_INVOKABLE void resetToDefaults();
     Q_INVOKABLE QStringList keys() const;
 
+    // View state remembered between launches (which panels are shown): "ui/<key>".
+    Q_INVOKABLE bool uiBool(const QString& key, bool fallback) const;
+    Q_INVOKABLE void setUiBool(const QString& key, bool value);
+
     // Marks (or clears, with "") an error the engine reported applying a live value.
     void set_error(const QString& key, const QString& error);
 

@@ -3,6 +3,7 @@
 // edit and resend, KV cache reuse across turns, live settings, and clear
 // failures for a missing or corrupt model file.
 #include <QFile>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -37,6 +38,30 @@ class TestAppController : public QObject {
         return ok.count() == 1;
     }
 
+    // Runs strata-cli make-model; returns the path or "" on failure.
+    QString make_model(const QString& name, const QStringList& extra) {
+        const QString out = dir_.filePath(name);
+        QProcess p;
+        p.start(QStringLiteral(STRATA_CLI_BINARY),
+                QStringList{QStringLiteral("make-model"), out, QStringLiteral("--layers"), QStringLiteral("1"),
+                            QStringLiteral("--dim"), QStringLiteral("64"), QStringLiteral("--heads"), QStringLiteral("4"),
+                            QStringLiteral("--kv-heads"), QStringLiteral("2"), QStringLiteral("--experts"), QStringLiteral("4"),
+                            QStringLiteral("--expert-ff"), QStringLiteral("64"), QStringLiteral("--ctx"), QStringLiteral("512")} +
+                    extra);
+        if (!p.waitForFinished(60000) || p.exitCode() != 0) {
+            qWarning() << p.readAllStandardError();
+            return {};
+        }
+        return out;
+    }
+
+    // Waits until no conversation is generating.
+    bool drain(int ms = 60000) {
+        QDeadlineTimer deadline(ms);
+        while (chat_->anyGenerating() && !deadline.hasExpired()) QTest::qWait(10);
+        return !chat_->anyGenerating();
+    }
+
     // Sends and waits for the answer; returns its finish reason.
     QString exchange(const QString& text) {
         QSignalSpy done(chat_.get(), &ChatController::answerFinished);
@@ -55,6 +80,8 @@ private Q_SLOTS:
         QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
         QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
         QCOMPARE(settings_->setValue(QStringLiteral("repeat_penalty"), 1.0), QString());
+        // Room in the shared KV cache for several conversations at once.
+        QCOMPARE(settings_->setValue(QStringLiteral("kv_tokens"), 1024), QString());
         telemetry_ = std::make_unique<TelemetryModel>();
         chat_ = std::make_unique<ChatController>(dir_.filePath(QStringLiteral("chats.sqlite")), settings_.get(), telemetry_.get());
         QCOMPARE(chat_->modelState(), QStringLiteral("none"));
@@ -174,6 +201,195 @@ private Q_SLOTS:
         QCOMPARE(stored[1].stats.finish, QStringLiteral("cancelled"));
         QCOMPARE(stored[1].content, a[QStringLiteral("content")].toString());
         QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void two_conversations_generate_at_once() {
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 40), QString());
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        const qint64 a = chat_->newConversation();
+        QVERIFY(chat_->send(QStringLiteral("And Moses said unto the people")));
+        QVERIFY(chat_->generating());
+        QVERIFY(!chat_->send(QStringLiteral("twice")));  // one answer per conversation
+        const qint64 b = chat_->newConversation();
+        QVERIFY(b != a);
+        QVERIFY(!chat_->generating());  // this conversation is free
+        QVERIFY(chat_->send(QStringLiteral("Blessed is the man")));
+        QVERIFY(chat_->anyGenerating());
+        QCOMPARE(chat_->generatingConversations().size(), 2);
+        QVERIFY(chat_->isGenerating(a) && chat_->isGenerating(b));
+        // The conversation list marks both.
+        ConversationListModel* list = chat_->conversations();
+        int marked = 0;
+        for (int r = 0; r < list->rowCount(); ++r)
+            marked += list->data(list->index(r), ConversationListModel::GeneratingRole).toBool() ? 1 : 0;
+        QCOMPARE(marked, 2);
+        QVERIFY(drain());
+        QCOMPARE(done.count(), 2);
+        for (qint64 id : {a, b}) {
+            const auto stored = chat_->store().messages(id);
+            QCOMPARE(stored.size(), 2);
+            QCOMPARE(stored[1].partial, false);
+            QCOMPARE(stored[1].stats.tokens, 40);
+            QVERIFY(!stored[1].content.isEmpty());
+        }
+        // Each answer is the one it gets alone (greedy): regenerate A by itself.
+        const QString together = chat_->store().messages(a)[1].content;
+        chat_->selectConversation(a);
+        QVERIFY(chat_->regenerate());
+        QVERIFY(drain());
+        QCOMPARE(chat_->store().messages(a)[1].content, together);
+    }
+
+    void stop_one_while_the_other_continues() {
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 60), QString());
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        const qint64 a = chat_->newConversation();
+        QVERIFY(chat_->send(QStringLiteral("And Jacob went on his way")));
+        const qint64 b = chat_->newConversation();
+        QVERIFY(chat_->send(QStringLiteral("The LORD is my shepherd")));
+        chat_->stopConversation(a);
+        QVERIFY(drain());
+        QCOMPARE(done.count(), 2);
+        const auto sa = chat_->store().messages(a);
+        const auto sb = chat_->store().messages(b);
+        QCOMPARE(sa[1].stats.finish, QStringLiteral("cancelled"));
+        QCOMPARE(sa[1].partial, true);
+        QVERIFY(sa[1].stats.tokens < 60);
+        QCOMPARE(sb[1].stats.finish, QStringLiteral("length"));
+        QCOMPARE(sb[1].stats.tokens, 60);
+        QCOMPARE(sb[1].partial, false);
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void max_batch_applies() {
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 30), QString());
+        // Order of events per request id, seen from the worker's signals.
+        auto run_two = [&](QList<QString>* events) {
+            QObject scope;
+            connect(chat_->worker(), &EngineWorker::token, &scope, [events](quint64 id, const QString&) {
+                const QString e = QStringLiteral("t%1").arg(id);
+                if (!events->contains(e)) events->append(e);
+            });
+            connect(chat_->worker(), &EngineWorker::finished, &scope,
+                    [events](quint64 id, const QVariantMap&) { events->append(QStringLiteral("f%1").arg(id)); });
+            chat_->newConversation();
+            chat_->send(QStringLiteral("In the beginning God created"));
+            chat_->newConversation();
+            chat_->send(QStringLiteral("Now the serpent was more subtil"));
+            return drain();
+        };
+        QCOMPARE(settings_->setValue(QStringLiteral("max_batch"), 1), QString());
+        QList<QString> one;
+        QVERIFY(run_two(&one));
+        // One at a time: the second starts after the first has finished.
+        QCOMPARE(one.size(), 4);
+        QVERIFY2(one[1].startsWith(QLatin1Char('f')), qPrintable(one.join(QLatin1Char(' '))));
+        QCOMPARE(settings_->setValue(QStringLiteral("max_batch"), 4), QString());
+        QList<QString> four;
+        QVERIFY(run_two(&four));
+        // Together: both stream before either finishes.
+        QVERIFY2(four[0].startsWith(QLatin1Char('t')) && four[1].startsWith(QLatin1Char('t')), qPrintable(four.join(QLatin1Char(' '))));
+        QVERIFY(!settings_->setValue(QStringLiteral("max_batch"), 0).isEmpty());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void kv_and_speculative_settings_are_validated() {
+        QVERIFY(settings_->setValue(QStringLiteral("kv_type"), QStringLiteral("q4")).contains(QStringLiteral("not one of")));
+        QVERIFY(!settings_->setValue(QStringLiteral("kv_tokens"), -16).isEmpty());
+        QVERIFY(!settings_->setValue(QStringLiteral("spec_k"), 0).isEmpty());
+        // A draft file mode needs the file.
+        const QString why = settings_->setValue(QStringLiteral("spec_draft"), QStringLiteral("draft file"));
+        QVERIFY2(why.contains(QStringLiteral("Draft model file")), qPrintable(why));
+        QCOMPARE(settings_->value(QStringLiteral("spec_draft")).toString(), QStringLiteral("off"));
+        QVERIFY(settings_->setValue(QStringLiteral("spec_draft_file"), dir_.filePath(QStringLiteral("none.gguf")))
+                    .contains(QStringLiteral("no such file")));
+        // Not a GGUF.
+        const QString junk = dir_.filePath(QStringLiteral("draft-junk.gguf"));
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not a model");
+        f.close();
+        QVERIFY(settings_->setValue(QStringLiteral("spec_draft_file"), junk).contains(QStringLiteral("GGUF")));
+        // Another vocabulary: refused, saying so.
+        const QString other = make_model(QStringLiteral("other-vocab.gguf"), {QStringLiteral("--vocab"), QStringLiteral("512")});
+        QVERIFY(!other.isEmpty());
+        const QString mismatch = settings_->setValue(QStringLiteral("spec_draft_file"), other);
+        QVERIFY2(mismatch.contains(QStringLiteral("vocabulary")), qPrintable(mismatch));
+        QCOMPARE(settings_->error(QStringLiteral("spec_draft_file")), mismatch);
+        QVERIFY(settings_->value(QStringLiteral("spec_draft_file")).toString().isEmpty());
+        // The same vocabulary: accepted.
+        const QString same = make_model(QStringLiteral("same-vocab.gguf"), {QStringLiteral("--vocab-from"), kDemo});
+        QVERIFY(!same.isEmpty());
+        QCOMPARE(settings_->setValue(QStringLiteral("spec_draft_file"), same), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("spec_draft"), QStringLiteral("draft file")), QString());
+        QVERIFY(chat_->speculative());
+        // Emptying the file under "draft file" is refused.
+        QVERIFY(!settings_->setValue(QStringLiteral("spec_draft_file"), QString()).isEmpty());
+        QCOMPARE(settings_->setValue(QStringLiteral("spec_draft"), QStringLiteral("off")), QString());
+        QVERIFY(!chat_->speculative());
+    }
+
+    void speculative_answer_equals_the_plain_answer() {
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 32), QString());
+        QVERIFY(chat_->newConversation() != 0);
+        QCOMPARE(exchange(QStringLiteral("And the LORD spake unto Moses, saying")), QStringLiteral("length"));
+        const QString plain = chat_->messages()->get(1)[QStringLiteral("content")].toString();
+        for (const QString& mode : {QStringLiteral("self: fewer experts"), QStringLiteral("self: fewer layers"), QStringLiteral("draft file")}) {
+            QCOMPARE(settings_->setValue(QStringLiteral("spec_draft"), mode), QString());
+            QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+            QVERIFY(chat_->regenerate());
+            QVERIFY(done.wait(60000));
+            QCOMPARE(done.first().at(1).toString(), QStringLiteral("length"));
+            const QVariantMap a = chat_->messages()->get(1);
+            QCOMPARE(a[QStringLiteral("content")].toString(), plain);
+            QVERIFY2(a[QStringLiteral("statsText")].toString().contains(QStringLiteral("accepted")),
+                     qPrintable(a[QStringLiteral("statsText")].toString()));
+            const auto stored = chat_->store().messages(chat_->currentConversationId());
+            QVERIFY(stored[1].stats.spec_acceptance >= 0 && stored[1].stats.spec_acceptance <= 1);
+        }
+        // One at a time: a second conversation waits for the first, and both complete.
+        const qint64 a = chat_->currentConversationId();
+        QVERIFY(chat_->regenerate());
+        chat_->newConversation();
+        QVERIFY(chat_->send(QStringLiteral("Blessed is the man")));
+        QVERIFY(drain());
+        QCOMPARE(chat_->store().messages(a)[1].content, plain);
+        QCOMPARE(chat_->store().messages(chat_->currentConversationId())[1].stats.finish, QStringLiteral("length"));
+        QCOMPARE(settings_->setValue(QStringLiteral("spec_draft"), QStringLiteral("off")), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void calibration_writes_a_pin_file_and_can_be_cancelled() {
+        QVERIFY(QFileInfo::exists(chat_->defaultPromptsFile()));
+        // Cancelled at once: the pin file is unchanged.
+        const QVariant before = settings_->value(QStringLiteral("pin_file"));
+        {
+            QSignalSpy fin(chat_.get(), &ChatController::calibrationFinished);
+            QVERIFY(chat_->calibrate());
+            QCOMPARE(chat_->calibrationState(), QStringLiteral("running"));
+            chat_->cancelCalibration();
+            QVERIFY(fin.wait(60000));
+            QCOMPARE(fin.first().at(0).toBool(), false);
+            QCOMPARE(chat_->calibrationState(), QStringLiteral("cancelled"));
+            QCOMPARE(settings_->value(QStringLiteral("pin_file")), before);
+        }
+        // A missing prompts file is refused up front.
+        QVERIFY(!chat_->calibrate(QUrl::fromLocalFile(dir_.filePath(QStringLiteral("no-prompts.txt")))));
+        QVERIFY(chat_->lastError().contains(QStringLiteral("no such file")));
+        // A whole run: written under the data dir and made the pin file, which the engine takes.
+        QSignalSpy fin(chat_.get(), &ChatController::calibrationFinished);
+        QVERIFY(chat_->calibrate());
+        QVERIFY(fin.wait(120000));
+        QVERIFY2(fin.first().at(0).toBool(), qPrintable(chat_->calibrationMessage()));
+        const QString pin = settings_->value(QStringLiteral("pin_file")).toString();
+        QVERIFY(pin.startsWith(dir_.path()));
+        QVERIFY(QFile::exists(pin));
+        QTRY_VERIFY(telemetry_->pinnedExperts() > 0);
+        QVERIFY(settings_->error(QStringLiteral("pin_file")).isEmpty());
+        // Still answers, with the pins in force.
+        QVERIFY(chat_->newConversation() != 0);
+        QCOMPARE(exchange(QStringLiteral("Blessed are")), QStringLiteral("length"));
+        QCOMPARE(settings_->setValue(QStringLiteral("pin_file"), QString()), QString());
     }
 
     void long_conversations_drop_the_oldest_turns() {
