@@ -32,6 +32,7 @@ struct DraftSpec {
     bool self = false;
     std::string path;
     int64_t layers = 0, experts = 0;
+    bool resident = false;  // route only among experts already in fast memory
 };
 
 DraftSpec parse_draft(const std::string& s) {
@@ -45,6 +46,10 @@ DraftSpec parse_draft(const std::string& s) {
     if (s.size() > 4 && s[4] != ':') throw UsageError("--draft: expected 'self:layers=N,experts=K' or a GGUF path, got '" + s + "'");
     std::stringstream ss(rest);
     for (std::string item; std::getline(ss, item, ',');) {
+        if (item == "resident") {
+            d.resident = true;
+            continue;
+        }
         const auto eq = item.find('=');
         const std::string key = item.substr(0, eq);
         int64_t val = 0;
@@ -55,9 +60,10 @@ DraftSpec parse_draft(const std::string& s) {
         }
         if (key == "layers" && val > 0) d.layers = val;
         else if (key == "experts" && val > 0) d.experts = val;
-        else throw UsageError("--draft: '" + item + "' is not layers=N or experts=K (N, K >= 1)");
+        else throw UsageError("--draft: '" + item + "' is not layers=N, experts=K (N, K >= 1) or resident");
     }
-    if (d.layers == 0 && d.experts == 0) throw UsageError("--draft self: give layers=N and/or experts=K (fewer than the target's)");
+    if (d.layers == 0 && d.experts == 0 && !d.resident)
+        throw UsageError("--draft self: give layers=N, experts=K (fewer than the target's) and/or resident");
     return d;
 }
 
@@ -76,7 +82,9 @@ void add_serving_options(Args& a) {
     a.option("--gen-len", "", "G", "serving benchmark: tokens generated per request (end-of-text ignored)", "64");
     a.option("--group", "", "on|off", "serving: admit requests by predicted expert overlap", "on");
     a.option("--arrival", "", "closed|burst", "serving: keep C in flight (closed) or queue all R at once (burst)", "closed");
-    a.option("--draft", "", "D", "speculative decoding: a GGUF with the same vocabulary, or self:layers=N,experts=K");
+    a.option("--draft", "", "D",
+             "speculative decoding: a GGUF with the same vocabulary, or the model itself with fewer layers or experts\n"
+             "(self:layers=N,experts=K), optionally routing only among cached experts (…,resident)");
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
 }
 
@@ -167,14 +175,18 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
         if (d.self) {
             dp.max_layers = d.layers;
             dp.n_expert_used = d.experts;
+            dp.resident_experts_only = d.resident;
         } else {
             draft_model = model::Model::load(d.path);
             if (const std::string why = sched::vocab_mismatch(vocab, draft_model->vocab()); !why.empty())
                 throw Error("--draft " + d.path + ": " + why + "; the draft must share the target's vocabulary");
         }
-        // A self-draft runs the engine's own (resident or cached) weights.
+        // A self-draft runs the engine's own (resident or cached) weights; its
+        // expert lookups do not count as the model's (hit rate, policy).
+        std::unique_ptr<experts::DraftExperts> draft_experts;
+        if (d.self && engine->expert_store()) draft_experts = std::make_unique<experts::DraftExperts>(*engine->expert_store());
         model::Context draft(d.self ? engine->model() : *draft_model, dp, d.self ? &ctx.weights() : nullptr,
-                             d.self ? engine->expert_store() : nullptr);
+                             draft_experts.get());
         sched::SpeculativeParams sparams;
         sparams.k = k;
         sparams.k_max = std::max(2 * k, 1);

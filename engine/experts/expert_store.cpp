@@ -207,6 +207,23 @@ void ExpertStore::io_main() {
 
 void ExpertStore::demand(int64_t layer, std::span<const int32_t> experts) {
     std::lock_guard<std::mutex> lock(mu_);
+    demand_locked(layer, experts, true);
+}
+
+void ExpertStore::demand_uncounted(int64_t layer, std::span<const int32_t> experts) {
+    std::lock_guard<std::mutex> lock(mu_);
+    demand_locked(layer, experts, false);
+}
+
+void ExpertStore::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t e = 0; e < n_expert; ++e) {
+        auto it = where_.find(key(layer, static_cast<int32_t>(e)));
+        mask[e] = it != where_.end() && !slots_[static_cast<size_t>(it->second)].loading;
+    }
+}
+
+void ExpertStore::demand_locked(int64_t layer, std::span<const int32_t> experts, bool counted) {
     if (!io_error_.empty()) throw Error(io_error_);
     // A layer abandoned half-way (an exception in the forward pass) leaves
     // wanted marks behind; they must not protect those experts forever.
@@ -226,13 +243,13 @@ void ExpertStore::demand(int64_t layer, std::span<const int32_t> experts) {
     for (int32_t e : experts) {
         const ExpertKey k = key(layer, e);
         ++wanted_[k];
-        ++stats_.demanded;
+        stats_.demanded += counted;
         last_use_[k] = clock_;
         if (where_.count(k)) {
-            ++stats_.hits;
-            if (!slots_[static_cast<size_t>(where_[k])].loading && !pinned_[k]) policy_->on_hit(k);
+            stats_.hits += counted;
+            if (counted && !slots_[static_cast<size_t>(where_[k])].loading && !pinned_[k]) policy_->on_hit(k);
         } else {
-            policy_->on_miss(k);
+            if (counted) policy_->on_miss(k);
             enqueue_locked(k, true);
         }
     }

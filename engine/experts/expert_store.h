@@ -72,6 +72,10 @@ public:
     void demand(int64_t layer, std::span<const int32_t> experts) override;
     int32_t take(int64_t layer, model::FfnMatrices* out) override;
     void release(int64_t layer, int32_t expert) override;
+    void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) override;
+    // demand() that leaves the hit/miss statistics and the policy's counts
+    // alone: a speculative draft's lookups are not the model's expert uses.
+    void demand_uncounted(int64_t layer, std::span<const int32_t> experts);
 
     // Queues prefetches (best first) behind the pending ones, skipping experts
     // already resident, loading or queued. Never delays demand loads; pending
@@ -121,6 +125,7 @@ private:
     };
     class Filter;
 
+    void demand_locked(int64_t layer, std::span<const int32_t> experts, bool counted);
     void io_main();
     bool protected_locked(ExpertKey k) const;
     int64_t find_slot_locked(bool for_demand);  // free slot or victim; -1 when none
@@ -160,6 +165,22 @@ private:
     std::vector<int32_t> cur_pending_;
 
     ExpertStoreStats stats_;
+};
+
+// The expert store as a speculative draft sees it: the same slots, demands
+// that do not count as the model's expert uses, and residency to route by.
+class DraftExperts final : public model::ExpertProvider {
+public:
+    explicit DraftExperts(ExpertStore& store) : store_(store) {}
+    void demand(int64_t layer, std::span<const int32_t> experts) override { store_.demand_uncounted(layer, experts); }
+    int32_t take(int64_t layer, model::FfnMatrices* out) override { return store_.take(layer, out); }
+    void release(int64_t layer, int32_t expert) override { store_.release(layer, expert); }
+    void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) override {
+        store_.resident_mask(layer, mask, n_expert);
+    }
+
+private:
+    ExpertStore& store_;
 };
 
 }  // namespace strata::experts

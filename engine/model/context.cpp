@@ -38,6 +38,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
                     std::to_string(c.n_expert_used) + ")");
     n_layers_run_ = params.max_layers > 0 ? params.max_layers : c.n_layer;
     n_used_ = params.n_expert_used > 0 ? params.n_expert_used : c.n_expert_used;
+    resident_only_ = params.resident_experts_only;
     int threads = params.n_threads > 0 ? params.n_threads : static_cast<int>(std::thread::hardware_concurrency());
     pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
 
@@ -338,31 +339,42 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     // Route: softmax over all experts, top-k, optional renormalisation and scale.
     matmul(L.router, h_.data(), n, router_logits_.data());
     std::fill(expert_count_.begin(), expert_count_.end(), 0);
+    // A resident-only draft routes among the experts in fast memory; where
+    // fewer are resident than it uses, the missing ranks are left empty (id
+    // -1, weight 0) rather than loaded.
+    const uint8_t* allowed = nullptr;
+    if (resident_only_) {
+        resident_mask_.resize(static_cast<size_t>(E));
+        experts_->resident_mask(L.index, resident_mask_.data(), E);
+        allowed = resident_mask_.data();
+    }
     for (int64_t t = 0; t < n; ++t) {
         float* p = router_logits_.data() + t * E;
         ops::softmax(p, E);
         int32_t* ids = route_ids_.data() + t * U;
         float* wts = route_w_.data() + t * U;
+        int64_t used = 0;
         for (int64_t k = 0; k < U; ++k) {
             int32_t best = -1;
             for (int32_t e = 0; e < E; ++e) {
-                bool taken = false;
+                bool taken = allowed && !allowed[e];
                 for (int64_t j = 0; j < k; ++j) taken |= ids[j] == e;
                 if (!taken && (best < 0 || p[e] > p[best])) best = e;
             }
             ids[k] = best;
-            wts[k] = p[best];
+            wts[k] = best >= 0 ? p[best] : 0.0f;
+            used += best >= 0;
         }
-        if (c.expert_weights_norm) {
+        if (c.expert_weights_norm && used > 0) {
             float sum = 0.0f;
             for (int64_t k = 0; k < U; ++k) sum += wts[k];
             for (int64_t k = 0; k < U; ++k) wts[k] /= sum;
         }
         for (int64_t k = 0; k < U; ++k) {
             wts[k] *= c.expert_weights_scale;
-            ++expert_count_[ids[k]];
+            if (ids[k] >= 0) ++expert_count_[ids[k]];
         }
-        if (observer_) observer_(RoutingEvent{L.index, tok_pos_[t], ids, wts, U, p, E, tok_seq_[t]});
+        if (observer_) observer_(RoutingEvent{L.index, tok_pos_[t], ids, wts, used, p, E, tok_seq_[t]});
     }
 
     // Group tokens by expert so each expert runs once over all its tokens.
@@ -372,7 +384,7 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < U; ++k) {
             const int32_t e = route_ids_[t * U + k];
-            expert_tokens_[expert_offset_[e] + expert_count_[e]++] = static_cast<int32_t>(t * U + k);
+            if (e >= 0) expert_tokens_[expert_offset_[e] + expert_count_[e]++] = static_cast<int32_t>(t * U + k);
         }
 
     // Each chosen expert runs once over all its tokens, in the order the
@@ -401,7 +413,8 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < U; ++k)
-            ops::axpy(route_w_[t * U + k], expert_out_.data() + (t * U + k) * d, tmp_.data() + t * d, d);
+            if (route_ids_[t * U + k] >= 0)
+                ops::axpy(route_w_[t * U + k], expert_out_.data() + (t * U + k) * d, tmp_.data() + t * d, d);
 
     if (L.has_shared_expert()) {
         ffn_dense(L.shared, h_.data(), n, ye_.data(), L.shared.gate.rows);

@@ -45,6 +45,10 @@ struct ContextParams {
     // n_expert_used experts per token in MoE layers (0: the model's top-k).
     int64_t max_layers = 0;
     int64_t n_expert_used = 0;
+    // Route each token only among the experts the provider holds in fast
+    // memory (ExpertProvider::resident_mask); where fewer are resident than it
+    // uses, it uses fewer: a draft that never loads an expert.
+    bool resident_experts_only = false;
 };
 
 // What the router chose for one token in one MoE layer.
@@ -153,6 +157,8 @@ private:
     int64_t n_batch_ = 0;
     int64_t n_layers_run_ = 0;
     int64_t n_used_ = 0;
+    bool resident_only_ = false;
+    std::vector<uint8_t> resident_mask_;
     std::unique_ptr<kv::KvCache> own_kv_;
     kv::KvCache* kv_ = nullptr;
     kv::SeqId seq0_ = 0;

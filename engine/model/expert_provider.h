@@ -27,6 +27,12 @@ public:
     // demanded expert has been taken. The matrices stay valid until release().
     virtual int32_t take(int64_t layer, FfnMatrices* out) = 0;
     virtual void release(int64_t layer, int32_t expert) = 0;
+    // mask[e] = 1 for the experts of `layer` that are in fast memory now (a
+    // draft that routes only among them causes no loads). Default: all.
+    virtual void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) {
+        (void)layer;
+        for (int64_t e = 0; e < n_expert; ++e) mask[e] = 1;
+    }
 };
 
 // Serves experts from the model's own weights (the file mapping).

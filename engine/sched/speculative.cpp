@@ -105,9 +105,15 @@ GenerationResult generate_speculative(model::Context& target, model::Context& dr
             std::vector<int32_t> feed(seq.begin() + d_keep, seq.end());
             const float* dl = draft.decode(feed, false);
             for (int i = 0; i < kk; ++i) {
-                float* q = q_probs.data() + static_cast<size_t>(i) * n_vocab;
-                ds.distribution(dl, q);
-                const int32_t d = greedy ? static_cast<int32_t>(std::max_element(q, q + n_vocab) - q) : ds.sample_from(q);
+                int32_t d;
+                if (greedy) {
+                    // The draft's argmax (its sampler has no penalties): no distribution needed.
+                    d = static_cast<int32_t>(std::max_element(dl, dl + n_vocab) - dl);
+                } else {
+                    float* q = q_probs.data() + static_cast<size_t>(i) * n_vocab;
+                    ds.distribution(dl, q);
+                    d = ds.sample_from(q);
+                }
                 drafted.push_back(d);
                 if (i + 1 < kk) dl = draft.decode({&d, 1}, false);
             }

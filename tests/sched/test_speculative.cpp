@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "core/engine.h"
+#include "experts/expert_store.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "sched/generator.h"
@@ -144,6 +146,48 @@ private Q_SLOTS:
             QVERIFY2(d_spec < 0.1, qPrintable(QString::number(d_spec)));
             QVERIFY2(d_draft > 3 * d_spec, "the draft must differ from the target for this test to mean anything");
         }
+    }
+
+    void resident_only_draft_over_a_cache_is_exact_and_loads_nothing() {
+        EngineSettings es;
+        es.expert_cache_fraction = 0.25;
+        es.policy = "lfu";
+        es.threads = 2;
+        auto eng = core::Engine::load(kDemo, es);
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 48;
+        const auto prompt = eng->vocab().encode(kTexts[2], true);
+        model::Context plain(eng->model(), model::ContextParams{256, 64, 2});
+        const auto want = sched::generate(plain, eng->vocab(), p, prompt);
+
+        experts::DraftExperts view(*eng->expert_store());
+        model::ContextParams dp{256, 64, 2};
+        dp.resident_experts_only = true;
+        model::Context draft(eng->model(), dp, &eng->context().weights(), &view);
+        // Warm the cache with the target, then the draft alone: it routes only
+        // to resident experts, so it loads nothing, and its lookups are not
+        // counted as the model's expert uses.
+        eng->context().decode(prompt, false);
+        eng->wait_idle();
+        eng->context().clear();
+        const auto before = eng->expert_store()->stats();
+        draft.decode(prompt, false);
+        for (int i = 0; i < 16; ++i) {
+            const int32_t t = 5 + i;
+            draft.decode({&t, 1}, false);
+        }
+        eng->wait_idle();
+        const auto after = eng->expert_store()->stats();
+        QCOMPARE(after.bytes_loaded, before.bytes_loaded);
+        QCOMPARE(after.demanded, before.demanded);
+        draft.clear();
+
+        sched::SpeculativeStats st;
+        const auto got = sched::generate_speculative(eng->context(), draft, eng->vocab(), p, prompt, {}, &st);
+        QCOMPARE(got.tokens, want.tokens);
+        qInfo("resident-only draft at 25%%: acceptance %.3f over %lld rounds", st.acceptance(), static_cast<long long>(st.rounds));
+        QVERIFY(st.acceptance() > 0.3);
     }
 
     void mismatched_vocabulary_and_bad_k_are_errors() {
