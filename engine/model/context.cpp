@@ -198,7 +198,9 @@ uint64_t Context::scratch_bytes() const {
 void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     const int64_t rows = W.rows;
     const int64_t cols = W.cols;
-    const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, rows / (4 * pool_->size()) + 1));
+    // The smallest chunk; the pool hands out shrinking chunks (guided), so
+    // threads stream long runs of rows and still finish together.
+    const int64_t grain = 8;
     if (W.type == kernels::WeightType::F32) {
         // One dot product per (row, token), the same call whatever n is, so a
         // token's result does not depend on the batch it is in.
@@ -219,8 +221,7 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     // gemm_q keeps each weight block in registers across the tokens, so a
     // prompt chunk reads every weight once; its result for a (row, token)
     // does not depend on the tiling.
-    const int64_t qgrain = std::max<int64_t>(grain, 16);
-    pool_->parallel_for(rows, qgrain, [&](int64_t r0, int64_t r1, int) {
+    pool_->parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
         kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, xq, ab, n, cols, Y + r0, rows);
     });
 }

@@ -34,10 +34,18 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks(int thread_index) {
+    // Guided: a chunk is a 1/(2 x threads) share of what is left, at least
+    // `grain`. Early chunks are long (long sequential streams through the
+    // weights), the last ones short, so threads finish within a small chunk
+    // of each other.
+    const int64_t parts = 2 * static_cast<int64_t>(n_threads_);
+    int64_t begin = next_.load(std::memory_order_relaxed);
     for (;;) {
-        const int64_t begin = next_.fetch_add(grain_, std::memory_order_relaxed);
         if (begin >= n_) break;
-        (*fn_)(begin, std::min(n_, begin + grain_), thread_index);
+        const int64_t size = std::max(grain_, (n_ - begin) / parts);
+        if (!next_.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
+        (*fn_)(begin, std::min(n_, begin + size), thread_index);
+        begin = next_.load(std::memory_order_relaxed);
     }
 }
 

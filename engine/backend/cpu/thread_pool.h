@@ -1,6 +1,7 @@
 // A persistent pool of compute threads. parallel_for splits [0, n) into chunks
 // that workers (and the calling thread) claim from an atomic counter, so uneven
-// work (a few experts with many tokens) still keeps every core busy. Workers
+// work (a few experts with many tokens) still keeps every core busy; chunks
+// shrink as the work runs out (guided scheduling, `grain` the smallest). Workers
 // spin briefly after a job before they sleep, so back-to-back ops of one token
 // do not pay a futex wake-up each.
 #pragma once
@@ -42,8 +43,8 @@ public:
 
     int size() const { return n_threads_; }
 
-    // Calls fn(begin, end, thread_index) over chunks of at most `grain` items;
-    // returns when all of [0, n) is done. Not re-entrant.
+    // Calls fn(begin, end, thread_index) over chunks of at least `grain` items
+    // (the last may be shorter); returns when all of [0, n) is done. Not re-entrant.
     void parallel_for(int64_t n, int64_t grain, ChunkFn fn);
 
 private:
