@@ -71,6 +71,9 @@ KernelTable make_ref_table() {
     t.rmsnorm = &ref::rmsnorm;
     t.softmax = &ref::softmax;
     t.swiglu = &ref::swiglu;
+    t.attn_scores = &ref::attn_scores;
+    t.attn_accumulate = &ref::attn_accumulate;
+    t.router_topk = &ref::router_topk;
     return t;
 }
 

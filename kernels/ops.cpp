@@ -20,4 +20,16 @@ float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels
 
 void axpy(float a, const float* x, float* y, int64_t n) { active_kernels().axpy(a, x, y, n); }
 
+void attn_scores(const float* q, const float* k, int64_t m, int64_t hd, float scale, float* out) {
+    active_kernels().attn_scores(q, k, m, hd, scale, out);
+}
+
+void attn_accumulate(const float* p, const float* v, int64_t m, int64_t hd, float* out) {
+    active_kernels().attn_accumulate(p, v, m, hd, out);
+}
+
+void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) {
+    active_kernels().router_topk(logits, n_expert, k, allowed, ids, w);
+}
+
 }  // namespace strata::kernels::ops

@@ -377,16 +377,14 @@ void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, i
         for (int64_t bi = 0; bi < n_blocks; ++bi) {
             const int32_t b = q.blocks[static_cast<size_t>(bi)];
             const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
-            const int64_t m = std::min(bt, n_keys - bi * bt);
-            for (int64_t j = 0; j < m; ++j) scores[bi * bt + j] = ops::dot_f32(qv, K + j * hd, hd) * scale;
+            ops::attn_scores(qv, K, std::min(bt, n_keys - bi * bt), hd, scale, scores + bi * bt);
         }
         ops::softmax(scores, n_keys);
         std::fill(out, out + hd, 0.0f);
         for (int64_t bi = 0; bi < n_blocks; ++bi) {
             const int32_t b = q.blocks[static_cast<size_t>(bi)];
             const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
-            const int64_t m = std::min(bt, n_keys - bi * bt);
-            for (int64_t j = 0; j < m; ++j) ops::axpy(scores[bi * bt + j], V + j * hd, out, hd);
+            ops::attn_accumulate(scores + bi * bt, V, std::min(bt, n_keys - bi * bt), hd, out);
         }
         return;
     }

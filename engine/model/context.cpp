@@ -1,6 +1,7 @@
 #include "model/context.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
 #include <chrono>
 #include <cmath>
@@ -115,14 +116,16 @@ const float* Context::decode(std::span<const int32_t> tokens, bool all_logits) {
 }
 
 int64_t Context::kv_blocks_needed(std::span<const kv::SeqId> seqs) const {
-    // Tokens per sequence, then blocks per sequence.
+    // Tokens per sequence, then blocks per sequence (no allocation: this runs per step).
     int64_t total = 0;
-    std::vector<std::pair<kv::SeqId, int64_t>> counts;
-    for (kv::SeqId s : seqs) {
-        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == s; });
-        if (it == counts.end()) counts.emplace_back(s, 1); else ++it->second;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; ++j) seen = seqs[j] == seqs[i];
+        if (seen) continue;
+        int64_t k = 0;
+        for (size_t j = i; j < seqs.size(); ++j) k += seqs[j] == seqs[i];
+        total += kv_->blocks_needed(seqs[i], k);
     }
-    for (const auto& [s, k] : counts) total += kv_->blocks_needed(s, k);
     return total;
 }
 
@@ -226,6 +229,41 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     });
 }
 
+void Context::matmul_many(std::initializer_list<MatOut> outs, const float* X, int64_t n) {
+    // Several matrices over the same input (Q/K/V; gate/up): one activation
+    // quantization and one parallel region over all their rows, so threads
+    // split the whole step's rows instead of meeting at a barrier after each
+    // matrix. Each row is computed exactly as matmul() would.
+    const MatOut* first = outs.begin();
+    bool same = true;
+    for (const MatOut& o : outs)
+        same &= o.W->type == first->W->type && o.W->cols == first->W->cols && o.W->type != kernels::WeightType::F32;
+    if (!same || outs.size() > 4) {
+        for (const MatOut& o : outs) matmul(*o.W, X, n, o.Y);
+        return;
+    }
+    const kernels::WeightType type = first->W->type;
+    const int64_t cols = first->W->cols;
+    const int64_t ab = kernels::activation_row_bytes(type, cols);
+    uint8_t* xq = act_scratch_.data();
+    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(type, X + t * cols, xq + t * ab, cols);
+    int64_t start[5] = {0, 0, 0, 0, 0};
+    size_t m = 0;
+    for (const MatOut& o : outs) {
+        start[m + 1] = start[m] + o.W->rows;
+        ++m;
+    }
+    pool_->parallel_for(start[m], 16, [&](int64_t r0, int64_t r1, int) {
+        for (size_t i = 0; i < m && r0 < r1; ++i) {
+            if (r0 >= start[i + 1]) continue;
+            const MatOut& o = first[i];
+            const int64_t a = r0 - start[i], b = std::min(r1, start[i + 1]) - start[i];
+            kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, b - a, xq, ab, n, cols, o.Y + a, o.W->rows);
+            r0 = start[i] + b;
+        }
+    });
+}
+
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
     const ModelConfig& c = cfg_;
     const ModelWeights& w = weights_;
@@ -265,9 +303,7 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const int64_t hd = c.head_dim;
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
-    matmul(L.wq, h_.data(), n, q_.data());
-    matmul(L.wk, h_.data(), n, k_.data());
-    matmul(L.wv, h_.data(), n, v_.data());
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
     const bool neox = c.traits.rope == RopeType::NeoX;
     for (int64_t t = 0; t < n; ++t) {
         float* q = q_.data() + t * q_dim;
@@ -310,8 +346,7 @@ void Context::attention(const LayerWeights& L, int64_t n) {
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {
-    matmul(f.gate, x, n, ge_.data());
-    matmul(f.up, x, n, ue_.data());
+    matmul_many({{&f.gate, ge_.data()}, {&f.up, ue_.data()}}, x, n);
     ops::swiglu(ge_.data(), ue_.data(), ge_.data(), n * ff);
     matmul(f.down, ge_.data(), n, y);
 }
@@ -351,21 +386,11 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     }
     for (int64_t t = 0; t < n; ++t) {
         float* p = router_logits_.data() + t * E;
-        ops::softmax(p, E);
         int32_t* ids = route_ids_.data() + t * U;
         float* wts = route_w_.data() + t * U;
+        ops::router_topk(p, E, U, allowed, ids, wts);
         int64_t used = 0;
-        for (int64_t k = 0; k < U; ++k) {
-            int32_t best = -1;
-            for (int32_t e = 0; e < E; ++e) {
-                bool taken = allowed && !allowed[e];
-                for (int64_t j = 0; j < k; ++j) taken |= ids[j] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            ids[k] = best;
-            wts[k] = best >= 0 ? p[best] : 0.0f;
-            used += best >= 0;
-        }
+        for (int64_t k = 0; k < U; ++k) used += ids[k] >= 0;
         if (c.expert_weights_norm && used > 0) {
             float sum = 0.0f;
             for (int64_t k = 0; k < U; ++k) sum += wts[k];

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
@@ -146,6 +147,12 @@ private:
     void lookahead(const LayerWeights& next, int64_t n);
     // Y[t, r] = W.row(r) . X[t]  for t < n
     void matmul(const Matrix& W, const float* X, int64_t n, float* Y);
+    struct MatOut {
+        const Matrix* W;
+        float* Y;
+    };
+    // matmul() of up to 4 matrices over the same X in one parallel region.
+    void matmul_many(std::initializer_list<MatOut> outs, const float* X, int64_t n);
 
     const Model& model_;
     const ModelConfig& cfg_;

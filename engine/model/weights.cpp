@@ -13,7 +13,6 @@ Matrix Matrix::slab(int64_t e) const {
     m.slabs = 1;
     m.data = data + static_cast<uint64_t>(e) * slab_bytes();
     m.file_offset = file_offset + static_cast<uint64_t>(e) * slab_bytes();
-    m.name = name + "[" + std::to_string(e) + "]";
     return m;
 }
 

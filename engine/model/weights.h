@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/quant_types.h"
@@ -30,7 +31,11 @@ struct Matrix {
     int64_t slabs = 1;      // ne2: experts in a stacked tensor
     uint64_t row_bytes = 0;
     uint64_t file_offset = 0;
-    std::string name;
+    // The tensor's name, a view of the model file's tensor table (which
+    // outlives every Matrix made from it); a slab keeps its tensor's name. Not
+    // an owning string: a Matrix is copied on the per-token path (an expert's
+    // matrices, handed out per layer), and copies must not allocate.
+    std::string_view name;
 
     explicit operator bool() const { return data != nullptr; }
     const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }

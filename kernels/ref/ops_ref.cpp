@@ -67,4 +67,26 @@ void axpy(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void attn_scores(const float* q, const float* k, int64_t m, int64_t hd, float scale, float* out) {
+    for (int64_t j = 0; j < m; ++j) out[j] = dot_f32(q, k + j * hd, hd) * scale;
+}
+
+void attn_accumulate(const float* p, const float* v, int64_t m, int64_t hd, float* out) {
+    for (int64_t j = 0; j < m; ++j) axpy(p[j], v + j * hd, out, hd);
+}
+
+void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) {
+    softmax(logits, n_expert);
+    for (int64_t r = 0; r < k; ++r) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n_expert; ++e) {
+            bool taken = allowed && !allowed[e];
+            for (int64_t j = 0; j < r; ++j) taken |= ids[j] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+        }
+        ids[r] = best;
+        w[r] = best >= 0 ? logits[best] : 0.0f;
+    }
+}
+
 }  // namespace strata::kernels::ref

@@ -28,4 +28,19 @@ float dot_f32(const float* a, const float* b, int64_t n);
 // y += a * x
 void axpy(float a, const float* x, float* y, int64_t n);
 
+// Attention over m cached keys of one head (rows of hd floats, contiguous):
+// out[j] = dot_f32(q, k + j*hd, hd) * scale. Bit-identical to dot_f32 per key.
+void attn_scores(const float* q, const float* k, int64_t m, int64_t hd, float scale, float* out);
+
+// out[0..hd) += sum_j p[j] * v[j*hd ..], keys in order, each as one axpy:
+// bit-identical to m calls of axpy.
+void attn_accumulate(const float* p, const float* v, int64_t m, int64_t hd, float* out);
+
+// The router: softmax over n_expert logits in place (logits become the
+// probabilities), then the k most probable experts, best first (ties to the
+// lower id), among those with allowed[e] != 0 (allowed may be null: all).
+// ids[k] = -1 and w[k] = 0 where fewer than k are allowed. w = their
+// probabilities (the caller normalises / scales as the architecture says).
+void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w);
+
 }  // namespace strata::kernels::ref

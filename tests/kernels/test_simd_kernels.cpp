@@ -287,6 +287,8 @@ private Q_SLOTS:
 
     void ops_vs_ref_data() { add_level_rows(); }
     void ops_vs_ref();
+    void attention_and_router_vs_ref_data() { add_level_rows(); }
+    void attention_and_router_vs_ref();
 
     void front_doors_follow_level();
 };
@@ -334,6 +336,7 @@ void TestSimdKernels::tables_complete() {
         QVERIFY2(t->quantize_act[idx(activation_type(w))], type_name(w));
     }
     QVERIFY(t->dot_f32 && t->axpy && t->rmsnorm && t->softmax && t->swiglu);
+    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk);
 }
 
 // Random rows of every activation type: the reference's bytes.
@@ -671,6 +674,54 @@ void TestSimdKernels::front_doors_follow_level() {
         QVERIFY(s1 == s2);
     }
     QVERIFY(set_kernel_level(before));
+}
+
+// Attention over a block of keys: bit-identical to the reference (per key the
+// same dot product and axpy). The router: the same experts in the same order
+// (probabilities within the softmax's few-ulp bound), with ties, masks and
+// fewer allowed experts than asked for.
+void TestSimdKernels::attention_and_router_vs_ref() {
+    FETCH_TABLE(t);
+    std::mt19937 rng(91);
+    for (int64_t hd : {8, 16, 60, 64, 128, 136, 200})
+        for (int64_t m : {1, 2, 7, 16, 33}) {
+            const std::vector<float> q = gaussian(rng, hd), k = gaussian(rng, m * hd), v = gaussian(rng, m * hd);
+            std::vector<float> s1(static_cast<size_t>(m)), s2(s1.size());
+            t->attn_scores(q.data(), k.data(), m, hd, 0.125f, s1.data());
+            ref::attn_scores(q.data(), k.data(), m, hd, 0.125f, s2.data());
+            QVERIFY2(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0,
+                     qPrintable(QString("attn_scores hd=%1 m=%2").arg(hd).arg(m)));
+            std::vector<float> o1 = gaussian(rng, hd), o2 = o1;
+            t->attn_accumulate(s1.data(), v.data(), m, hd, o1.data());
+            ref::attn_accumulate(s1.data(), v.data(), m, hd, o2.data());
+            QVERIFY2(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)) == 0,
+                     qPrintable(QString("attn_accumulate hd=%1 m=%2").arg(hd).arg(m)));
+        }
+    for (int64_t E : {4, 8, 16, 60, 64, 128})
+        for (int64_t k : {1, 2, 4, 8}) {
+            if (k > E) continue;
+            for (int variant = 0; variant < 3; ++variant) {
+                std::vector<float> l1 = gaussian(rng, E);
+                if (variant == 1)
+                    for (int64_t e = 0; e < E; e += 3) l1[static_cast<size_t>(e)] = 1.5f;  // ties
+                std::vector<uint8_t> mask(static_cast<size_t>(E), 1);
+                if (variant == 2)
+                    for (int64_t e = 0; e < E; ++e) mask[static_cast<size_t>(e)] = e % 5 == 0;  // few allowed
+                const uint8_t* allowed = variant == 2 ? mask.data() : nullptr;
+                std::vector<float> l2 = l1, w1(static_cast<size_t>(k)), w2(w1.size());
+                std::vector<int32_t> i1(static_cast<size_t>(k)), i2(i1.size());
+                t->router_topk(l1.data(), E, k, allowed, i1.data(), w1.data());
+                ref::router_topk(l2.data(), E, k, allowed, i2.data(), w2.data());
+                QCOMPARE(i1, i2);
+                for (size_t r = 0; r < w1.size(); ++r)
+                    QVERIFY(std::fabs(w1[r] - w2[r]) <= 1e-6f * std::fabs(w2[r]) + 1e-37f);
+                if (variant == 2) {
+                    int64_t n_allowed = 0;
+                    for (uint8_t b : mask) n_allowed += b;
+                    for (int64_t r = n_allowed; r < k; ++r) QCOMPARE(i1[static_cast<size_t>(r)], -1);
+                }
+            }
+        }
 }
 
 QTEST_APPLESS_MAIN(TestSimdKernels)
