@@ -166,6 +166,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     m.file().drop_pages();
 
     Engine* self = eng.get();
+    eng->recent_.reserve(kRecentMax);
     eng->heat_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 1)), 0.0f);
     eng->ctx_->set_routing_observer([self](const model::RoutingEvent& e) { self->on_route(e); });
     eng->ctx_->set_step_observer([self](int64_t n, double s) { self->on_step(n, s); });
@@ -198,10 +199,10 @@ void Engine::issue_prefetch(int64_t layer, int64_t pos) {
     // Only decode steps prefetch: a prompt chunk demands all of its experts a
     // moment later anyway, and its many guesses would push the working set out.
     if (!store_ || !predictor_ || layer < 0 || step_tokens_ > 1) return;
-    std::vector<experts::ExpertKey> keys;
-    for (const experts::ExpertPrediction& p : predictor_->predict(layer, pos))
-        keys.push_back(store_->key(p.layer, p.expert));
-    store_->prefetch(keys);
+    predictor_->predict_into(layer, pos, predictions_);
+    prefetch_keys_.clear();
+    for (const experts::ExpertPrediction& p : predictions_) prefetch_keys_.push_back(store_->key(p.layer, p.expert));
+    store_->prefetch(prefetch_keys_);
 }
 
 void Engine::add_routing_listener(model::RoutingObserver obs) { route_listeners_.push_back(std::move(obs)); }
@@ -268,14 +269,14 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     compute_seconds_ += seconds;
     if (!store_) return;
     const experts::ExpertStoreStats st = store_->stats();
+    if (recent_.size() >= kRecentMax) recent_.erase(recent_.begin());
     recent_.push_back({st.demanded - last_stats_.demanded, st.hits - last_stats_.hits, n_tokens});
     last_stats_ = st;
     int64_t window = 0;
     for (auto it = recent_.rbegin(); it != recent_.rend(); ++it) window += it->tokens;
-    while (recent_.size() > 1 && window - recent_.front().tokens >= 64) {
-        window -= recent_.front().tokens;
-        recent_.pop_front();
-    }
+    size_t drop = 0;
+    while (recent_.size() - drop > 1 && window - recent_[drop].tokens >= 64) window -= recent_[drop++].tokens;
+    recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(drop));
 }
 
 void Engine::set_expert_slots(int64_t slots) {
@@ -316,6 +317,8 @@ void Engine::set_prefetch(bool on, int width) {
         po.strategy = settings_.predictor;
         po.width = prefetch_width_;
         predictor_ = std::make_unique<experts::Predictor>(po, c.n_layer, c.n_expert, c.n_expert_used, moe_layers);
+        predictions_.reserve(static_cast<size_t>(prefetch_width_));
+        prefetch_keys_.reserve(static_cast<size_t>(prefetch_width_));
     }
     install_lookahead();
 }

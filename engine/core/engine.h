@@ -99,6 +99,9 @@ private:
     std::unique_ptr<experts::Predictor> predictor_;
     std::unique_ptr<experts::TraceWriter> trace_;
     int prefetch_width_ = 0;
+    // issue_prefetch()'s buffers, kept so the per-token path allocates nothing.
+    std::vector<experts::ExpertPrediction> predictions_;
+    std::vector<experts::ExpertKey> prefetch_keys_;
     // Last position seen per KV sequence, to notice one that starts over (a
     // cleared context, or a sequence id reused by the scheduler).
     std::unordered_map<int32_t, int64_t> last_pos_;
@@ -116,7 +119,11 @@ private:
         uint64_t demanded, hits;
         int64_t tokens;
     };
-    std::deque<Window> recent_;
+    // The last >= 64 tokens' windows, oldest first: a vector used as a short
+    // queue (at most kRecentMax entries, reserved at load, so pushing and
+    // popping never allocates; a deque allocates and frees blocks as it moves).
+    static constexpr size_t kRecentMax = 128;
+    std::vector<Window> recent_;
     experts::ExpertStoreStats last_stats_{};
 };
 

@@ -1,10 +1,12 @@
 #include "experts/expert_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "memory/plan.h"
 
 namespace strata::experts {
 
@@ -23,8 +25,8 @@ public:
         // own prefetched use nor used in the last few tokens (a prefetch that
         // evicts the working set costs more misses than it saves).
         if (s_.clock_ - s_.last_use_[key] <= kPrefetchColdTokens) return false;
-        auto it = s_.where_.find(key);
-        return it == s_.where_.end() || !s_.slots_[static_cast<size_t>(it->second)].prefetched_unused;
+        const int64_t i = s_.slot_of_[key];
+        return i < 0 || !s_.slots_[static_cast<size_t>(i)].prefetched_unused;
     }
 
 private:
@@ -66,6 +68,11 @@ ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memo
                     "); raise the fast-tier budget or the cache fraction");
     }
     pinned_.assign(extents_.size(), 0);
+    slot_of_.assign(extents_.size(), -1);
+    demand_q_.reserve(extents_.size() + 16);
+    prefetch_q_.reserve(extents_.size() + 16);
+    cur_pending_.reserve(static_cast<size_t>(n_expert_));
+    arena_slots_ = memory::expert_slots_per_arena(slot_bytes_);
     wanted_.assign(extents_.size(), 0);
     last_use_.assign(extents_.size(), std::numeric_limits<int64_t>::min() / 2);
     policy_ = make_policy(settings.policy, settings.slots);
@@ -88,14 +95,62 @@ ExpertStore::~ExpertStore() {
     io_cv_.notify_all();
     done_cv_.notify_all();
     for (auto& t : io_threads_) t.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!slots_.empty()) remove_last_cell_locked();
 }
 
+// Arenas. Cell i lives in arena i / arena_slots_ at (i % arena_slots_) *
+// slot_bytes_. An arena reserves expert_slots_bytes(slot, cells) in the ledger:
+// its live cells rounded up to whole huge pages, the most a huge-page-backed
+// mapping can touch, so plan and ledger agree byte for byte. Shrinking frees
+// the last cell: the arena's huge pages past its new reservation go back to the
+// system at once (MADV_DONTNEED), an empty arena is unmapped. So arenas return
+// memory at 2 MiB granularity, as slots of their own would (a slot of its own
+// is 4 KiB-granular but then never gets a huge page: the demo model's slots are
+// 216 KiB); measured on the demo model a grow/shrink cycle of 64 slots costs
+// well under a millisecond either way, so there was no reason to keep
+// per-slot buffers.
 void ExpertStore::add_slot_locked() {
+    const int64_t n = static_cast<int64_t>(slots_.size());
+    const size_t a = static_cast<size_t>(n / arena_slots_);
+    const int64_t cells = n % arena_slots_ + 1;
+    const uint64_t want = memory::expert_slots_bytes(slot_bytes_, cells);
+    const uint64_t have = a < arenas_.size() ? arenas_[a].reserved : 0;
+    ledger_.reserve(memory::Account::ExpertsCache, tier_, want - have);  // throws with the ledger's message
+    if (a == arenas_.size()) {
+        Arena ar;
+        ar.map_bytes = memory::expert_slots_bytes(slot_bytes_, arena_slots_);
+        try {
+            ar.base = memory::map_huge_pages(ledger_, tier_, ar.map_bytes, memory::Account::ExpertsCache);
+        } catch (...) {
+            ledger_.release(memory::Account::ExpertsCache, tier_, want - have);
+            throw;
+        }
+        arenas_.push_back(ar);
+    }
+    Arena& ar = arenas_[a];
+    ar.reserved = want;
+    ar.cells = cells;
     Slot s;
-    // No huge pages: a 2 MiB rounding per slot would break the plan's arithmetic.
-    s.buf = memory::AlignedBuffer(ledger_, memory::Account::ExpertsCache, tier_, slot_bytes_);
-    slots_.push_back(std::move(s));
-    policy_->set_capacity(static_cast<int64_t>(slots_.size()));
+    s.data = ar.base + static_cast<uint64_t>(cells - 1) * slot_bytes_;
+    slots_.push_back(s);
+    if (policy_) policy_->set_capacity(static_cast<int64_t>(slots_.size()));
+}
+
+void ExpertStore::remove_last_cell_locked() {
+    slots_.pop_back();
+    Arena& ar = arenas_.back();
+    --ar.cells;
+    const uint64_t want = memory::expert_slots_bytes(slot_bytes_, ar.cells);
+    const uint64_t give = ar.reserved - want;
+    if (ar.cells == 0) {
+        memory::unmap_huge_pages(ar.base, ar.map_bytes);
+        arenas_.pop_back();
+    } else {
+        if (give) memory::discard_pages(ar.base + want, give);
+        ar.reserved = want;
+    }
+    if (give) ledger_.release(memory::Account::ExpertsCache, tier_, give);
 }
 
 model::FfnMatrices ExpertStore::rebase(const Extent& e, uint8_t* base) const {
@@ -107,9 +162,9 @@ model::FfnMatrices ExpertStore::rebase(const Extent& e, uint8_t* base) const {
 
 bool ExpertStore::protected_locked(ExpertKey k) const {
     if (pinned_[k] || wanted_[k]) return true;
-    auto it = where_.find(k);
-    if (it == where_.end()) return false;
-    const Slot& s = slots_[static_cast<size_t>(it->second)];
+    const int64_t i = slot_of_[k];
+    if (i < 0) return false;
+    const Slot& s = slots_[static_cast<size_t>(i)];
     return s.loading || s.in_use > 0;
 }
 
@@ -119,7 +174,7 @@ void ExpertStore::evict_locked(int64_t i) {
     const auto k = static_cast<ExpertKey>(s.key);
     if (s.prefetched_unused) ++stats_.prefetch_dropped;
     policy_->on_remove(k);
-    where_.erase(k);
+    slot_of_[k] = -1;
     s.key = -1;
     s.prefetched_unused = false;
     ++stats_.evictions;
@@ -130,7 +185,7 @@ int64_t ExpertStore::find_slot_locked(bool for_demand) {
         if (slots_[i].key < 0) return static_cast<int64_t>(i);
     const std::optional<ExpertKey> v = policy_->victim(Filter(*this, for_demand));
     if (!v) return -1;
-    const int64_t i = where_.at(*v);
+    const int64_t i = slot_of_[*v];
     evict_locked(i);
     return i;
 }
@@ -153,7 +208,7 @@ void ExpertStore::io_main() {
         Request r = demand ? demand_q_.front() : prefetch_q_.front();
         if (demand) demand_q_.pop_front();
         else prefetch_q_.pop_front();
-        if (where_.count(r.key)) continue;  // resident or already loading
+        if (slot_of_[r.key] >= 0) continue;  // resident or already loading
         int64_t slot = find_slot_locked(demand);
         if (slot < 0) {
             if (!demand && !pinned_[r.key]) {
@@ -170,12 +225,12 @@ void ExpertStore::io_main() {
         s.key = r.key;
         s.loading = true;
         s.prefetched_unused = !demand && !wanted_[r.key] && !pinned_[r.key];
-        where_[r.key] = slot;
+        slot_of_[r.key] = slot;
         ++loads_in_flight_;
         if (demand) ++stats_.demand_loads;
         else ++stats_.prefetch_loads;
         const Extent& x = extents_[r.key];
-        uint8_t* base = s.buf.data();
+        uint8_t* base = s.data;
         lock.unlock();
         std::string error;
         try {
@@ -189,7 +244,7 @@ void ExpertStore::io_main() {
         --loads_in_flight_;
         if (!error.empty()) {
             io_error_ = error;
-            where_.erase(r.key);
+            slot_of_[r.key] = -1;
             done.key = -1;
         } else {
             done.mats = rebase(x, base);
@@ -218,8 +273,8 @@ void ExpertStore::demand_uncounted(int64_t layer, std::span<const int32_t> exper
 void ExpertStore::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) {
     std::lock_guard<std::mutex> lock(mu_);
     for (int64_t e = 0; e < n_expert; ++e) {
-        auto it = where_.find(key(layer, static_cast<int32_t>(e)));
-        mask[e] = it != where_.end() && !slots_[static_cast<size_t>(it->second)].loading;
+        const int64_t i = slot_of_[key(layer, static_cast<int32_t>(e))];
+        mask[e] = i >= 0 && !slots_[static_cast<size_t>(i)].loading;
     }
 }
 
@@ -232,22 +287,19 @@ void ExpertStore::demand_locked(int64_t layer, std::span<const int32_t> experts,
     cur_layer_ = layer;
     cur_pending_.assign(experts.begin(), experts.end());
     // Prefetches aimed at this layer or earlier are stale once it runs.
-    prefetch_q_.erase(std::remove_if(prefetch_q_.begin(), prefetch_q_.end(),
-                                     [&](const Request& r) {
-                                         const bool stale = static_cast<int64_t>(r.key / n_expert_) <= layer &&
-                                                            !pinned_[r.key];
-                                         stats_.prefetch_dropped += stale;
-                                         return stale;
-                                     }),
-                      prefetch_q_.end());
+    prefetch_q_.remove_if([&](const Request& r) {
+        const bool stale = static_cast<int64_t>(r.key / n_expert_) <= layer && !pinned_[r.key];
+        stats_.prefetch_dropped += stale;
+        return stale;
+    });
     for (int32_t e : experts) {
         const ExpertKey k = key(layer, e);
         ++wanted_[k];
         stats_.demanded += counted;
         last_use_[k] = clock_;
-        if (where_.count(k)) {
+        if (const int64_t i = slot_of_[k]; i >= 0) {
             stats_.hits += counted;
-            if (counted && !slots_[static_cast<size_t>(where_[k])].loading && !pinned_[k]) policy_->on_hit(k);
+            if (counted && !slots_[static_cast<size_t>(i)].loading && !pinned_[k]) policy_->on_hit(k);
         } else {
             if (counted) policy_->on_miss(k);
             enqueue_locked(k, true);
@@ -255,7 +307,11 @@ void ExpertStore::demand_locked(int64_t layer, std::span<const int32_t> experts,
     }
 }
 
-int32_t ExpertStore::take(int64_t layer, model::FfnMatrices* out) {
+int32_t ExpertStore::take(int64_t layer, model::FfnMatrices* out) { return take_impl(layer, out, true); }
+
+int32_t ExpertStore::take_if_ready(int64_t layer, model::FfnMatrices* out) { return take_impl(layer, out, false); }
+
+int32_t ExpertStore::take_impl(int64_t layer, model::FfnMatrices* out, bool wait) {
     std::unique_lock<std::mutex> lock(mu_);
     if (layer != cur_layer_) return -1;
     for (;;) {
@@ -263,9 +319,9 @@ int32_t ExpertStore::take(int64_t layer, model::FfnMatrices* out) {
         if (cur_pending_.empty()) return -1;
         for (size_t i = 0; i < cur_pending_.size(); ++i) {
             const ExpertKey k = key(layer, cur_pending_[i]);
-            auto it = where_.find(k);
-            if (it == where_.end()) continue;
-            Slot& s = slots_[static_cast<size_t>(it->second)];
+            const int64_t si = slot_of_[k];
+            if (si < 0) continue;
+            Slot& s = slots_[static_cast<size_t>(si)];
             if (s.loading) continue;
             const int32_t e = cur_pending_[i];
             cur_pending_.erase(cur_pending_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -278,6 +334,7 @@ int32_t ExpertStore::take(int64_t layer, model::FfnMatrices* out) {
             *out = s.mats;
             return e;
         }
+        if (!wait) return -1;
         // Nothing ready: wait for a load (this is the stall the telemetry shows).
         const auto t0 = clock_type::now();
         done_cv_.wait(lock);
@@ -288,9 +345,9 @@ int32_t ExpertStore::take(int64_t layer, model::FfnMatrices* out) {
 
 void ExpertStore::release(int64_t layer, int32_t expert) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = where_.find(key(layer, expert));
-    if (it != where_.end()) {
-        Slot& s = slots_[static_cast<size_t>(it->second)];
+    const int64_t i = slot_of_[key(layer, expert)];
+    if (i >= 0) {
+        Slot& s = slots_[static_cast<size_t>(i)];
         if (s.in_use > 0) --s.in_use;
     }
     done_cv_.notify_all();
@@ -299,9 +356,9 @@ void ExpertStore::release(int64_t layer, int32_t expert) {
 void ExpertStore::prefetch(std::span<const ExpertKey> keys) {
     std::lock_guard<std::mutex> lock(mu_);
     for (ExpertKey k : keys) {
-        if (k >= extents_.size() || !extents_[k].valid || where_.count(k)) continue;
+        if (k >= extents_.size() || !extents_[k].valid || slot_of_[k] >= 0) continue;
         bool queued = false;
-        for (const Request& r : prefetch_q_) queued |= r.key == k;
+        for (size_t i = 0; i < prefetch_q_.size(); ++i) queued |= prefetch_q_.at(i).key == k;
         if (!queued) prefetch_q_.push_back({k, false});
     }
     if (!prefetch_q_.empty()) io_cv_.notify_all();
@@ -313,7 +370,7 @@ int64_t ExpertStore::fill_free_slots() {
     for (const Slot& s : slots_) free += s.key < 0;
     int64_t queued = 0;
     for (ExpertKey k = 0; k < extents_.size() && queued < free; ++k) {
-        if (!extents_[k].valid || where_.count(k)) continue;
+        if (!extents_[k].valid || slot_of_[k] >= 0) continue;
         prefetch_q_.push_back({k, false});
         ++queued;
     }
@@ -346,7 +403,7 @@ void ExpertStore::set_slots(int64_t n) {
             if (slots_[i].key < 0 && !slots_[i].loading) victim = static_cast<int64_t>(i);
         if (victim < 0) {
             if (auto v = policy_->victim(Filter(*this, true))) {
-                victim = where_.at(*v);
+                victim = slot_of_[*v];
                 evict_locked(victim);
             }
         }
@@ -354,17 +411,29 @@ void ExpertStore::set_slots(int64_t n) {
             done_cv_.wait(lock);
             continue;
         }
-        // Move the last slot into the hole so indices stay dense.
+        // Move the last slot's expert into the hole so cells stay dense (the
+        // last cell is the one given back).
         const int64_t last = static_cast<int64_t>(slots_.size()) - 1;
         if (victim != last) {
-            if (slots_[last].loading) {  // never move a slot under a read
+            Slot& from = slots_[static_cast<size_t>(last)];
+            if (from.loading || from.in_use > 0) {  // never move a slot under a read or in use
                 done_cv_.wait(lock);
                 continue;
             }
-            if (slots_[last].key >= 0) where_[static_cast<ExpertKey>(slots_[last].key)] = victim;
-            std::swap(slots_[victim], slots_[last]);
+            Slot& to = slots_[static_cast<size_t>(victim)];
+            uint8_t* cell = to.data;
+            if (from.key >= 0) {
+                std::memcpy(cell, from.data, slot_bytes_);
+                slot_of_[static_cast<ExpertKey>(from.key)] = victim;
+                to = from;
+                to.data = cell;
+                to.mats = rebase(extents_[static_cast<size_t>(from.key)], cell);
+            } else {
+                to = from;
+                to.data = cell;
+            }
         }
-        slots_.pop_back();
+        remove_last_cell_locked();
         policy_->set_capacity(static_cast<int64_t>(slots_.size()));
     }
 }
@@ -398,15 +467,25 @@ void ExpertStore::set_pinned(std::vector<ExpertKey> keys) {
     for (ExpertKey k : keys) next[k] = 1;
     for (ExpertKey k = 0; k < next.size(); ++k) {
         if (next[k] == pinned_[k]) continue;
-        auto it = where_.find(k);
-        const bool resident = it != where_.end() && !slots_[static_cast<size_t>(it->second)].loading;
+        const int64_t si = slot_of_[k];
+        const bool resident = si >= 0 && !slots_[static_cast<size_t>(si)].loading;
         if (resident) {
             if (next[k]) policy_->on_remove(k);  // pinned: out of the policy's hands
             else policy_->on_insert(k);          // unpinned: an ordinary resident again
         }
         pinned_[k] = next[k];
-        if (next[k] && it == where_.end()) enqueue_locked(k, true);  // pins load like demand, never dropped
+        if (next[k] && si < 0) enqueue_locked(k, true);  // pins load like demand, never dropped
     }
+}
+
+int64_t ExpertStore::arenas() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(arenas_.size());
+}
+
+const uint8_t* ExpertStore::slot_data(int64_t i) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return i >= 0 && i < static_cast<int64_t>(slots_.size()) ? slots_[static_cast<size_t>(i)].data : nullptr;
 }
 
 int64_t ExpertStore::slots() const {
@@ -427,7 +506,9 @@ ExpertStoreStats ExpertStore::stats() const {
 std::vector<Residency> ExpertStore::residency() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Residency> r(extents_.size(), Residency::Absent);
-    for (const auto& [k, slot] : where_) {
+    for (ExpertKey k = 0; k < slot_of_.size(); ++k) {
+        const int64_t slot = slot_of_[k];
+        if (slot < 0) continue;
         const Slot& s = slots_[static_cast<size_t>(slot)];
         r[k] = s.loading ? Residency::Loading : pinned_[k] ? Residency::Pinned : Residency::Resident;
     }

@@ -11,9 +11,43 @@ namespace {
 enum Kind { kNone, kLookahead, kFrequency, kCombined };
 // A pending prediction or lookahead whose routing never came (a caller that
 // predicts past the end of a sequence) is dropped when a layer holds more
-// than this many.
-constexpr size_t kMaxPending = 1 << 16;
+// than this many. The tables are searched linearly: this also bounds a search
+// (a prompt chunk holds at most n_batch, 256 by default, per layer).
+constexpr size_t kMaxPending = 4096;
 }  // namespace
+
+Predictor::PosTable::Entry* Predictor::PosTable::find(int64_t pos) {
+    if (live == 0) return nullptr;
+    for (Entry& e : entries)
+        if (e.pos == pos) return &e;
+    return nullptr;
+}
+
+Predictor::PosTable::Entry& Predictor::PosTable::insert(int64_t pos) {
+    if (Entry* e = find(pos)) return *e;
+    Entry* slot = nullptr;
+    for (Entry& e : entries)
+        if (e.pos < 0) {
+            slot = &e;
+            break;
+        }
+    if (!slot) slot = &entries.emplace_back();
+    slot->pos = pos;
+    ++live;
+    return *slot;
+}
+
+void Predictor::PosTable::erase(Entry* e) {
+    if (e && e->pos >= 0) {
+        e->pos = -1;
+        --live;
+    }
+}
+
+void Predictor::PosTable::clear() {
+    for (Entry& e : entries) e.pos = -1;
+    live = 0;
+}
 
 std::vector<std::string> Predictor::strategies() { return {"none", "lookahead", "frequency", "combined"}; }
 
@@ -74,21 +108,21 @@ void Predictor::on_lookahead(const model::LookaheadEvent& e) {
     const int64_t m = moe_index(e.layer);
     if (m < 0 || e.n_expert != n_expert_) return;
     Layer& L = layers_[static_cast<size_t>(m)];
-    if (L.lookahead.size() >= kMaxPending) L.lookahead.clear();
-    L.lookahead[e.pos].assign(e.probs, e.probs + e.n_expert);
+    if (static_cast<size_t>(L.lookahead.live) >= kMaxPending) L.lookahead.clear();
+    L.lookahead.insert(e.pos).probs.assign(e.probs, e.probs + e.n_expert);
 }
 
 void Predictor::on_route(const model::RoutingEvent& e) {
     const int64_t m = moe_index(e.layer);
     if (m < 0) return;
     Layer& L = layers_[static_cast<size_t>(m)];
-    L.lookahead.erase(e.pos);
-    if (auto it = L.pending.find(e.pos); it != L.pending.end()) {
+    L.lookahead.erase(L.lookahead.find(e.pos));
+    if (PosTable::Entry* it = L.pending.find(e.pos)) {
         PredictionCounts& c = counts_[static_cast<size_t>(m)];
         ++c.layer_tokens;
-        c.predicted += static_cast<int64_t>(it->second.size());
+        c.predicted += static_cast<int64_t>(it->ids.size());
         c.routed += e.n_used;
-        for (int32_t x : it->second)
+        for (int32_t x : it->ids)
             for (int64_t k = 0; k < e.n_used; ++k) c.correct += e.experts[k] == x;
         L.pending.erase(it);
     }
@@ -107,11 +141,17 @@ void Predictor::on_route(const model::RoutingEvent& e) {
 
 std::vector<ExpertPrediction> Predictor::predict(int64_t layer, int64_t pos) {
     std::vector<ExpertPrediction> out;
+    predict_into(layer, pos, out);
+    return out;
+}
+
+void Predictor::predict_into(int64_t layer, int64_t pos, std::vector<ExpertPrediction>& out) {
+    out.clear();
     const int64_t m = moe_index(layer);
-    if (m < 0) return out;
+    if (m < 0) return;
     Layer& L = layers_[static_cast<size_t>(m)];
     const float* look = nullptr;
-    if (auto it = L.lookahead.find(pos); it != L.lookahead.end()) look = it->second.data();
+    if (const PosTable::Entry* it = L.lookahead.find(pos)) look = it->probs.data();
     const bool use_freq = kind_ == kFrequency || (kind_ == kCombined && (!look || options_.lookahead_weight < 1.0));
     const bool use_look = (kind_ == kLookahead || kind_ == kCombined) && look;
     const double w = kind_ == kCombined && look ? options_.lookahead_weight : (use_look ? 1.0 : 0.0);
@@ -134,11 +174,10 @@ std::vector<ExpertPrediction> Predictor::predict(int64_t layer, int64_t pos) {
             out.push_back({layer, e, scratch_[e]});
         }
     }
-    if (L.pending.size() >= kMaxPending) L.pending.clear();
-    std::vector<int32_t>& p = L.pending[pos];
+    if (static_cast<size_t>(L.pending.live) >= kMaxPending) L.pending.clear();
+    std::vector<int32_t>& p = L.pending.insert(pos).ids;
     p.clear();
     for (const ExpertPrediction& x : out) p.push_back(x.expert);
-    return out;
 }
 
 PredictionCounts Predictor::totals() const {

@@ -24,7 +24,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "model/context.h"
@@ -82,6 +81,9 @@ public:
     // Ranked prefetch set (best first, at most width) for MoE layer `layer` of
     // the token at `pos`; recorded to be scored by on_route(layer, pos).
     std::vector<ExpertPrediction> predict(int64_t layer, int64_t pos);
+    // predict() into `out` (cleared first; its capacity is reused, so a caller
+    // that keeps `out` allocates nothing per token once warmed up).
+    void predict_into(int64_t layer, int64_t pos, std::vector<ExpertPrediction>& out);
     // The next MoE layer after `layer`, -1 after the last.
     int64_t next_moe_layer(int64_t layer) const;
     int64_t first_moe_layer() const { return moe_layers_.empty() ? -1 : moe_layers_.front(); }
@@ -91,13 +93,31 @@ public:
     const std::vector<PredictionCounts>& per_layer() const { return counts_; }
 
 private:
+    // Lookaheads and predictions waiting for their token's routing, keyed by
+    // position. A small table of reusable entries instead of a map: a decode
+    // step holds one entry per layer (a prompt chunk one per token), and an
+    // entry keeps its vector's capacity when it is freed, so the per-token
+    // path allocates nothing once the table has grown to its working size.
+    struct PosTable {
+        struct Entry {
+            int64_t pos = -1;          // -1: free
+            std::vector<float> probs;  // lookahead: the predicted softmax
+            std::vector<int32_t> ids;  // pending: the predicted experts
+        };
+        std::vector<Entry> entries;
+        int64_t live = 0;
+        Entry* find(int64_t pos);
+        Entry& insert(int64_t pos);    // the entry for pos (found, or a free one)
+        void erase(Entry* e);
+        void clear();
+    };
     struct Layer {
         std::vector<int32_t> ring;     // window * n_used expert ids, -1 = empty
         int64_t ring_pos = 0;          // next token slot
         int64_t filled = 0;            // tokens in the window
         std::vector<int32_t> count;    // per expert, over the window
-        std::unordered_map<int64_t, std::vector<float>> lookahead;   // pos -> probs
-        std::unordered_map<int64_t, std::vector<int32_t>> pending;   // pos -> predicted ids
+        PosTable lookahead;            // pos -> probs
+        PosTable pending;              // pos -> predicted ids
     };
     int64_t moe_index(int64_t layer) const;
 

@@ -110,6 +110,16 @@ std::string Ledger::description(Tier t) const {
     return description_[static_cast<int>(t)];
 }
 
+void Ledger::set_placement(Tier t, Placement p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    placement_[static_cast<int>(t)] = p;
+}
+
+Placement Ledger::placement(Tier t) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return placement_[static_cast<int>(t)];
+}
+
 void Ledger::reserve(Account a, Tier t, uint64_t bytes) {
     std::lock_guard lock(mu_);
     if (!fits_locked(t, bytes)) {

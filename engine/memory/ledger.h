@@ -46,6 +46,15 @@ const char* tier_default_description(Tier t);
 // Formats a byte count as "12.34 MiB" (binary units, as the CLI does).
 std::string format_bytes(uint64_t bytes);
 
+// Where a tier's memory is placed on a machine with several NUMA nodes (the
+// engine's numa policy, backend/cpu/numa.h). Every AlignedBuffer and expert
+// slot arena of the tier applies it before its memory is first touched.
+struct Placement {
+    enum Kind : uint8_t { Default, Bind, Interleave };
+    Kind kind = Default;  // Default: the kernel's first touch
+    int node = -1;        // Bind: the node
+};
+
 struct LedgerRow {
     Account account;
     Tier tier;
@@ -68,6 +77,10 @@ public:
 
     void set_description(Tier t, std::string text);
     std::string description(Tier t) const;
+
+    // NUMA placement of the tier's buffers allocated from now on.
+    void set_placement(Tier t, Placement p);
+    Placement placement(Tier t) const;
 
     // Adds `bytes` to the account's reservation in tier `t`. Throws
     // strata::Error, naming the account, what it asks for, what is free of the
@@ -115,6 +128,7 @@ private:
     std::array<uint64_t, kTierCount> total_{};
     std::array<uint64_t, kTierCount> peak_{};
     std::array<std::string, kTierCount> description_;
+    std::array<Placement, kTierCount> placement_{};
 };
 
 }  // namespace strata::memory

@@ -64,6 +64,9 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
         kv_ = own_kv_.get();
     }
     seq0_ = kv_->create_sequence();
+    batch_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.n_expert, 1) + 4));
+    batch_start_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.n_expert, 1) + 5));
+    ready_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     tok_seq_.resize(B);
     tok_pos_.resize(B);
     x_.resize(B * c.n_embd);
@@ -230,38 +233,121 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
 }
 
 void Context::matmul_many(std::initializer_list<MatOut> outs, const float* X, int64_t n) {
-    // Several matrices over the same input (Q/K/V; gate/up): one activation
-    // quantization and one parallel region over all their rows, so threads
-    // split the whole step's rows instead of meeting at a barrier after each
-    // matrix. Each row is computed exactly as matmul() would.
-    const MatOut* first = outs.begin();
-    bool same = true;
-    for (const MatOut& o : outs)
-        same &= o.W->type == first->W->type && o.W->cols == first->W->cols && o.W->type != kernels::WeightType::F32;
-    if (!same || outs.size() > 4) {
-        for (const MatOut& o : outs) matmul(*o.W, X, n, o.Y);
+    batch_.clear();
+    for (const MatOut& o : outs) batch_.push_back({o.W, X, n, o.Y});
+    matmul_batch();
+}
+
+void Context::matmul_batch() {
+    // Several matrices in one parallel region (Q/K/V; gate/up; every expert
+    // of a MoE layer with few tokens): each distinct input quantized once,
+    // threads split all the rows instead of meeting at a barrier after each
+    // matrix. Each row is computed exactly as matmul() computes it.
+    bool same = !batch_.empty();
+    for (const MatIn& o : batch_)
+        same &= o.W->type == batch_[0].W->type && o.W->cols == batch_[0].W->cols && o.W->type != kernels::WeightType::F32;
+    if (!same) {
+        for (const MatIn& o : batch_) matmul(*o.W, o.X, o.n, o.Y);
         return;
     }
-    const kernels::WeightType type = first->W->type;
-    const int64_t cols = first->W->cols;
+    const kernels::WeightType type = batch_[0].W->type;
+    const int64_t cols = batch_[0].W->cols;
     const int64_t ab = kernels::activation_row_bytes(type, cols);
-    uint8_t* xq = act_scratch_.data();
-    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(type, X + t * cols, xq + t * ab, cols);
-    int64_t start[5] = {0, 0, 0, 0, 0};
-    size_t m = 0;
-    for (const MatOut& o : outs) {
-        start[m + 1] = start[m] + o.W->rows;
-        ++m;
+    // Quantize each distinct input once (entries with the same X share it).
+    int64_t used_rows = 0;
+    batch_start_.assign(1, 0);
+    for (size_t i = 0; i < batch_.size(); ++i) {
+        MatIn& o = batch_[i];
+        size_t j = 0;
+        while (j < i && batch_[j].X != o.X) ++j;
+        if (j < i) {
+            o.xq = batch_[j].xq;
+        } else {
+            o.xq = act_scratch_.data() + used_rows * ab;
+            for (int64_t t = 0; t < o.n; ++t) kernels::quantize_activation(type, o.X + t * cols, o.xq + t * ab, cols);
+            used_rows += o.n;
+        }
+        batch_start_.push_back(batch_start_.back() + o.W->rows);
     }
-    pool_->parallel_for(start[m], 16, [&](int64_t r0, int64_t r1, int) {
-        for (size_t i = 0; i < m && r0 < r1; ++i) {
-            if (r0 >= start[i + 1]) continue;
-            const MatOut& o = first[i];
-            const int64_t a = r0 - start[i], b = std::min(r1, start[i + 1]) - start[i];
-            kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, b - a, xq, ab, n, cols, o.Y + a, o.W->rows);
-            r0 = start[i] + b;
+    const size_t m = batch_.size();
+    pool_->parallel_for(batch_start_[m], 16, [&](int64_t r0, int64_t r1, int) {
+        size_t i = static_cast<size_t>(std::upper_bound(batch_start_.begin(), batch_start_.end(), r0) - batch_start_.begin()) - 1;
+        for (; i < m && r0 < r1; ++i) {
+            const MatIn& o = batch_[i];
+            const int64_t a = r0 - batch_start_[i], e = std::min(r1, batch_start_[i + 1]) - batch_start_[i];
+            kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, e - a, o.xq, ab, o.n, cols, o.Y + a, o.W->rows);
+            r0 = batch_start_[i] + e;
         }
     });
+}
+
+void Context::ffn_moe_experts_each(const LayerWeights& L, int64_t n) {
+    const int64_t d = cfg_.n_embd;
+    const int64_t U = n_used_;
+    FfnMatrices mats;
+    for (int32_t e; (e = experts_->take(L.index, &mats)) >= 0;) {
+        const int64_t m = expert_count_[e];
+        const int32_t* slots = expert_tokens_.data() + expert_offset_[e];
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t t = slots[i] / U;
+            std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + i * d);
+        }
+        ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert);
+        experts_->release(L.index, e);
+        for (int64_t i = 0; i < m; ++i)
+            std::copy(ye_.begin() + i * d, ye_.begin() + (i + 1) * d, expert_out_.begin() + slots[i] * d);
+    }
+    (void)n;
+}
+
+void Context::ffn_moe_experts_small(const LayerWeights& L, int64_t n) {
+    // The experts that are ready go together: their gate/up rows in one
+    // parallel region, their down rows in another, so two threads share a
+    // layer's few small products instead of splitting each one. A token's
+    // rows are computed as ffn_dense computes them (bit for bit).
+    const int64_t d = cfg_.n_embd;
+    const int64_t U = n_used_;
+    const int64_t ff = L.n_ff_expert;
+    FfnMatrices mats;
+    for (int32_t e; (e = experts_->take(L.index, &mats)) >= 0;) {
+        ready_.clear();
+        int64_t rows = 0;
+        ready_.push_back({e, mats, rows});
+        rows += expert_count_[e];
+        for (int32_t f; (f = experts_->take_if_ready(L.index, &mats)) >= 0;) {
+            ready_.push_back({f, mats, rows});
+            rows += expert_count_[f];
+        }
+        batch_.clear();
+        for (const ReadyExpert& r : ready_) {
+            const int64_t m = expert_count_[r.e];
+            const float* X = h_.data();  // every token routed here: its rows are h_ itself
+            if (m != n) {
+                const int32_t* slots = expert_tokens_.data() + expert_offset_[r.e];
+                for (int64_t i = 0; i < m; ++i) {
+                    const int64_t t = slots[i] / U;
+                    std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + (r.base + i) * d);
+                }
+                X = xe_.data() + r.base * d;
+            }
+            batch_.push_back({&r.mats.gate, X, m, ge_.data() + r.base * ff});
+            batch_.push_back({&r.mats.up, X, m, ue_.data() + r.base * ff});
+        }
+        matmul_batch();
+        ops::swiglu(ge_.data(), ue_.data(), ge_.data(), rows * ff);
+        batch_.clear();
+        for (const ReadyExpert& r : ready_)
+            batch_.push_back({&r.mats.down, ge_.data() + r.base * ff, expert_count_[r.e], ye_.data() + r.base * d});
+        matmul_batch();
+        for (const ReadyExpert& r : ready_) {
+            experts_->release(L.index, r.e);
+            const int64_t m = expert_count_[r.e];
+            const int32_t* slots = expert_tokens_.data() + expert_offset_[r.e];
+            for (int64_t i = 0; i < m; ++i)
+                std::copy(ye_.begin() + (r.base + i) * d, ye_.begin() + (r.base + i + 1) * d,
+                          expert_out_.begin() + slots[i] * d);
+        }
+    }
 }
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
@@ -423,19 +509,9 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     // order afterwards, so the result does not depend on the order in which
     // experts became resident: a cached run equals a fully resident one bit
     // for bit (and the sum follows the router's ranking, as ggml's does).
-    FfnMatrices mats;
-    for (int32_t e; (e = experts_->take(L.index, &mats)) >= 0;) {
-        const int64_t m = expert_count_[e];
-        const int32_t* slots = expert_tokens_.data() + expert_offset_[e];
-        for (int64_t i = 0; i < m; ++i) {
-            const int64_t t = slots[i] / U;
-            std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + i * d);
-        }
-        ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert);
-        experts_->release(L.index, e);
-        for (int64_t i = 0; i < m; ++i)
-            std::copy(ye_.begin() + i * d, ye_.begin() + (i + 1) * d, expert_out_.begin() + slots[i] * d);
-    }
+    // Few tokens (decode, small batches): every ready expert in one region.
+    if (n <= 8 && n * U <= n_batch_) ffn_moe_experts_small(L, n);
+    else ffn_moe_experts_each(L, n);
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < U; ++k)

@@ -151,8 +151,20 @@ private:
         const Matrix* W;
         float* Y;
     };
-    // matmul() of up to 4 matrices over the same X in one parallel region.
+    // matmul() of several matrices over the same X in one parallel region.
     void matmul_many(std::initializer_list<MatOut> outs, const float* X, int64_t n);
+    // matmul() of everything in batch_ (each with its own input) in one region.
+    struct MatIn {
+        const Matrix* W;
+        const float* X;
+        int64_t n;
+        float* Y;
+        uint8_t* xq = nullptr;
+    };
+    void matmul_batch();
+    // A MoE layer with few tokens: the ready experts' gate/up in one region, their downs in another.
+    void ffn_moe_experts_small(const LayerWeights& L, int64_t n);
+    void ffn_moe_experts_each(const LayerWeights& L, int64_t n);
 
     const Model& model_;
     const ModelConfig& cfg_;
@@ -193,6 +205,14 @@ private:
     std::vector<float> score_scratch_;  // per thread: attention scores
     std::vector<float> logits_;
     std::vector<float> look_h_, look_probs_;
+    std::vector<MatIn> batch_;
+    std::vector<int64_t> batch_start_;
+    struct ReadyExpert {
+        int32_t e;
+        FfnMatrices mats;
+        int64_t base;  // first row of its tokens in the xe_/ge_/ue_/ye_ scratch
+    };
+    std::vector<ReadyExpert> ready_;
     int64_t max_cols_ = 0;
 };
 

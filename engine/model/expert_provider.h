@@ -27,6 +27,9 @@ public:
     // demanded expert has been taken. The matrices stay valid until release().
     virtual int32_t take(int64_t layer, FfnMatrices* out) = 0;
     virtual void release(int64_t layer, int32_t expert) = 0;
+    // take() without waiting: -1 when no demanded expert is ready right now
+    // (or none is left). Default: take() (a provider whose experts are always ready).
+    virtual int32_t take_if_ready(int64_t layer, FfnMatrices* out) { return take(layer, out); }
     // mask[e] = 1 for the experts of `layer` that are in fast memory now (a
     // draft that routes only among them causes no loads). Default: all.
     virtual void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) {
