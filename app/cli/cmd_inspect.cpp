@@ -3,6 +3,8 @@
 #include "commands.h"
 #include "common.h"
 #include "gguf/gguf.h"
+#include "memory/aligned_buffer.h"
+#include "memory/plan.h"
 
 namespace strata::cli {
 
@@ -72,6 +74,15 @@ int cmd_inspect(int argc, char** argv) {
                     static_cast<long long>(n_moe), human_bytes(s.bytes_per_expert).c_str());
         std::printf("  resident part  %s (everything but the routed experts)\n",
                     human_bytes(s.bytes_total - s.bytes_experts).c_str());
+    }
+
+    {
+        // The machine: NUMA and huge pages, for the model fully resident.
+        memory::PlanSettings ps;
+        const memory::Plan p = memory::make_plan(*m, ps);
+        std::printf("\nmachine\n  %s\n  huge pages: %s (fully resident: %s fast)\n",
+                    cpu::numa_summary(p.numa_topology, p.numa).c_str(), p.huge_pages.c_str(),
+                    human_bytes(p.fast_total).c_str());
     }
 
     if (a.flag_set("--metadata")) {

@@ -29,6 +29,7 @@ int cmd_plan(int argc, char** argv) {
     a.option("--kv-tokens", "", "N", "paged KV cache size in tokens over all sequences (0: one context)", "0");
     a.option("--kv-block", "", "N", "KV block size in tokens", "16");
     a.option("--kv-type", "", "T", "KV element type: f32 or q8", "f32");
+    a.option("--numa", "", "P", "NUMA placement: auto, off, bind, bind:N, interleave", "auto");
     a.flag("--json", "print one JSON object instead of the table");
     add_context_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
@@ -71,6 +72,9 @@ int cmd_plan(int argc, char** argv) {
     } catch (const Error& e) {
         throw UsageError(std::string("option --kv-type: ") + e.what());
     }
+
+    s.numa = a.str("--numa");
+    if (const std::string err = cpu::parse_numa_policy(s.numa, nullptr); !err.empty()) throw UsageError("option --numa: " + err);
 
     auto m = model::Model::load(a.pos("MODEL"));
     memory::Plan p;

@@ -33,6 +33,7 @@ void add_engine_options(Args& a) {
     a.option("--kv-tokens", "", "N", "paged KV cache size in tokens over all sequences (0: one context)", "0");
     a.option("--kv-block", "", "N", "KV block size in tokens", "16");
     a.option("--kv-type", "", "T", "KV element type: f32, or q8 (int8, per-block per-head scales)", "f32");
+    a.option("--numa", "", "P", "NUMA placement: auto, off, bind, bind:N, interleave", "auto");
 }
 
 EngineSettings engine_settings(const Args& a) {
@@ -71,6 +72,7 @@ EngineSettings engine_settings(const Args& a) {
     s.kv_tokens = a.integer("--kv-tokens", 0, int64_t{1} << 30);
     s.kv_block_tokens = a.integer("--kv-block", 1, 4096);
     s.kv_type = a.str("--kv-type");
+    s.numa = a.str("--numa");
     if (const std::string err = s.validate(); !err.empty()) throw UsageError(err);
     return s;
 }

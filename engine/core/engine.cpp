@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/cpu/numa.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -33,6 +34,7 @@ std::string EngineSettings::validate() const {
     if (kv_block_tokens < 1 || kv_block_tokens > 4096)
         return "kv_block_tokens " + std::to_string(kv_block_tokens) + " is out of range (1..4096)";
     if (kv_type != "f32" && kv_type != "q8") return "kv_type '" + kv_type + "' is unknown (use f32 or q8)";
+    if (std::string err = cpu::parse_numa_policy(numa, nullptr); !err.empty()) return err;
     return "";
 }
 
@@ -90,6 +92,7 @@ memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
     p.kv_block_tokens = s.kv_block_tokens;
     p.kv_type = kv::parse_kv_type(s.kv_type);
     p.prefetch = s.prefetch;
+    p.numa = s.numa;
     // Expert reads land directly in their slots (O_DIRECT into aligned
     // buffers): no staging buffers on the CPU tier pair.
     p.transfer_buffers = 0;
@@ -121,6 +124,21 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     memory::apply_budgets(eng->plan_, ledger);
     ledger.set_description(memory::Tier::Fast, "RAM");
     ledger.set_description(memory::Tier::Slow, "model file");
+    // NUMA: place the fast tier (every buffer below) and run the compute where
+    // the plan says. The calling thread is the one that drives the forward
+    // pass and creates the compute pool, whose workers inherit its affinity.
+    const cpu::NumaDecision& numa = eng->plan_.numa;
+    if (!numa.error.empty()) throw Error(numa.error);
+    if (numa.mode == cpu::NumaMode::Bind) {
+        ledger.set_placement(memory::Tier::Fast, {memory::Placement::Bind, numa.node});
+        eng->saved_cpus_ = cpu::current_thread_cpus();
+        if (const std::string err = cpu::set_current_thread_cpus(numa.cpus); !err.empty())
+            throw Error("numa bind to node " + std::to_string(numa.node) + ": " + err);
+        eng->pinned_thread_ = true;
+    } else if (numa.mode == cpu::NumaMode::Interleave) {
+        ledger.set_placement(memory::Tier::Fast, {memory::Placement::Interleave, -1});
+    }
+    logger("memory")->info("{}", cpu::numa_summary(eng->plan_.numa_topology, numa));
     // Allocator slack, thread stacks and tables: held so the budget is honest.
     ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng->plan_.bytes(memory::Account::RuntimeReserve));
 
@@ -181,6 +199,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
 }
 
 Engine::~Engine() {
+    if (pinned_thread_) (void)cpu::set_current_thread_cpus(saved_cpus_);
     if (trace_) {
         try {
             trace_->finish();

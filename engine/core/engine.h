@@ -99,6 +99,10 @@ private:
     std::unique_ptr<experts::Predictor> predictor_;
     std::unique_ptr<experts::TraceWriter> trace_;
     int prefetch_width_ = 0;
+    // NUMA bind pinned the loading thread (the one that computes): its mask
+    // before, restored when the engine goes.
+    bool pinned_thread_ = false;
+    std::vector<int> saved_cpus_;
     // issue_prefetch()'s buffers, kept so the per-token path allocates nothing.
     std::vector<experts::ExpertPrediction> predictions_;
     std::vector<experts::ExpertKey> prefetch_keys_;

@@ -72,7 +72,8 @@ ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memo
     demand_q_.reserve(extents_.size() + 16);
     prefetch_q_.reserve(extents_.size() + 16);
     cur_pending_.reserve(static_cast<size_t>(n_expert_));
-    arena_slots_ = memory::expert_slots_per_arena(slot_bytes_);
+    huge_arenas_ = memory::expert_slots_per_arena(slot_bytes_, experts_total_) > 0;
+    arena_slots_ = std::max<int64_t>(1, memory::expert_slots_per_arena(slot_bytes_, experts_total_));
     wanted_.assign(extents_.size(), 0);
     last_use_.assign(extents_.size(), std::numeric_limits<int64_t>::min() / 2);
     policy_ = make_policy(settings.policy, settings.slots);
@@ -109,19 +110,20 @@ ExpertStore::~ExpertStore() {
 // is 4 KiB-granular but then never gets a huge page: the demo model's slots are
 // 216 KiB); measured on the demo model a grow/shrink cycle of 64 slots costs
 // well under a millisecond either way, so there was no reason to keep
-// per-slot buffers.
+// per-slot buffers. Below kExpertArenaMinBytes of experts (plan.h) an arena is
+// one 4 KiB-granular slot without huge pages.
 void ExpertStore::add_slot_locked() {
     const int64_t n = static_cast<int64_t>(slots_.size());
     const size_t a = static_cast<size_t>(n / arena_slots_);
     const int64_t cells = n % arena_slots_ + 1;
-    const uint64_t want = memory::expert_slots_bytes(slot_bytes_, cells);
+    const uint64_t want = memory::expert_slots_bytes(slot_bytes_, experts_total_, cells);
     const uint64_t have = a < arenas_.size() ? arenas_[a].reserved : 0;
     ledger_.reserve(memory::Account::ExpertsCache, tier_, want - have);  // throws with the ledger's message
     if (a == arenas_.size()) {
         Arena ar;
-        ar.map_bytes = memory::expert_slots_bytes(slot_bytes_, arena_slots_);
+        ar.map_bytes = memory::expert_slots_bytes(slot_bytes_, experts_total_, arena_slots_);
         try {
-            ar.base = memory::map_huge_pages(ledger_, tier_, ar.map_bytes, memory::Account::ExpertsCache);
+            ar.base = memory::map_pages(ledger_, tier_, ar.map_bytes, memory::Account::ExpertsCache, huge_arenas_);
         } catch (...) {
             ledger_.release(memory::Account::ExpertsCache, tier_, want - have);
             throw;
@@ -141,10 +143,10 @@ void ExpertStore::remove_last_cell_locked() {
     slots_.pop_back();
     Arena& ar = arenas_.back();
     --ar.cells;
-    const uint64_t want = memory::expert_slots_bytes(slot_bytes_, ar.cells);
+    const uint64_t want = memory::expert_slots_bytes(slot_bytes_, experts_total_, ar.cells);
     const uint64_t give = ar.reserved - want;
     if (ar.cells == 0) {
-        memory::unmap_huge_pages(ar.base, ar.map_bytes);
+        memory::unmap_pages(ar.base, ar.map_bytes, huge_arenas_);
         arenas_.pop_back();
     } else {
         if (give) memory::discard_pages(ar.base + want, give);

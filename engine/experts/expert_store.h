@@ -105,6 +105,7 @@ public:
     // Arenas mapped now, and the slots one arena holds.
     int64_t arenas() const;
     int64_t slots_per_arena() const { return arena_slots_; }
+    bool huge_page_arenas() const { return huge_arenas_; }
     // The first byte of slot i's cell (tests: where the slots live).
     const uint8_t* slot_data(int64_t i) const;
     int64_t experts_total() const { return experts_total_; }  // routed experts over all MoE layers
@@ -213,6 +214,7 @@ private:
     std::vector<Slot> slots_;
     std::vector<Arena> arenas_;
     int64_t arena_slots_ = 1;
+    bool huge_arenas_ = false;         // arenas are huge-page mappings (else one plain slot each)
     std::vector<int64_t> slot_of_;     // per key: the slot holding (or loading) it, -1 when none
     std::unique_ptr<CachePolicy> policy_;
     std::vector<uint8_t> pinned_;      // per key

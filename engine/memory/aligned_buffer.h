@@ -6,6 +6,9 @@
 // - Huge pages (optional, for large buffers): the memory is an anonymous
 //   mapping aligned to 2 MiB and advised MADV_HUGEPAGE; where transparent huge
 //   pages are off the advice is ignored and the buffer still works.
+// - NUMA: when the ledger's tier has a placement (bind to a node, interleave),
+//   the buffer is an anonymous mapping placed with mbind before first touch
+//   (same 4096-byte footprint, so the ledger is unchanged).
 // - Moves, never copies; destruction frees the memory and releases the
 //   reservation. The Ledger must outlive every buffer reserved in it.
 //
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "memory/ledger.h"
 
@@ -41,7 +45,7 @@ public:
     const uint8_t* data() const { return data_; }
     uint64_t size() const { return size_; }                  // bytes asked for
     uint64_t reserved_bytes() const { return reserved_; }    // bytes held in the ledger
-    bool huge_pages() const { return mapped_; }              // a 2 MiB-aligned mapping advised MADV_HUGEPAGE
+    bool huge_pages() const { return huge_; }              // a 2 MiB-aligned mapping advised MADV_HUGEPAGE
     Account account() const { return account_; }
     Tier tier() const { return tier_; }
     bool empty() const { return size_ == 0; }
@@ -60,6 +64,23 @@ private:
     uint64_t size_ = 0;
     uint64_t reserved_ = 0;
     bool mapped_ = false;  // mmap'd (munmap to free) vs posix_memalign (free)
+    bool huge_ = false;    // advised MADV_HUGEPAGE
 };
+
+// An anonymous mapping of `bytes` placed as the ledger says for `tier` (NUMA):
+// with `huge`, rounded up to and aligned to 2 MiB and advised MADV_HUGEPAGE;
+// else 4096-granular. It is not reserved in the ledger: the caller reserves
+// what it will touch. Throws strata::Error naming the account and the size
+// when the system refuses.
+uint8_t* map_pages(Ledger& ledger, Tier tier, uint64_t bytes, Account account, bool huge);
+void unmap_pages(uint8_t* p, uint64_t bytes, bool huge);
+// Gives the pages of [p, p + bytes) back to the system (MADV_DONTNEED); the
+// range stays mapped and reads as zeros when touched again.
+void discard_pages(uint8_t* p, uint64_t bytes);
+
+// Transparent huge pages as the kernel reports them
+// (/sys/kernel/mm/transparent_hugepage/enabled): "always", "madvise", "never",
+// or "unavailable" (no such file).
+std::string transparent_huge_pages();
 
 }  // namespace strata::memory

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
 #include "common/error.h"
+#include "memory/aligned_buffer.h"
 #include "model/model.h"
 
 namespace strata::memory {
@@ -107,6 +109,37 @@ uint64_t expert_slot_bytes(const model::FfnMatrices& x) {
     return s;
 }
 
+int64_t expert_slots_per_arena(uint64_t slot, int64_t total) {
+    constexpr uint64_t kHuge = 2ull << 20;
+    if (slot == 0 || total <= 0 || slot * static_cast<uint64_t>(total) < kExpertArenaMinBytes) return 0;
+    const uint64_t g = std::gcd(slot, kHuge);
+    const uint64_t lcm = slot / g * kHuge;
+    if (lcm <= (1ull << 30)) return static_cast<int64_t>(lcm / slot);
+    return std::max<int64_t>(1, static_cast<int64_t>((256ull << 20) / slot));
+}
+
+uint64_t expert_slots_bytes(uint64_t slot, int64_t total, int64_t slots) {
+    if (slots <= 0 || slot == 0) return 0;
+    const int64_t k = expert_slots_per_arena(slot, total);
+    if (k == 0) return slot * static_cast<uint64_t>(slots);
+    constexpr uint64_t kHuge = 2ull << 20;
+    auto rnd = [](uint64_t v) { return (v + kHuge - 1) / kHuge * kHuge; };
+    const uint64_t full = static_cast<uint64_t>(slots / k), rest = static_cast<uint64_t>(slots % k);
+    return full * rnd(static_cast<uint64_t>(k) * slot) + rnd(rest * slot);
+}
+
+int64_t expert_slots_within(uint64_t slot, int64_t total, uint64_t bytes) {
+    if (total <= 0 || slot == 0) return 0;
+    if (expert_slots_bytes(slot, total, total) <= bytes) return total;
+    // expert_slots_bytes is non-decreasing in the count: binary search.
+    int64_t lo = 0, hi = total;  // fits(lo), !fits(hi)
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        (expert_slots_bytes(slot, total, mid) <= bytes ? lo : hi) = mid;
+    }
+    return lo;
+}
+
 Plan make_plan(const model::Model& m, const PlanSettings& s) {
     const model::ModelConfig& c = m.config();
 
@@ -129,6 +162,8 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     if (s.kv_tokens < 0) throw Error("the KV cache size cannot be negative (0: one sequence of the context size)");
     if (s.kv_block_tokens < 1 || s.kv_block_tokens > 4096)
         throw Error("the KV block size must be 1..4096 tokens (got " + std::to_string(s.kv_block_tokens) + ")");
+    cpu::NumaPolicy numa_policy;
+    if (const std::string err = cpu::parse_numa_policy(s.numa, &numa_policy); !err.empty()) throw Error(err);
 
     const Totals t = measure(m);
     Plan p;
@@ -167,11 +202,13 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     const uint64_t kv = (mul(kvp.block_bytes(), p.kv_blocks) + 4095) / 4096 * 4096;
     const uint64_t act = activation_bytes(c, p.n_batch, p.n_ctx, p.threads);
     const uint64_t pinned = mul(t.slot, p.pinned_experts);
-    const uint64_t base = t.shared + t.router + kv + act + s.draft_model_bytes + s.runtime_reserve + pinned;
+    // Everything but the expert slots; slots are counted as expert_slots_bytes().
+    const uint64_t base = t.shared + t.router + kv + act + s.draft_model_bytes + s.runtime_reserve;
+    auto slots_bytes = [&](int64_t n) { return expert_slots_bytes(t.slot, t.total, n); };
     // Unpinned slots a MoE layer needs at the least (fewer when pinning covers almost everything).
     const int64_t unpinned_min = t.total > 0 ? std::min(std::max<int64_t>(c.n_expert_used, 1), t.total - p.pinned_experts) : 0;
     const int64_t min_slots = p.pinned_experts + unpinned_min;
-    p.resident_minimum = base + mul(t.slot, unpinned_min);
+    p.resident_minimum = base + slots_bytes(min_slots);
     const uint64_t transfer_want = (s.prefetch && t.total > 0) ? mul(t.slot, s.transfer_buffers) : 0;
     const bool limited = p.fast_budget != Ledger::kUnlimited;
 
@@ -220,36 +257,35 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
            << format_bytes(t.router) << ", kv.pages " << format_bytes(kv) << " for " << p.kv_blocks * p.kv_block_tokens
            << " tokens, activations " << format_bytes(act) << ", runtime.reserve " << format_bytes(s.runtime_reserve);
         if (s.draft_model_bytes) os << ", draft.model " << format_bytes(s.draft_model_bytes);
-        if (t.total > 0) os << ", " << min_slots << " expert slots " << format_bytes(mul(t.slot, min_slots));
+        if (t.total > 0) os << ", " << min_slots << " expert slots " << format_bytes(slots_bytes(min_slots));
         os << "); raise the fast budget to at least " << format_bytes(p.resident_minimum)
            << ", or shorten the context";
         why_not = os.str();
     } else if (!explicit_slots) {
         // Every expert that fits: transfer buffers give way first when room is short.
         const uint64_t room = p.fast_budget - base;
-        if (room >= mul(t.slot, t.total - p.pinned_experts)) {
+        if (room >= slots_bytes(t.total)) {
             slots = t.total;
         } else {
             transfer = transfer_want;
-            if (room < mul(t.slot, unpinned_min) + transfer) {
+            if (room < slots_bytes(min_slots) + transfer) {
                 transfer = 0;
                 if (transfer_want) notes.push_back("no room for transfer buffers: they gave way (prefetch reads go straight into slots)");
             }
-            const int64_t unpinned = t.slot ? static_cast<int64_t>((room - transfer) / t.slot) : 0;
-            slots = p.pinned_experts + std::min(unpinned, t.total - p.pinned_experts);
+            slots = std::max(min_slots, expert_slots_within(t.slot, t.total, room - transfer));
         }
     } else {
         transfer = slots < t.total ? transfer_want : 0;
-        const uint64_t need = base + mul(t.slot, slots - p.pinned_experts);
+        const uint64_t need = base + slots_bytes(slots);
         if (need <= p.fast_budget && need + transfer > p.fast_budget) {
             transfer = 0;
             notes.push_back("no room for transfer buffers: they gave way (prefetch reads go straight into slots)");
         }
         if (need > p.fast_budget) {
             const int64_t fit_slots =
-                p.pinned_experts + std::min<int64_t>(t.total - p.pinned_experts, static_cast<int64_t>((p.fast_budget - base) / t.slot));
+                p.fast_budget > base ? expert_slots_within(t.slot, t.total, p.fast_budget - base) : 0;
             std::ostringstream os;
-            os << "experts.cache needs " << format_bytes(mul(t.slot, slots - p.pinned_experts)) << " for "
+            os << "experts.cache needs " << format_bytes(slots_bytes(slots) - pinned) << " for "
                << slots - p.pinned_experts << " slots of " << format_bytes(t.slot) << ", which takes the fast tier to "
                << format_bytes(need) << ", " << format_bytes(need - p.fast_budget) << " over its budget of "
                << format_bytes(p.fast_budget) << "; raise the fast budget to at least " << format_bytes(need)
@@ -271,8 +307,9 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     const std::string slot_x = " x " + format_bytes(t.slot);
     row(Account::WeightsShared, Tier::Fast, t.shared, "embeddings, attention, norms, dense/shared FFNs, output head");
     row(Account::WeightsRouter, Tier::Fast, t.router, std::to_string(t.moe_layers) + " routers");
-    row(Account::ExpertsCache, Tier::Fast, mul(t.slot, slots - p.pinned_experts),
-        std::to_string(slots - p.pinned_experts) + " slots" + slot_x);
+    row(Account::ExpertsCache, Tier::Fast, slots_bytes(slots) - pinned,
+        std::to_string(slots - p.pinned_experts) + " slots" + slot_x +
+            (slots > 0 && expert_slots_per_arena(t.slot, t.total) > 0 ? ", in 2 MiB huge-page arenas (rounded up)" : ""));
     row(Account::ExpertsPinned, Tier::Fast, pinned, std::to_string(p.pinned_experts) + " pinned slots" + slot_x);
     row(Account::KvPages, Tier::Fast, kv,
         std::to_string(p.kv_blocks) + " blocks x " + std::to_string(p.kv_block_tokens) + " tokens x " +
@@ -288,6 +325,10 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     row(Account::ExpertsHome, Tier::Slow, t.experts,
         std::to_string(t.total) + " routed experts in the model file");
     for (const LedgerRow& r : p.rows) (r.tier == Tier::Fast ? p.fast_total : p.slow_total) += r.reserved;
+    p.numa_policy = s.numa;
+    p.numa_topology = cpu::numa_topology();
+    p.numa = cpu::decide_numa(numa_policy, p.numa_topology, p.fast_total);
+    p.huge_pages = transparent_huge_pages();
 
     // --- verdict ------------------------------------------------------------------
     if (p.slow_budget != Ledger::kUnlimited && p.slow_total > p.slow_budget) {
@@ -358,6 +399,8 @@ std::string Plan::to_table() const {
     if (experts_total > 0)
         os << "\nexpert cache: " << expert_slots << " of " << experts_total << " slots (" << pct(cache_fraction)
            << ")" << (pinned_experts ? ", " + std::to_string(pinned_experts) + " pinned" : std::string()) << "\n";
+    os << "\n" << cpu::numa_summary(numa_topology, numa) << "\n";
+    os << "huge pages: " << huge_pages << " (expert slots in 2 MiB-aligned arenas advised MADV_HUGEPAGE)\n";
     os << "\n" << reason << "\n";
     return os.str();
 }
@@ -376,7 +419,12 @@ std::string Plan::to_json() const {
        << ",\"transfer_buffers\":" << transfer_buffers << ",\"n_ctx\":" << n_ctx << ",\"n_batch\":" << n_batch
        << ",\"kv_blocks\":" << kv_blocks << ",\"kv_block_tokens\":" << kv_block_tokens
        << ",\"kv_type\":" << json_str(kv::kv_type_name(kv_type))
-       << ",\"threads\":" << threads << ",\"rows\":[";
+       << ",\"threads\":" << threads << ",\"huge_pages\":" << json_str(huge_pages) << ",\"numa\":{\"built\":"
+       << (numa_topology.built ? "true" : "false") << ",\"nodes\":" << numa_topology.nodes.size()
+       << ",\"cpus\":" << numa_topology.cpus << ",\"memory\":" << numa_topology.memory_bytes
+       << ",\"policy\":" << json_str(numa_policy) << ",\"mode\":" << json_str(cpu::numa_mode_name(numa.mode))
+       << ",\"node\":" << numa.node << ",\"summary\":" << json_str(cpu::numa_summary(numa_topology, numa))
+       << ",\"error\":" << (numa.error.empty() ? std::string("null") : json_str(numa.error)) << "},\"rows\":[";
     for (size_t i = 0; i < rows.size(); ++i) {
         if (i) os << ",";
         os << "{\"account\":" << json_str(account_name(rows[i].account)) << ",\"tier\":" << json_str(tier_name(rows[i].tier))

@@ -11,7 +11,10 @@
 //   weights.shared    every tensor byte except routed experts and routers
 //   weights.router    the MoE routers (ffn_gate_inp)
 //   experts.pinned    pinned_experts slots (never evicted)
-//   experts.cache     the unpinned expert slots
+//   experts.cache     the unpinned expert slots: all slots live in huge-page
+//                     arenas, so together the two hold expert_slots_bytes()
+//                     (slots x slot bytes, each arena rounded up to 2 MiB);
+//                     experts.pinned counts pinned x slot bytes of it
 //   kv.pages          kv_tokens rounded up to blocks of kv_block_tokens, each
 //                     block 2 * n_layer * n_head_kv * head_dim * block_tokens
 //                     elements (f32, or int8 + per-head scales), 4096-rounded
@@ -36,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/numa.h"
 #include "kv/kv_cache.h"
 #include "memory/ledger.h"
 
@@ -63,6 +67,7 @@ struct PlanSettings {
     int64_t transfer_buffers = 2;        // slots of staging for in-flight loads while prefetching
     uint64_t draft_model_bytes = 0;
     uint64_t runtime_reserve = 64ull << 20;
+    std::string numa = "auto";           // auto | off | bind | bind:N | interleave (backend/cpu/numa.h)
 };
 
 struct Plan {
@@ -86,6 +91,10 @@ struct Plan {
     int64_t kv_blocks = 0, kv_block_tokens = 0;
     kv::KvType kv_type = kv::KvType::F32;
     int threads = 0;
+    cpu::NumaTopology numa_topology;  // this machine's
+    cpu::NumaDecision numa;          // what the numa setting means here for fast_total
+    std::string numa_policy;         // the setting ("auto", "bind:0", ...)
+    std::string huge_pages;          // transparent huge pages: "always", "madvise", "never", "unavailable"
     std::string model;               // "name (arch, 4 layers, 8 experts top-2)"
     bool fits = false;
     std::string reason;              // "fits: ..." or "does not fit: ... ; what to do"
@@ -106,6 +115,24 @@ Plan make_plan(const model::Model& m, const PlanSettings& s);
 uint64_t direct_read_window(uint64_t offset, uint64_t bytes);
 // Bytes of a slot for this expert: the sum of its gate/up/down windows.
 uint64_t expert_slot_bytes(const model::FfnMatrices& expert);
+
+// Expert slots live in arenas of expert_slots_per_arena() slots, each a
+// 2 MiB-aligned mapping advised MADV_HUGEPAGE. An arena holding n slots
+// reserves n x slot_bytes rounded up to 2 MiB (what huge pages can touch).
+// The arena size is the least common multiple of the slot and 2 MiB when that
+// is at most 1 GiB (so full arenas waste nothing and `slots` slots take
+// slots x slot_bytes rounded up to 2 MiB once), else about 256 MiB of slots.
+// Arenas pay only for a cache of some size: when all the model's experts take
+// less than kExpertArenaMinBytes the slots are 4 KiB-granular mappings of one
+// slot each, without huge pages (the whole cache is a few huge pages at most,
+// TLB reach does not matter, and a 2 MiB rounding would be a large share of it):
+// expert_slots_per_arena() is then 0 and the slots take slots x slot_bytes.
+inline constexpr uint64_t kExpertArenaMinBytes = 8ull << 20;
+int64_t expert_slots_per_arena(uint64_t slot_bytes, int64_t experts_total);
+// The fast-tier bytes `slots` slots reserve (the expert store and the plan agree on it).
+uint64_t expert_slots_bytes(uint64_t slot_bytes, int64_t experts_total, int64_t slots);
+// The most slots (at most `cap` = experts_total) whose expert_slots_bytes fit in `bytes`.
+int64_t expert_slots_within(uint64_t slot_bytes, int64_t experts_total, uint64_t bytes);
 
 // Sets the ledger's tier budgets from the plan.
 void apply_budgets(const Plan& p, Ledger& ledger);

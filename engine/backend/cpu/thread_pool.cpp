@@ -1,6 +1,9 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+
+#include "backend/cpu/numa.h"
+#include "common/log.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -18,7 +21,7 @@ inline void spin_pause() {
 constexpr int kSpinIterations = 4000;  // ~0.1 ms of pauses before sleeping
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : n_threads_(std::max(1, n_threads)), cpus_(std::move(cpus)) {
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
@@ -77,6 +80,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
 }
 
 void ThreadPool::worker_main(int index) {
+    if (!cpus_.empty()) {
+        if (const std::string err = set_current_thread_cpus(cpus_); !err.empty())
+            logger("cpu")->warn("compute thread {}: cannot pin to the NUMA node's CPUs: {}", index, err);
+    }
     uint64_t seen = 0;
     for (;;) {
         // Spin briefly for the next job, then sleep.

@@ -36,12 +36,16 @@ using ChunkFn = FunctionRef<void(int64_t, int64_t, int)>;
 class ThreadPool {
 public:
     // n_threads includes the caller; 1 means no worker threads at all.
-    explicit ThreadPool(int n_threads);
+    // `cpus` (optional): the CPUs the workers are pinned to (pthread_setaffinity_np;
+    // NUMA bind runs the compute on one node's CPUs). Empty: the workers inherit
+    // the creating thread's affinity. The caller's own affinity is left alone.
+    explicit ThreadPool(int n_threads, std::vector<int> cpus = {});
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return n_threads_; }
+    const std::vector<int>& cpus() const { return cpus_; }
 
     // Calls fn(begin, end, thread_index) over chunks of at least `grain` items
     // (the last may be shorter); returns when all of [0, n) is done. Not re-entrant.
@@ -52,6 +56,7 @@ private:
     void run_chunks(int thread_index);
 
     int n_threads_;
+    std::vector<int> cpus_;
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable wake_;

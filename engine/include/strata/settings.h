@@ -37,6 +37,10 @@ struct EngineSettings {
     int64_t kv_block_tokens = 16;
     std::string kv_type = "f32";
 
+    // NUMA placement (several memory nodes): auto | off | bind | bind:N |
+    // interleave; see backend/cpu/numa.h. auto does nothing on one node.
+    std::string numa = "auto";
+
     std::string trace_file;            // record a routing trace here (empty: off)
 
     // Empty when valid, else one line naming the field and the allowed values.
