@@ -153,6 +153,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     cp.n_ctx = settings.n_ctx;
     cp.n_batch = settings.n_batch;
     cp.n_threads = settings.threads;
+    if (numa.mode == cpu::NumaMode::Bind) cp.cpus = numa.cpus;  // the compute workers run on the bound node
     // The context first: its KV cache and scratch are not optional, the
     // expert cache gets what remains.
     kv::KvCacheParams kp;

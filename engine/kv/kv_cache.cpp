@@ -68,6 +68,12 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
                                   /*huge_pages=*/false, /*zero=*/true);
     blocks_.resize(static_cast<size_t>(p_.n_blocks));
+    uint64_t nb = 1;
+    while (nb < static_cast<uint64_t>(p_.n_blocks) * 2) nb <<= 1;
+    bucket_.assign(nb, -1);
+    bucket_mask_ = nb - 1;
+    block_ids_.assign(static_cast<size_t>(p_.n_blocks * p_.block_tokens), 0);
+    lru_spare_.resize(blocks_.size());
     free_.reserve(blocks_.size());
     for (int64_t b = p_.n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
     update_ledger();
@@ -98,7 +104,7 @@ void KvCache::update_ledger() {
 
 // --- sequences ---------------------------------------------------------------
 
-SeqId KvCache::create_sequence() {
+SeqId KvCache::create_sequence(int64_t expected_tokens) {
     SeqId id;
     if (!free_seq_ids_.empty()) {
         id = free_seq_ids_.back();
@@ -107,8 +113,15 @@ SeqId KvCache::create_sequence() {
         id = static_cast<SeqId>(seqs_.size());
         seqs_.emplace_back();
     }
-    seqs_[static_cast<size_t>(id)] = Seq{};
-    seqs_[static_cast<size_t>(id)].live = true;
+    Seq& q = seqs_[static_cast<size_t>(id)];
+    q = Seq{};
+    q.live = true;
+    if (expected_tokens > 0) {
+        const int64_t blocks = std::min(p_.blocks_for(expected_tokens), p_.n_blocks);
+        q.tokens.reserve(static_cast<size_t>(blocks * p_.block_tokens));
+        q.blocks.reserve(static_cast<size_t>(blocks));
+        q.hashes.reserve(static_cast<size_t>(blocks));
+    }
     return id;
 }
 
@@ -215,22 +228,22 @@ int32_t KvCache::take_block() {
 void KvCache::unregister(int32_t b) {
     Block& blk = blocks_[static_cast<size_t>(b)];
     if (!blk.hashed) return;
-    auto [lo, hi] = by_hash_.equal_range(blk.hash);
-    for (auto it = lo; it != hi; ++it)
-        if (it->second == b) {
-            by_hash_.erase(it);
-            break;
-        }
-    if (blk.refs == 0) lru_.erase(blk.lru);
+    int32_t* link = &bucket_[blk.hash & bucket_mask_];
+    while (*link != b) link = &blocks_[static_cast<size_t>(*link)].next;
+    *link = blk.next;
+    blk.next = -1;
+    if (blk.refs == 0) lru_spare_.splice(lru_spare_.end(), lru_, blk.lru);
     blk.hashed = false;
-    blk.ids.clear();
 }
 
 void KvCache::unref(int32_t b) {
     Block& blk = blocks_[static_cast<size_t>(b)];
     if (--blk.refs > 0) return;
     if (blk.hashed) {
-        blk.lru = lru_.insert(lru_.end(), b);
+        // A spare list node, not a new one: releasing never allocates.
+        lru_.splice(lru_.end(), lru_spare_, lru_spare_.begin());
+        blk.lru = std::prev(lru_.end());
+        *blk.lru = b;
     } else {
         free_.push_back(b);
     }
@@ -251,8 +264,10 @@ void KvCache::seal_full_blocks(SeqId s) {
             blk.hashed = true;
             blk.hash = h;
             blk.parent = parent;
-            blk.ids.assign(ids, ids + bt);
-            by_hash_.emplace(h, b);
+            std::copy(ids, ids + bt, block_ids_.begin() + static_cast<std::ptrdiff_t>(b) * bt);
+            int32_t& head = bucket_[h & bucket_mask_];
+            blk.next = head;
+            head = b;
         }
         q.hashes.push_back(h);
         ++q.sealed;
@@ -269,14 +284,14 @@ int64_t KvCache::attach_prefix(SeqId s, std::span<const int32_t> prompt) {
         const int32_t* ids = prompt.data() + i * bt;
         const uint64_t h = chain_hash(parent, ids, bt);
         int32_t found = -1;
-        auto [lo, hi] = by_hash_.equal_range(h);
-        for (auto it = lo; it != hi && found < 0; ++it) {
-            const Block& blk = blocks_[static_cast<size_t>(it->second)];
-            if (blk.parent == parent && std::equal(blk.ids.begin(), blk.ids.end(), ids)) found = it->second;
+        for (int32_t c = bucket_[h & bucket_mask_]; c >= 0 && found < 0; c = blocks_[static_cast<size_t>(c)].next) {
+            const Block& blk = blocks_[static_cast<size_t>(c)];
+            const int32_t* stored = block_ids_.data() + static_cast<std::ptrdiff_t>(c) * bt;
+            if (blk.hash == h && blk.parent == parent && std::equal(stored, stored + bt, ids)) found = c;
         }
         if (found < 0) break;
         Block& blk = blocks_[static_cast<size_t>(found)];
-        if (blk.refs++ == 0) lru_.erase(blk.lru);
+        if (blk.refs++ == 0) lru_spare_.splice(lru_spare_.end(), lru_, blk.lru);
         q.blocks.push_back(found);
         q.tokens.insert(q.tokens.end(), ids, ids + bt);
         q.hashes.push_back(h);

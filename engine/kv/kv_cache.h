@@ -88,7 +88,9 @@ public:
     KvStats stats() const;
 
     // --- sequences ----------------------------------------------------------
-    SeqId create_sequence();
+    // `expected_tokens`: room reserved for its bookkeeping up front (0: grows
+    // as needed), so appending tokens does not allocate.
+    SeqId create_sequence(int64_t expected_tokens = 0);
     void free_sequence(SeqId s);                   // its blocks go back (shared ones when the last user leaves)
     bool has_sequence(SeqId s) const;
     int64_t n_tokens(SeqId s) const;
@@ -141,7 +143,7 @@ private:
         bool hashed = false;
         uint64_t hash = 0;                 // chain hash of every token up to the block's end
         uint64_t parent = 0;               // chain hash before the block (collision check)
-        std::vector<int32_t> ids;          // the block's tokens while hashed (collision check)
+        int32_t next = -1;                 // next block in its hash bucket
         std::list<int32_t>::iterator lru;  // valid when refs == 0 && hashed
     };
 
@@ -171,7 +173,13 @@ private:
     std::vector<Block> blocks_;
     std::vector<int32_t> free_;
     std::list<int32_t> lru_;              // cached unreferenced blocks, oldest first
-    std::unordered_multimap<uint64_t, int32_t> by_hash_;
+    // Hash index of the sealed blocks: buckets of intrusive lists (Block::next),
+    // sized once, so sealing and attaching never allocate. A block's tokens
+    // live in block_ids_ (block_tokens per block) for the collision check.
+    std::vector<int32_t> bucket_;
+    std::vector<int32_t> block_ids_;
+    uint64_t bucket_mask_ = 0;
+    std::list<int32_t> lru_spare_;        // list nodes reused by the LRU (no allocation per release)
     std::vector<Seq> seqs_;
     std::vector<SeqId> free_seq_ids_;
     uint64_t prefix_tokens_reused_ = 0;

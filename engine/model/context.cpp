@@ -41,7 +41,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     n_used_ = params.n_expert_used > 0 ? params.n_expert_used : c.n_expert_used;
     resident_only_ = params.resident_experts_only;
     int threads = params.n_threads > 0 ? params.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
+    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads), params.cpus);
 
     const int64_t q_dim = c.n_head * c.head_dim;
     const int64_t kv_dim = c.n_head_kv * c.head_dim;
@@ -63,7 +63,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
         own_kv_ = std::make_unique<kv::KvCache>(kp);
         kv_ = own_kv_.get();
     }
-    seq0_ = kv_->create_sequence();
+    seq0_ = kv_->create_sequence(n_ctx_);
     batch_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.n_expert, 1) + 4));
     batch_start_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.n_expert, 1) + 5));
     ready_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));

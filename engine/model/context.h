@@ -37,6 +37,7 @@ struct ContextParams {
     int64_t n_ctx = 0;      // longest sequence; 0: the model's training context, at most 4096
     int64_t n_batch = 256;  // largest number of tokens per forward chunk
     int n_threads = 0;      // 0: all hardware threads
+    std::vector<int> cpus;  // CPUs the compute workers are pinned to (NUMA bind); empty: not pinned
     // The KV cache the context creates when it is not given one: room for one
     // sequence of n_ctx tokens.
     int64_t kv_block_tokens = 16;

@@ -201,7 +201,7 @@ void Scheduler::admit() {
         Request& r = **best;
         // Room for at least its first token (or it waits for blocks to free up).
         if (kv.available_blocks() < 1 && !running_.empty()) break;
-        r.seq = kv.create_sequence();
+        r.seq = kv.create_sequence(static_cast<int64_t>(r.all.size()) + r.stream->sampler().params().max_tokens);
         if (cfg_.prefix_sharing) {
             const int64_t reused = kv.attach_prefix(r.seq, r.all);
             if (!r.admitted_once) r.result.prefix_reused = reused;
