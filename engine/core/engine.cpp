@@ -233,8 +233,10 @@ void Engine::add_lookahead_listener(model::LookaheadObserver obs) {
 }
 
 void Engine::install_lookahead() {
-    // The lookahead costs a router product per layer: only while someone uses it.
-    const bool predictor_wants_it = predictor_ && settings_.predictor != "frequency";
+    // The lookahead costs a router product per layer: only while someone uses
+    // it. A cache that holds every expert has nothing to prefetch.
+    const bool cache_holds_all = store_ && store_->slots() >= store_->experts_total();
+    const bool predictor_wants_it = predictor_ && settings_.predictor != "frequency" && !cache_holds_all;
     if (predictor_wants_it || trace_ || !lookahead_listeners_.empty()) {
         Engine* self = this;
         ctx_->set_lookahead_observer([self](const model::LookaheadEvent& e) { self->on_lookahead(e); });
@@ -302,6 +304,7 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
 void Engine::set_expert_slots(int64_t slots) {
     if (!store_) throw Error("this model has no experts to cache");
     store_->set_slots(slots);
+    install_lookahead();  // prefetch matters again (or no longer) at this size
 }
 
 void Engine::set_expert_cache_fraction(double fraction) {
