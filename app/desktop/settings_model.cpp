@@ -86,6 +86,9 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     };
     f("fast_budget", "Fast-tier budget", mem, "size", QString(), A::NextLoad,
       "RAM the engine may hold: shared weights, expert cache, KV cache, scratch. Empty: no budget.", "none");
+    f("slow_budget", "Slow-tier budget", mem, "size", QString(), A::NextLoad,
+      "Where the experts live when they are not cached: the model file on a CPU-only machine. A model whose experts "
+      "exceed it is refused with the reason. Empty: no budget.", "none");
     f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096.")
         ->lo = 0;
     fields_.last().hi = 1 << 20;
@@ -269,6 +272,8 @@ EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) con
     QString err;
     const QString fb = v.value(QStringLiteral("fast_budget")).toString();
     if (!fb.isEmpty() && parse_size(fb, &b, &err)) s.fast_budget = b;
+    const QString sb = v.value(QStringLiteral("slow_budget")).toString();
+    if (!sb.isEmpty() && parse_size(sb, &b, &err)) s.slow_budget = b;
     s.n_ctx = v.value(QStringLiteral("n_ctx")).toLongLong();
     s.threads = int(v.value(QStringLiteral("threads")).toLongLong());
     const double frac = v.value(QStringLiteral("expert_cache_fraction")).toDouble();

@@ -145,6 +145,8 @@ private Q_SLOTS:
         QVERIFY2(err.contains(QStringLiteral("unknown unit")), qPrintable(err));
         err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("0"));
         QVERIFY2(err.contains(QStringLiteral("zero budget")), qPrintable(err));
+        err = s.setValue(QStringLiteral("slow_budget"), QStringLiteral("-3G"));
+        QVERIFY2(!err.isEmpty(), "a negative slow budget accepted");
         err = s.setValue(QStringLiteral("max_tokens"), QStringLiteral("0"));
         QVERIFY2(!err.isEmpty(), "max_tokens 0 accepted");
         err = s.setValue(QStringLiteral("threads"), QStringLiteral("three"));
@@ -171,6 +173,8 @@ private Q_SLOTS:
         QCOMPARE(changed.last().at(1).toString(), QStringLiteral("next message"));
         QCOMPARE(s.setValue(QStringLiteral("fast_budget"), QStringLiteral("512M")), QString());
         QCOMPARE(changed.last().at(1).toString(), QStringLiteral("next load"));
+        QCOMPARE(s.setValue(QStringLiteral("slow_budget"), QStringLiteral("2G")), QString());
+        QCOMPARE(changed.last().at(1).toString(), QStringLiteral("next load"));
         QCOMPARE(s.setValue(QStringLiteral("policy"), QStringLiteral("lfu")), QString());
         QCOMPARE(changed.last().at(1).toString(), QStringLiteral("live"));
         QCOMPARE(s.setValue(QStringLiteral("expert_cache_fraction"), QStringLiteral("")), QString());  // automatic
@@ -194,6 +198,7 @@ private Q_SLOTS:
         SettingsModel again(&qs);
         const strata::EngineSettings e = again.engine_settings();
         QCOMPARE(e.fast_budget, uint64_t(512) << 20);
+        QCOMPARE(e.slow_budget, uint64_t(2) << 30);
         QCOMPARE(e.policy, std::string("lfu"));
         QCOMPARE(e.expert_cache_fraction, -1.0);
         QCOMPARE(e.prefetch, false);

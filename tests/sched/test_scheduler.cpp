@@ -228,6 +228,33 @@ private Q_SLOTS:
         QCOMPARE(res[1].tokens, sched::generate(solo, m->vocab(), p, m->vocab().encode(sys + " Then", true)).tokens);
     }
 
+    void batch_forming_timeout_waits_for_company() {
+        auto m = model::Model::load(kDemo);
+        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        sched::SchedulerConfig sc;
+        sc.max_batch = 4;
+        sc.batch_timeout_s = 0.3;
+        sched::Scheduler s(ctx, m->vocab(), sc);
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 2;
+        s.submit(m->vocab().encode(kTexts[0], true), p);
+        QVERIFY(s.step());
+        QCOMPARE(s.stats().steps, int64_t{0});  // alone and young: it waits for company
+        QCOMPARE(s.running(), size_t{0});
+        QTest::qSleep(350);
+        QVERIFY(s.step());                       // the timeout passed: it runs alone
+        QCOMPARE(s.stats().steps, int64_t{1});
+        s.run();
+        // A full batch does not wait.
+        sched::Scheduler full(ctx, m->vocab(), sc);
+        for (int i = 0; i < 4; ++i) full.submit(m->vocab().encode(kTexts[i], true), p);
+        QVERIFY(full.step());
+        QCOMPARE(full.stats().steps, int64_t{1});
+        QCOMPARE(full.running(), size_t{4});
+        full.run();
+    }
+
     void bad_requests_and_config_are_clear_errors() {
         auto m = model::Model::load(kDemo);
         model::Context ctx(*m, model::ContextParams{64, 64, 2});
