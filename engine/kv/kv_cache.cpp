@@ -65,8 +65,10 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     block_bytes_ = p_.block_bytes();
     data_bytes_ = round_up(static_cast<uint64_t>(p_.n_layer * 2 * p_.n_head_kv * p_.block_tokens * p_.head_dim) *
                                (p_.type == KvType::Q8 ? 1 : 4), 4);
+    // One mapping for the whole pool; from 2 MiB up it is huge-page advised
+    // (the plan rounds kv.pages the same way, kv_pool_bytes).
     pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
-                                  /*huge_pages=*/false, /*zero=*/true);
+                                  /*huge_pages=*/true, /*zero=*/true);
     blocks_.resize(static_cast<size_t>(p_.n_blocks));
     uint64_t nb = 1;
     while (nb < static_cast<uint64_t>(p_.n_blocks) * 2) nb <<= 1;

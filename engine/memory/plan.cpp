@@ -199,7 +199,10 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     p.kv_block_tokens = s.kv_block_tokens;
     p.kv_type = s.kv_type;
     p.kv_blocks = kvp.blocks_for(s.kv_tokens > 0 ? s.kv_tokens : p.n_ctx);
-    const uint64_t kv = (mul(kvp.block_bytes(), p.kv_blocks) + 4095) / 4096 * 4096;
+    // As AlignedBuffer reserves the pool: 2 MiB huge pages from 2 MiB up, else 4 KiB pages.
+    const uint64_t kv_raw = mul(kvp.block_bytes(), p.kv_blocks);
+    const uint64_t kv_page = kv_raw >= AlignedBuffer::kHugePage ? AlignedBuffer::kHugePage : 4096;
+    const uint64_t kv = (kv_raw + kv_page - 1) / kv_page * kv_page;
     const uint64_t act = activation_bytes(c, p.n_batch, p.n_ctx, p.threads);
     const uint64_t pinned = mul(t.slot, p.pinned_experts);
     // Everything but the expert slots; slots are counted as expert_slots_bytes().

@@ -17,7 +17,8 @@
 //                     experts.pinned counts pinned x slot bytes of it
 //   kv.pages          kv_tokens rounded up to blocks of kv_block_tokens, each
 //                     block 2 * n_layer * n_head_kv * head_dim * block_tokens
-//                     elements (f32, or int8 + per-head scales), 4096-rounded
+//                     elements (f32, or int8 + per-head scales); rounded to 2 MiB
+//                     (huge pages) from 2 MiB up, else to 4096
 //   activations       forward-pass scratch for n_batch tokens (formula in plan.cpp)
 //   transfer.buffers  transfer_buffers slots of staging when prefetch is on and
 //                     not every expert has a slot
