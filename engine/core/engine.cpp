@@ -215,11 +215,12 @@ void Engine::on_step_begin(int64_t n_tokens) {
     if (trace_) trace_->begin_step(n_tokens);
 }
 
-void Engine::issue_prefetch(int64_t layer, int64_t pos) {
-    // Only decode steps prefetch: a prompt chunk demands all of its experts a
-    // moment later anyway, and its many guesses would push the working set out.
-    if (!store_ || !predictor_ || layer < 0 || step_tokens_ > 1) return;
-    predictor_->predict_into(layer, pos, predictions_);
+void Engine::issue_prefetch(int64_t layer, int64_t key) {
+    // Decode steps prefetch (one token, or one per sequence of a batch); a
+    // prompt chunk demands all of its experts a moment later anyway, and its
+    // many guesses would push the working set out.
+    if (!store_ || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
+    predictor_->predict_into(layer, key, predictions_);
     prefetch_keys_.clear();
     for (const experts::ExpertPrediction& p : predictions_) prefetch_keys_.push_back(store_->key(p.layer, p.expert));
     store_->prefetch(prefetch_keys_);
@@ -258,13 +259,16 @@ void Engine::on_route(const model::RoutingEvent& e) {
     }
     if (trace_) trace_->on_route(e);
     if (predictor_) {
-        predictor_->on_route(e);
+        // The predictor tells tokens apart by (sequence, position).
+        model::RoutingEvent k = e;
+        k.pos = token_key(e.seq, e.pos);
+        predictor_->on_route(k);
         // Strategies without a lookahead predict the next MoE layer from here
         // (after the last MoE layer: the first one, for the next token).
         if (settings_.predictor == "frequency") {
             const int64_t next = predictor_->next_moe_layer(e.layer);
-            if (next >= 0) issue_prefetch(next, e.pos);
-            else issue_prefetch(predictor_->first_moe_layer(), e.pos + 1);
+            if (next >= 0) issue_prefetch(next, k.pos);
+            else issue_prefetch(predictor_->first_moe_layer(), k.pos + 1);
         }
     }
     std::lock_guard<std::mutex> lock(tele_mu_);
@@ -280,9 +284,11 @@ void Engine::on_lookahead(const model::LookaheadEvent& e) {
     for (const auto& l : lookahead_listeners_) l(e);
     if (trace_) trace_->on_lookahead(e);
     if (!predictor_) return;
-    predictor_->on_lookahead(e);
+    model::LookaheadEvent k = e;
+    k.pos = token_key(e.seq, e.pos);
+    predictor_->on_lookahead(k);
     // The next layer's most likely experts, best first, one layer ahead.
-    if (settings_.predictor != "frequency") issue_prefetch(e.layer, e.pos);
+    if (settings_.predictor != "frequency") issue_prefetch(e.layer, k.pos);
 }
 
 void Engine::on_step(int64_t n_tokens, double seconds) {

@@ -85,7 +85,10 @@ private:
     void on_lookahead(const model::LookaheadEvent& e);
     void on_step(int64_t n_tokens, double seconds);
     void on_step_begin(int64_t n_tokens);
-    void issue_prefetch(int64_t layer, int64_t pos);
+    // `key`: token_key(sequence, position) of the token the prediction is for.
+    void issue_prefetch(int64_t layer, int64_t key);
+    static int64_t token_key(int32_t seq, int64_t pos) { return (static_cast<int64_t>(seq) << 40) | pos; }
+    static constexpr int64_t kMaxPrefetchStep = 16;  // steps of more tokens are prompt chunks: no prefetch
     void install_lookahead();
 
     EngineSettings settings_;
