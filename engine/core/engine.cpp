@@ -216,9 +216,9 @@ void Engine::on_step_begin(int64_t n_tokens) {
 }
 
 void Engine::issue_prefetch(int64_t layer, int64_t key) {
-    // Decode steps prefetch (one token, or one per sequence of a batch); a
-    // prompt chunk demands all of its experts a moment later anyway, and its
-    // many guesses would push the working set out.
+    // One-token decode steps prefetch (see kMaxPrefetchStep); a prompt chunk
+    // demands all of its experts a moment later anyway, and its many guesses
+    // would push the working set out.
     if (!store_ || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
     predictor_->predict_into(layer, key, predictions_);
     prefetch_keys_.clear();
