@@ -13,6 +13,7 @@
 #include "core/engine.h"
 #include "sched/scheduler.h"
 #include "sched/speculative.h"
+#include "draft.h"
 
 namespace strata::cli {
 
@@ -25,46 +26,6 @@ double percentile(std::vector<double> v, double q) {
     std::sort(v.begin(), v.end());
     const size_t i = static_cast<size_t>(std::min<double>(v.size() - 1, std::ceil(q * v.size()) - 1));
     return v[std::max<size_t>(i, 0)];
-}
-
-// "self:layers=4,experts=1" -> context params; a path -> empty optional.
-struct DraftSpec {
-    bool self = false;
-    std::string path;
-    int64_t layers = 0, experts = 0;
-    bool resident = false;  // route only among experts already in fast memory
-};
-
-DraftSpec parse_draft(const std::string& s) {
-    DraftSpec d;
-    if (s.rfind("self", 0) != 0) {
-        d.path = s;
-        return d;
-    }
-    d.self = true;
-    std::string rest = s.size() > 5 ? s.substr(5) : "";
-    if (s.size() > 4 && s[4] != ':') throw UsageError("--draft: expected 'self:layers=N,experts=K' or a GGUF path, got '" + s + "'");
-    std::stringstream ss(rest);
-    for (std::string item; std::getline(ss, item, ',');) {
-        if (item == "resident") {
-            d.resident = true;
-            continue;
-        }
-        const auto eq = item.find('=');
-        const std::string key = item.substr(0, eq);
-        int64_t val = 0;
-        try {
-            val = eq == std::string::npos ? -1 : std::stoll(item.substr(eq + 1));
-        } catch (...) {
-            val = -1;
-        }
-        if (key == "layers" && val > 0) d.layers = val;
-        else if (key == "experts" && val > 0) d.experts = val;
-        else throw UsageError("--draft: '" + item + "' is not layers=N, experts=K (N, K >= 1) or resident");
-    }
-    if (d.layers == 0 && d.experts == 0 && !d.resident)
-        throw UsageError("--draft self: give layers=N, experts=K (fewer than the target's) and/or resident");
-    return d;
 }
 
 std::vector<int32_t> prompt_at(const std::vector<int32_t>& stream, size_t offset, int64_t len, int32_t bos) {
@@ -166,27 +127,9 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
         steps = sch.stats().steps;
         preemptions = sch.stats().preemptions;
     } else {
-        const DraftSpec d = parse_draft(a.str("--draft"));
         const int k = static_cast<int>(a.integer("--spec-k", 1, 32));
-        std::unique_ptr<model::Model> draft_model;
-        model::ContextParams dp;
-        dp.n_ctx = ctx.n_ctx();
-        dp.n_threads = settings.threads;
-        if (d.self) {
-            dp.max_layers = d.layers;
-            dp.n_expert_used = d.experts;
-            dp.resident_experts_only = d.resident;
-        } else {
-            draft_model = model::Model::load(d.path);
-            if (const std::string why = sched::vocab_mismatch(vocab, draft_model->vocab()); !why.empty())
-                throw Error("--draft " + d.path + ": " + why + "; the draft must share the target's vocabulary");
-        }
-        // A self-draft runs the engine's own (resident or cached) weights; its
-        // expert lookups do not count as the model's (hit rate, policy).
-        std::unique_ptr<experts::DraftExperts> draft_experts;
-        if (d.self && engine->expert_store()) draft_experts = std::make_unique<experts::DraftExperts>(*engine->expert_store());
-        model::Context draft(d.self ? engine->model() : *draft_model, dp, d.self ? &ctx.weights() : nullptr,
-                             draft_experts.get());
+        Draft draft_holder = make_draft(a.str("--draft"), *engine, settings.threads);
+        model::Context& draft = *draft_holder.ctx;
         sched::SpeculativeParams sparams;
         sparams.k = k;
         sparams.k_max = std::max(2 * k, 1);

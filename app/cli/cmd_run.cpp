@@ -1,10 +1,13 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
 #include "common.h"
 #include "core/default_model.h"
 #include "core/engine.h"
+#include "draft.h"
 #include "sched/generator.h"
+#include "sched/speculative.h"
 
 namespace strata::cli {
 
@@ -18,6 +21,10 @@ int cmd_run(int argc, char** argv) {
     a.option("--prompt", "-p", "TEXT", "the prompt");
     a.option("--n-predict", "-n", "N", "the most tokens to generate", "128");
     a.flag("--no-special", "do not add BOS/EOS to the prompt as the model's metadata asks");
+    a.option("--draft", "", "D",
+             "speculative decoding: a GGUF with the same vocabulary, or the model itself with fewer layers or experts\n"
+             "(self:layers=N,experts=K), optionally routing only among cached experts (…,resident)");
+    a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
     add_engine_options(a);
     add_sampling_options(a, "0.8");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -35,17 +42,35 @@ int cmd_run(int argc, char** argv) {
     const auto tokens = engine->vocab().encode(prompt, !a.flag_set("--no-special"));
     if (tokens.empty()) throw UsageError("the prompt is empty");
 
+    // The draft before any output, so a bad --draft is a clean one-line error.
+    Draft draft;
+    const int k = static_cast<int>(a.integer("--spec-k", 1, 32));
+    if (a.has("--draft")) draft = make_draft(a.str("--draft"), *engine, engine->settings().threads);
+
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
-    const sched::GenerationResult r = sched::generate(engine->context(), engine->vocab(), sp, tokens, [](std::string_view text) {
+    auto sink = [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
         return true;
-    });
+    };
+    sched::GenerationResult r;
+    sched::SpeculativeStats spec;
+    if (draft.ctx) {
+        sched::SpeculativeParams params;
+        params.k = k;
+        params.k_max = std::max(2 * k, 1);
+        r = sched::generate_speculative(engine->context(), *draft.ctx, engine->vocab(), sp, tokens, params, &spec, sink);
+    } else {
+        r = sched::generate(engine->context(), engine->vocab(), sp, tokens, sink);
+    }
     std::printf("\n");
     std::fprintf(stderr, "\nprompt: %lld tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
                  static_cast<long long>(r.prompt_tokens), r.prompt_tok_s(), r.tokens.size(), r.decode_tok_s(),
                  sched::finish_reason_name(r.finish));
+    if (a.has("--draft"))
+        std::fprintf(stderr, "speculative: %.1f%% of %lld draft tokens accepted, %.2f tokens per target pass\n",
+                     100.0 * spec.acceptance(), static_cast<long long>(spec.drafted), spec.tokens_per_round());
     return 0;
 }
 

@@ -102,6 +102,25 @@ private Q_SLOTS:
         QVERIFY2(gen.err.contains("generation: 5 tokens"), qPrintable(gen.err));
     }
 
+    void run_with_a_draft_is_plain_decoding_at_temperature_zero() {
+        const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+        const Run plain = cli({"run", demo, "-p", "And God said", "-n", "48", "--temp", "0"});
+        QCOMPARE(plain.code, 0);
+        for (const char* d : {"self:experts=1", "self:layers=4", "self:resident"}) {
+            const Run spec = cli({"run", demo, "-p", "And God said", "-n", "48", "--temp", "0", "--draft", d,
+                                  "--expert-cache-fraction", "0.5"});
+            QCOMPARE(spec.code, 0);
+            QCOMPARE(spec.out, plain.out);
+            QVERIFY2(spec.err.contains("draft tokens accepted"), qPrintable(spec.err));
+        }
+        expect_one_line_error(cli({"run", demo, "-p", "x", "--draft", "self:bogus"}), 2, "--draft");
+        if (strata::test::have_fixtures()) {
+            const Run other = cli({"run", demo, "-p", "x", "--draft",
+                                   QString::fromStdString(strata::test::fixture_path("models/moe-tiny-f32.gguf"))});
+            expect_one_line_error(other, 1, "vocabular");
+        }
+    }
+
     void routing_stats_fixture() {
         STRATA_REQUIRE_FIXTURES();
         const QString models = strata::test::fixtures_dir() + "/models/";
