@@ -16,6 +16,14 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
     ref::rope(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, neox);
 }
 
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {
+    ref::rope_table(n_rot, pos, freq_base, freq_scale, cs);
+}
+
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox) {
+    ref::rope_apply(x, n_heads, head_dim, n_rot, cs, neox);
+}
+
 float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }
 
 void axpy(float a, const float* x, float* y, int64_t n) { active_kernels().axpy(a, x, y, n); }

@@ -69,6 +69,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     ready_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     tok_seq_.resize(B);
     tok_pos_.resize(B);
+    rope_cs_.resize(B * static_cast<size_t>(std::max<int64_t>(c.n_rot, 2)));
     x_.resize(B * c.n_embd);
     h_.resize(B * c.n_embd);
     tmp_.resize(B * c.n_embd);
@@ -357,6 +358,8 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* wan
 
     for (int64_t t = 0; t < n; ++t)
         kernels::dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), x_.data() + t * d, d);
+    for (int64_t t = 0; t < n; ++t)
+        ops::rope_table(c.n_rot, tok_pos_[t], c.rope_freq_base, c.rope_freq_scale, rope_cs_.data() + t * c.n_rot);
 
     for (const LayerWeights& L : w.layers) {
         if (L.index >= n_layers_run_) break;
@@ -408,8 +411,10 @@ void Context::attention(const LayerWeights& L, int64_t n) {
             }
         }
         const int64_t pos = tok_pos_[t];
-        ops::rope(q, c.n_head, hd, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, neox);
-        ops::rope(k, c.n_head_kv, hd, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, neox);
+        // The position's cos/sin table is the same in every layer: made once per chunk.
+        const float* cs = rope_cs_.data() + t * c.n_rot;
+        ops::rope_apply(q, c.n_head, hd, c.n_rot, cs, neox);
+        ops::rope_apply(k, c.n_head_kv, hd, c.n_rot, cs, neox);
         kv_->write(tok_seq_[t], L.index, pos, k, v);
     }
 

@@ -190,6 +190,7 @@ private:
     // The chunk under way: each token's sequence and position.
     std::vector<kv::SeqId> tok_seq_;
     std::vector<int64_t> tok_pos_;
+    std::vector<float> rope_cs_;   // per token of the chunk: its position's RoPE cos/sin table
     std::vector<uint8_t> want_;
     std::vector<std::pair<kv::SeqId, int64_t>> seq_start_;  // rollback on failure
     std::vector<kv::SeqId> seq_ids_one_;                     // decode(): all the default sequence

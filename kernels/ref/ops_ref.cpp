@@ -1,6 +1,7 @@
 #include "kernels/ref/ops_ref.h"
 
 #include <cmath>
+#include <vector>
 
 namespace strata::kernels::ref {
 
@@ -31,16 +32,23 @@ void swiglu(const float* g, const float* u, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-          float freq_scale, bool neox) {
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {
     const int64_t half = n_rot / 2;
     for (int64_t i = 0; i < half; ++i) {
         // Same expression as ggml's rope_yarn without extrapolation mixing:
         // theta = pos * base^(-2i/n_rot), scaled linearly.
         const double theta = static_cast<double>(pos) * freq_scale *
                              std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
-        const float c = static_cast<float>(std::cos(theta));
-        const float s = static_cast<float>(std::sin(theta));
+        cs[2 * i] = static_cast<float>(std::cos(theta));
+        cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+}
+
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i];
+        const float s = cs[2 * i + 1];
         for (int64_t h = 0; h < n_heads; ++h) {
             float* v = x + h * head_dim;
             const int64_t a = neox ? i : 2 * i;
@@ -51,6 +59,19 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
             v[b] = x0 * s + x1 * c;
         }
     }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+          float freq_scale, bool neox) {
+    float cs[2 * 512];
+    if (n_rot / 2 <= 512) {
+        rope_table(n_rot, pos, freq_base, freq_scale, cs);
+        rope_apply(x, n_heads, head_dim, n_rot, cs, neox);
+        return;
+    }
+    std::vector<float> big(static_cast<size_t>(n_rot));
+    rope_table(n_rot, pos, freq_base, freq_scale, big.data());
+    rope_apply(x, n_heads, head_dim, n_rot, big.data(), neox);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {

@@ -21,6 +21,13 @@ void swiglu(const float* g, const float* u, float* y, int64_t n);
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
           float freq_scale, bool neox);
 
+// rope() in two steps, for callers that rotate many rows at one position:
+// the cos/sin table of a position (cs: n_rot floats, cos and sin of each
+// pair), then the rotation with it. rope() is exactly the two together.
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs);
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox);
+
+
 // Float dot product, accumulated in float with 8 independent lanes (the order
 // the SIMD twin uses, so both agree to rounding).
 float dot_f32(const float* a, const float* b, int64_t n);
