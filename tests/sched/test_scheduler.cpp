@@ -255,6 +255,44 @@ private Q_SLOTS:
         full.run();
     }
 
+    void admission_prefers_requests_that_share_experts() {
+        // One request runs (slot 1 of 2); B waits first, A second. A repeats
+        // the running request's tokens, so its predicted experts overlap it
+        // more: with grouping A is admitted first, without it B (arrival order).
+        auto m = model::Model::load(kDemo);
+        const auto running = m->vocab().encode(kTexts[0], true);
+        const auto other = m->vocab().encode("Honour thy father and thy mother: that thy days may be long", true);
+        std::vector<int32_t> similar = running;
+        similar.push_back(running.back());
+        for (bool group : {true, false}) {
+            model::Context ctx(*m, model::ContextParams{256, 256, 2});
+            sched::SchedulerConfig sc;
+            sc.max_batch = 2;
+            sc.group_by_experts = group;
+            sc.prefix_sharing = false;
+            sched::Scheduler s(ctx, m->vocab(), sc);
+            sched::SamplingParams p;
+            p.temperature = 0;
+            p.max_tokens = 8;
+            std::map<int64_t, sched::RequestResult> got;
+            auto done = [&](const sched::RequestResult& r) { got[r.id] = r; };
+            s.submit(running, p, 0, {}, done);
+            QVERIFY(s.step());  // admits and starts the first request
+            sched::SamplingParams longer = p;
+            longer.max_tokens = 20;
+            s.submit(running, longer, 0, {}, done);  // fills the second slot for a while
+            QVERIFY(s.step());
+            const int64_t b = s.submit(other, p, 0, {}, done);
+            const int64_t a = s.submit(similar, p, 0, {}, done);
+            s.run();
+            QCOMPARE(got.size(), size_t{4});
+            if (group)
+                QVERIFY2(got[a].queue_s < got[b].queue_s, "the request sharing experts should be admitted first");
+            else
+                QVERIFY2(got[b].queue_s < got[a].queue_s, "without grouping, arrival order");
+        }
+    }
+
     void bad_requests_and_config_are_clear_errors() {
         auto m = model::Model::load(kDemo);
         model::Context ctx(*m, model::ContextParams{64, 64, 2});
