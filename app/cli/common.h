@@ -3,6 +3,8 @@
 // settings.
 #pragma once
 
+#include "common/prompt_file.h"  // read_prompt_file, for the commands that take --prompts
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,9 +35,6 @@ int32_t argmax(const float* logits, int64_t n);
 std::string human_bytes(uint64_t bytes);
 std::string human_count(int64_t n);  // "1.23 B", "45.6 M"
 
-// Reads a prompt file: one prompt per non-empty line, a literal \\n is a
-// newline. Throws strata::Error when unreadable or empty.
-std::vector<std::string> read_prompt_file(const std::string& path);
 
 // True when s is well-formed UTF-8.
 bool is_valid_utf8(const std::string& s);

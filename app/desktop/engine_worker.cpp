@@ -12,6 +12,7 @@
 #include "core/engine.h"
 #include "memory/plan.h"
 #include "model/model.h"
+#include "common/prompt_file.h"
 #include "core/calibration.h"
 #include "gguf/gguf.h"
 #include "sched/generator.h"
@@ -531,7 +532,7 @@ void EngineWorker::calibrate(quint64 id, const QString& prompts_file, const QStr
         return;
     }
     try {
-        const std::vector<std::string> prompts = core::read_prompts(prompts_file.toStdString());
+        const std::vector<std::string> prompts = read_prompt_file(prompts_file.toStdString());
         core::CalibrationOptions o;
         auto last = clock_type::now() - std::chrono::seconds(1);
         const core::Calibration c = core::calibrate(*engine_, prompts, o, [&](size_t done, size_t total) {

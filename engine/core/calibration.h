@@ -44,8 +44,4 @@ Calibration calibrate(Engine& engine, const std::vector<std::string>& prompts, c
 // Writes to.json() atomically (a temporary file renamed over `path`). Throws strata::Error.
 void write_calibration(const std::string& path, const Calibration& c);
 
-// A prompts file: one prompt per non-empty line, a literal \n is a newline.
-// Throws strata::Error for an unreadable file or one without prompts.
-std::vector<std::string> read_prompts(const std::string& path);
-
 }  // namespace strata::core
