@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "memory/aligned_buffer.h"
+#include "model/context.h"
 #include "model/model.h"
 
 namespace strata::memory {
@@ -190,12 +191,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
                     std::to_string(t.total) + " routed experts");
     p.pinned_experts = s.pinned_experts;
 
-    kv::KvCacheParams kvp;
-    kvp.n_layer = c.n_layer;
-    kvp.n_head_kv = c.n_head_kv;
-    kvp.head_dim = c.head_dim;
-    kvp.block_tokens = s.kv_block_tokens;
-    kvp.type = s.kv_type;
+    const kv::KvCacheParams kvp = model::kv_cache_params(c, 0, s.kv_block_tokens, s.kv_type);
     p.kv_block_tokens = s.kv_block_tokens;
     p.kv_type = s.kv_type;
     p.kv_blocks = kvp.blocks_for(s.kv_tokens > 0 ? s.kv_tokens : p.n_ctx);

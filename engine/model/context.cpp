@@ -53,12 +53,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
             throw Error("the KV cache was made for another model shape");
         kv_ = kv;
     } else {
-        kv::KvCacheParams kp;
-        kp.n_layer = c.n_layer;
-        kp.n_head_kv = c.n_head_kv;
-        kp.head_dim = c.head_dim;
-        kp.block_tokens = params.kv_block_tokens;
-        kp.type = params.kv_type;
+        kv::KvCacheParams kp = kv_cache_params(c, 0, params.kv_block_tokens, params.kv_type);
         kp.n_blocks = kp.blocks_for(n_ctx_);
         own_kv_ = std::make_unique<kv::KvCache>(kp);
         kv_ = own_kv_.get();
@@ -98,6 +93,17 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
 }
 
 Context::~Context() = default;
+
+kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_t block_tokens, kv::KvType type) {
+    kv::KvCacheParams p;
+    p.n_layer = c.n_layer;
+    p.n_head_kv = c.n_head_kv;
+    p.head_dim = c.head_dim;
+    p.block_tokens = block_tokens;
+    p.n_blocks = n_blocks;
+    p.type = type;
+    return p;
+}
 
 void Context::truncate(int64_t n) {
     if (n < 0 || n > n_past())
@@ -222,15 +228,8 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     // Quantized and half-precision weights: quantize each activation row once
     // to the weight type's partner format (Q8_0, Q8_1, Q8_K, F16, BF16), as
     // ggml does, and use integer block dot products.
-    const int64_t ab = kernels::activation_row_bytes(W.type, cols);
-    uint8_t* xq = act_scratch_.data();
-    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(W.type, X + t * cols, xq + t * ab, cols);
-    // gemm_q keeps each weight block in registers across the tokens, so a
-    // prompt chunk reads every weight once; its result for a (row, token)
-    // does not depend on the tiling.
-    pool_->parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
-        kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, xq, ab, n, cols, Y + r0, rows);
-    });
+    MatIn one{&W, X, n, Y};
+    gemm_region({&one, 1});
 }
 
 void Context::matmul_many(std::initializer_list<MatOut> outs, const float* X, int64_t n) {
@@ -248,21 +247,28 @@ void Context::matmul_batch() {
     for (const MatIn& o : batch_)
         same &= o.W->type == batch_[0].W->type && o.W->cols == batch_[0].W->cols && o.W->type != kernels::WeightType::F32;
     if (!same) {
-        for (const MatIn& o : batch_) matmul(*o.W, o.X, o.n, o.Y);
+        for (const MatIn& o : batch_) matmul(*o.W, o.X, o.n, o.Y);  // matmul does not touch batch_
         return;
     }
-    const kernels::WeightType type = batch_[0].W->type;
-    const int64_t cols = batch_[0].W->cols;
+    gemm_region(batch_);
+}
+
+void Context::gemm_region(std::span<MatIn> mats) {
+    // gemm_q keeps each weight block in registers across the tokens, so a
+    // prompt chunk reads every weight once; its result for a (row, token)
+    // does not depend on the tiling or on the other matrices of the region.
+    const kernels::WeightType type = mats[0].W->type;
+    const int64_t cols = mats[0].W->cols;
     const int64_t ab = kernels::activation_row_bytes(type, cols);
     // Quantize each distinct input once (entries with the same X share it).
     int64_t used_rows = 0;
     batch_start_.assign(1, 0);
-    for (size_t i = 0; i < batch_.size(); ++i) {
-        MatIn& o = batch_[i];
+    for (size_t i = 0; i < mats.size(); ++i) {
+        MatIn& o = mats[i];
         size_t j = 0;
-        while (j < i && batch_[j].X != o.X) ++j;
+        while (j < i && mats[j].X != o.X) ++j;
         if (j < i) {
-            o.xq = batch_[j].xq;
+            o.xq = mats[j].xq;
         } else {
             o.xq = act_scratch_.data() + used_rows * ab;
             for (int64_t t = 0; t < o.n; ++t) kernels::quantize_activation(type, o.X + t * cols, o.xq + t * ab, cols);
@@ -270,11 +276,11 @@ void Context::matmul_batch() {
         }
         batch_start_.push_back(batch_start_.back() + o.W->rows);
     }
-    const size_t m = batch_.size();
+    const size_t m = mats.size();
     pool_->parallel_for(batch_start_[m], 16, [&](int64_t r0, int64_t r1, int) {
         size_t i = static_cast<size_t>(std::upper_bound(batch_start_.begin(), batch_start_.end(), r0) - batch_start_.begin()) - 1;
         for (; i < m && r0 < r1; ++i) {
-            const MatIn& o = batch_[i];
+            const MatIn& o = mats[i];
             const int64_t a = r0 - batch_start_[i], e = std::min(r1, batch_start_[i + 1]) - batch_start_[i];
             kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, e - a, o.xq, ab, o.n, cols, o.Y + a, o.W->rows);
             r0 = batch_start_[i] + e;

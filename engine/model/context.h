@@ -53,6 +53,11 @@ struct ContextParams {
     bool resident_experts_only = false;
 };
 
+// The paged KV cache shape of a model: n_blocks blocks of block_tokens
+// positions, every layer and KV head, elements of `type`.
+kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_t block_tokens = 16,
+                                  kv::KvType type = kv::KvType::F32);
+
 // What the router chose for one token in one MoE layer.
 struct RoutingEvent {
     int64_t layer;
@@ -163,6 +168,9 @@ private:
         uint8_t* xq = nullptr;
     };
     void matmul_batch();
+    // Quantized matrices of one type and width, each over its own input, in
+    // one parallel region (what matmul and matmul_batch come down to).
+    void gemm_region(std::span<MatIn> mats);
     // A MoE layer with few tokens: the ready experts' gate/up in one region, their downs in another.
     void ffn_moe_experts_small(const LayerWeights& L, int64_t n);
     void ffn_moe_experts_each(const LayerWeights& L, int64_t n);

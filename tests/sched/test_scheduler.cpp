@@ -75,12 +75,7 @@ private Q_SLOTS:
         for (const Job& j : jobs) want.push_back(alone(solo, m->vocab(), j));
 
         model::ContextParams cp{256, 256, 2};
-        kv::KvCacheParams kp;
-        kp.n_layer = m->config().n_layer;
-        kp.n_head_kv = m->config().n_head_kv;
-        kp.head_dim = m->config().head_dim;
-        kp.n_blocks = 64 * 8;  // 8192 tokens: room for all
-        kv::KvCache kvc(kp);
+        kv::KvCache kvc(model::kv_cache_params(m->config(), 64 * 8));  // 8192 tokens: room for all
         model::Context ctx(*m, cp, nullptr, nullptr, &kvc);
         sched::SchedulerConfig sc;
         sc.max_batch = 64;
@@ -133,12 +128,7 @@ private Q_SLOTS:
 
     void a_request_larger_than_the_whole_cache_ends_with_a_reason() {
         auto m = model::Model::load(kDemo);
-        kv::KvCacheParams kp;
-        kp.n_layer = m->config().n_layer;
-        kp.n_head_kv = m->config().n_head_kv;
-        kp.head_dim = m->config().head_dim;
-        kp.n_blocks = 2;
-        kv::KvCache kvc(kp);
+        kv::KvCache kvc(model::kv_cache_params(m->config(), 2));
         model::Context ctx(*m, model::ContextParams{256, 64, 2}, nullptr, nullptr, &kvc);
         sched::Scheduler s(ctx, m->vocab(), {});
         sched::SamplingParams p;
