@@ -627,26 +627,17 @@ bool ChatController::write_export(const QUrl& url, const QByteArray& data) {
     return true;
 }
 
-bool ChatController::exportMarkdown(const QUrl& url) {
-    if (current_ == 0) {
-        set_error(QStringLiteral("Open a conversation to export it."));
-        return false;
-    }
-    try {
-        return write_export(url, store_->export_markdown(current_));
-    } catch (const std::exception& e) {
-        set_error(QString::fromUtf8(e.what()));
-        return false;
-    }
-}
+bool ChatController::exportMarkdown(const QUrl& url) { return export_conversation(url, &app::ChatStore::export_markdown); }
 
-bool ChatController::exportJson(const QUrl& url) {
+bool ChatController::exportJson(const QUrl& url) { return export_conversation(url, &app::ChatStore::export_json); }
+
+bool ChatController::export_conversation(const QUrl& url, QByteArray (app::ChatStore::*render)(qint64) const) {
     if (current_ == 0) {
         set_error(QStringLiteral("Open a conversation to export it."));
         return false;
     }
     try {
-        return write_export(url, store_->export_json(current_));
+        return write_export(url, (store_.get()->*render)(current_));
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return false;

@@ -194,6 +194,7 @@ private:
     void on_failed(quint64 id, const QString& message, const QString& partial_text);
     void on_setting_changed(const QString& key, const QString& applies);
     bool write_export(const QUrl& url, const QByteArray& data);
+    bool export_conversation(const QUrl& url, QByteArray (app::ChatStore::*render)(qint64) const);
 
     std::unique_ptr<app::ChatStore> store_;
     SettingsModel* settings_;

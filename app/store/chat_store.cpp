@@ -271,6 +271,14 @@ qint64 next_stamp(sqlite3* db, const QString& path, const char* what) {
     return std::max(now, s.i64(0) + 1);
 }
 
+// The conversation a message belongs to; StoreError when there is no such message.
+qint64 conversation_of(sqlite3* db, const QString& path, const char* what, qint64 message_id) {
+    Stmt c(db, path, "SELECT conversation_id FROM messages WHERE id = ?1", what);
+    c.bind(1, message_id);
+    if (!c.step()) no_message(path, what, message_id);
+    return c.i64(0);
+}
+
 void bump(sqlite3* db, const QString& path, const char* what, qint64 conversation_id) {
     const qint64 stamp = next_stamp(db, path, what);
     Stmt s(db, path, "UPDATE conversations SET updated = ?1 WHERE id = ?2", what);
@@ -550,13 +558,7 @@ void ChatStore::update_message(qint64 message_id, const QString& content, bool p
     // Streaming updates: NORMAL (survives a process kill); the final one: FULL.
     set_durability(!partial);
     Transaction tx(db_, path_, what);
-    qint64 conversation_id = 0;
-    {
-        Stmt c(db_, path_, "SELECT conversation_id FROM messages WHERE id = ?1", what);
-        c.bind(1, message_id);
-        if (!c.step()) no_message(path_, what, message_id);
-        conversation_id = c.i64(0);
-    }
+    const qint64 conversation_id = conversation_of(db_, path_, what, message_id);
     Stmt s(db_, path_,
            "UPDATE messages SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
            "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, cached_tokens = ?11, spec_acceptance = ?12 WHERE id = ?10",
@@ -582,13 +584,7 @@ void ChatStore::delete_messages_from(qint64 message_id) {
     const char* what = "delete messages";
     set_durability(true);
     Transaction tx(db_, path_, what);
-    qint64 conversation_id = 0;
-    {
-        Stmt c(db_, path_, "SELECT conversation_id FROM messages WHERE id = ?1", what);
-        c.bind(1, message_id);
-        if (!c.step()) no_message(path_, what, message_id);
-        conversation_id = c.i64(0);
-    }
+    const qint64 conversation_id = conversation_of(db_, path_, what, message_id);
     Stmt s(db_, path_, "DELETE FROM messages WHERE conversation_id = ?1 AND id >= ?2", what);
     s.bind(1, conversation_id).bind(2, message_id).run();
     bump(db_, path_, what, conversation_id);
