@@ -21,6 +21,7 @@
 #include "core/engine.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "test_support.h"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -106,7 +107,7 @@ using namespace strata;
 
 namespace {
 
-std::string demo_model() { return STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf"; }
+std::string demo_model() { return strata::test::demo_model_path(); }
 
 int32_t argmax(const float* l, int64_t n) {
     int32_t best = 0;

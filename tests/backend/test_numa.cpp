@@ -18,11 +18,12 @@
 #include "core/engine.h"
 #include "memory/aligned_buffer.h"
 #include "memory/plan.h"
+#include "test_support.h"
 
 using namespace strata;
 
 namespace {
-std::string demo_model() { return STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf"; }
+std::string demo_model() { return strata::test::demo_model_path(); }
 
 // get_mempolicy(MPOL_F_ADDR) of one address: the policy and node mask (raw syscall, no libnuma needed).
 int mempolicy_of(const void* p, unsigned long* mask) {

@@ -833,7 +833,7 @@ private Q_SLOTS:
     }
 
     void demo_model_falls_back() {
-        const std::string path = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+        const std::string path = strata::test::demo_model_path();
         if (!QFileInfo::exists(QString::fromStdString(path))) QSKIP("resources/models/strata-demo-moe.gguf is absent");
         const auto file = strata::gguf::File::open(path);
         const ChatTemplate t = ChatTemplate::detect(file->get_string_or("tokenizer.chat_template", ""));

@@ -18,6 +18,9 @@ inline QString fixtures_dir() {
     return QDir::cleanPath(QStringLiteral(STRATA_SOURCE_DIR "/../shared/fixtures"));
 }
 
+// The embedded demo model in the source tree (resources/models).
+inline std::string demo_model_path() { return STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf"; }
+
 inline bool have_fixtures() { return QFileInfo(fixtures_dir() + "/README.md").exists(); }
 
 inline std::string fixture_path(const QString& rel) { return (fixtures_dir() + "/" + rel).toStdString(); }

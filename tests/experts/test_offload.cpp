@@ -56,7 +56,7 @@ std::vector<std::string> prompts() {
             "Lily and Tom went to the store.\nThey bought apples, milk and bread!"};
 }
 
-std::string demo_model() { return STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf"; }
+std::string demo_model() { return strata::test::demo_model_path(); }
 
 }  // namespace
 

@@ -19,7 +19,7 @@ using namespace strata;
 
 namespace {
 
-const std::string kDemo = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+const std::string kDemo = test::demo_model_path();
 
 const char* kPrompts[] = {
     "In the beginning God created the heaven and the earth.",

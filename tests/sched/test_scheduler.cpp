@@ -15,12 +15,13 @@
 #include "model/model.h"
 #include "sched/generator.h"
 #include "sched/scheduler.h"
+#include "test_support.h"
 
 using namespace strata;
 
 namespace {
 
-const std::string kDemo = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+const std::string kDemo = test::demo_model_path();
 
 const char* kTexts[] = {
     "In the beginning God created the heaven and the earth.",

@@ -23,7 +23,7 @@ using namespace strata;
 
 namespace {
 
-const std::string kDemo = STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf";
+const std::string kDemo = test::demo_model_path();
 
 const char* kTexts[] = {
     "In the beginning God created the heaven and the earth.",
