@@ -487,7 +487,7 @@ void TestSimdKernels::gemm_q_vs_ref() {
     const float sentinel = -12345.f;
     for (WeightType w : kWeightTypes) {
         const int64_t qk = block_elems(w) == 1 ? 32 : block_elems(w);
-        for (int64_t cols : {qk, 3 * qk, (block_elems(w) == 1 ? 77 : 5 * qk)}) {
+        for (int64_t cols : {qk, 3 * qk, 8 * qk, (block_elems(w) == 1 ? 77 : 5 * qk)}) {
             for (int64_t rows : {1, 5, 7}) {
                 for (int64_t nt = 1; nt <= 9; ++nt) {
                     const int mode = static_cast<int>((rows + nt) % 2);
@@ -683,8 +683,8 @@ void TestSimdKernels::front_doors_follow_level() {
 void TestSimdKernels::attention_and_router_vs_ref() {
     FETCH_TABLE(t);
     std::mt19937 rng(91);
-    for (int64_t hd : {8, 16, 60, 64, 128, 136, 200})
-        for (int64_t m : {1, 2, 7, 16, 33}) {
+    for (int64_t hd : {8, 16, 60, 64, 128, 136, 200, 256, 272})
+        for (int64_t m : {1, 2, 7, 12, 16, 33}) {
             const std::vector<float> q = gaussian(rng, hd), k = gaussian(rng, m * hd), v = gaussian(rng, m * hd);
             std::vector<float> s1(static_cast<size_t>(m)), s2(s1.size());
             t->attn_scores(q.data(), k.data(), m, hd, 0.125f, s1.data());
