@@ -118,10 +118,13 @@ int cmd_simulate(int argc, char** argv) {
            "and prefetch loads per token are scaled by (profile MoE layers x top-k) / (trace MoE layers x top-k).\n"
            "Without a profile: the trace's model (its expert and shared bytes) on pcie3-24g's machine.\n"
            "Profile figures use decimal units: 1 GB = 1e9 bytes, GB/s = 1e9 bytes/s.\n\n"
-           "policies:\n" + experts::policy_help() + "\n\nprofiles:\n" + profiles +
+           "policies:\n" + experts::policy_help() +
+               "\n  opt       Belady's MIN, evicts the expert used furthest ahead: it reads the trace's future, so\n"
+               "            it is no engine policy but the bound on the hit rate (and the fewest loads) any\n"
+               "            eviction policy can reach for the cache size\n\nprofiles:\n" + profiles +
            "\nprofile figures (--set KEY=VALUE):\n" + keys);
     a.positional("TRACE", "a routing trace", false);
-    a.option("--policy", "-p", "P,...", "cache policies: lru, lfu, arc, pinned", "lru,lfu,arc,pinned");
+    a.option("--policy", "-p", "P,...", "cache policies: lru, lfu, arc, pinned, opt", "lru,lfu,arc,pinned,opt");
     a.option("--slots", "-s", "N|P%,...",
              "cache sizes, pinned included: N slots (of the profile's experts when it has a model, else the "
              "trace's), P% or 0.F of all experts (default: the profile's budget, else 25%,50%)");
@@ -163,8 +166,8 @@ int cmd_simulate(int argc, char** argv) {
     const std::vector<std::string> policies = split_list(a.str("--policy"), "--policy");
     for (const std::string& p : policies) {
         const auto names = experts::policy_names();
-        if (std::find(names.begin(), names.end(), p) == names.end())
-            throw UsageError("unknown policy '" + p + "' (known: lru, lfu, arc, pinned)");
+        if (p != experts::kOptPolicy && std::find(names.begin(), names.end(), p) == names.end())
+            throw UsageError("unknown policy '" + p + "' (known: lru, lfu, arc, pinned, opt)");
     }
     const std::vector<std::string> predictors = split_list(a.str("--predictor"), "--predictor");
     for (const std::string& p : predictors) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 #include <numeric>
 #include <sstream>
 
@@ -18,6 +20,13 @@ SlotCache::SlotCache(const std::string& policy, int64_t n_slots, const PolicyOpt
     if (n_slots < 0) throw Error("the cache size must be >= 0 slots");
     slots_ = n_slots;
     policy_ = make_policy(policy, n_slots, options);
+}
+
+SlotCache::SlotCache(std::unique_ptr<CachePolicy> policy, int64_t n_slots) : policy_(std::move(policy)) {
+    if (n_slots < 0) throw Error("the cache size must be >= 0 slots");
+    if (!policy_) throw Error("no cache policy");
+    slots_ = n_slots;
+    policy_->set_capacity(n_slots);
 }
 
 void SlotCache::grow(ExpertKey k) {
@@ -186,6 +195,72 @@ std::vector<ExpertKey> SlotCache::residents() const {
     return out;
 }
 
+// ---------------------------------------------------------------- opt (MIN)
+
+namespace {
+
+// Belady's MIN over a trace: every resident is ranked by its next use after
+// the simulator's clock (layer-steps, token * MoE layers + layer); the victim
+// is the evictable one used furthest ahead (never again = furthest). A
+// resident's next use only changes when it is used, and every use of a
+// resident reaches on_hit, so the ranking stays exact.
+class OptPolicy final : public CachePolicy {
+public:
+    OptPolicy(const Trace& trace, const int64_t* clock) : clock_(clock) {
+        const TraceHeader& H = trace.header;
+        const int64_t M = H.n_moe(), E = H.n_expert;
+        for (int64_t t = 0; t < trace.n_tokens(); ++t)
+            for (int64_t m = 0; m < M; ++m)
+                for (int32_t e : trace.experts_of(t, m)) {
+                    const size_t key = static_cast<size_t>(H.moe_layers[m] * E + e);
+                    if (uses_.size() <= key) uses_.resize(key + 1);
+                    uses_[key].push_back(t * M + m);  // in time order
+                }
+    }
+    const char* name() const override { return kOptPolicy; }
+    void on_hit(ExpertKey k) override { rank(k); }
+    void on_insert(ExpertKey k) override { rank(k); }
+    void on_remove(ExpertKey k) override {
+        const auto it = next_.find(k);
+        if (it == next_.end()) return;
+        order_.erase({it->second, k});
+        next_.erase(it);
+    }
+    std::optional<ExpertKey> victim(const EvictableFilter& filter) override {
+        for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+            if (filter.evictable(it->second)) return it->second;
+        return std::nullopt;
+    }
+    std::vector<ExpertKey> eviction_order() const override {
+        std::vector<ExpertKey> out;
+        for (auto it = order_.rbegin(); it != order_.rend(); ++it) out.push_back(it->second);
+        return out;
+    }
+    int64_t size() const override { return static_cast<int64_t>(next_.size()); }
+
+private:
+    static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+    int64_t next_use(ExpertKey k) const {
+        if (k >= uses_.size()) return kNever;
+        const std::vector<int64_t>& u = uses_[k];
+        const auto it = std::upper_bound(u.begin(), u.end(), *clock_);
+        return it == u.end() ? kNever : *it;
+    }
+    void rank(ExpertKey k) {
+        on_remove(k);
+        const int64_t n = next_use(k);
+        next_.emplace(k, n);
+        order_.insert({n, k});
+    }
+
+    const int64_t* clock_;
+    std::vector<std::vector<int64_t>> uses_;       // per key: the layer-steps that use it
+    std::map<ExpertKey, int64_t> next_;            // resident -> its next use
+    std::set<std::pair<int64_t, ExpertKey>> order_;  // (next use, key), furthest last
+};
+
+}  // namespace
+
 // ---------------------------------------------------------------- simulate
 
 SimResult simulate(const Trace& tr, const SimOptions& o) {
@@ -200,7 +275,9 @@ SimResult simulate(const Trace& tr, const SimOptions& o) {
         if (H.moe_index(static_cast<int64_t>(k) / E) < 0)
             throw Error("pinned expert " + std::to_string(k / E) + ":" + std::to_string(k % E) +
                         " is not in a MoE layer of the trace");
-    SlotCache cache(o.policy, r.cache_slots, o.policy_options);
+    int64_t clock = -1;  // the layer-step being replayed (read by "opt")
+    SlotCache cache = o.policy == kOptPolicy ? SlotCache(std::make_unique<OptPolicy>(tr, &clock), r.cache_slots)
+                                             : SlotCache(o.policy, r.cache_slots, o.policy_options);
     cache.set_pinned(o.pinned);
     r.pinned = cache.n_pinned();
     r.pin_loads = cache.pin_loads();
@@ -232,6 +309,7 @@ SimResult simulate(const Trace& tr, const SimOptions& o) {
             const int64_t layer = H.moe_layers[m];
             const auto ids = tr.experts_of(t, m);
             for (int64_t k = 0; k < U; ++k) keys[k] = static_cast<ExpertKey>(layer * E + ids[k]);
+            clock = t * M + m;
             cache.begin_layer(keys);
             for (ExpertKey k : keys) {
                 const SlotCache::Use u = cache.use(k);

@@ -51,6 +51,8 @@ public:
         Streamed,     // loaded on demand but no slot could be freed (used once, not kept)
     };
     SlotCache(const std::string& policy, int64_t n_slots, const PolicyOptions& options = {});
+    // With a policy made by the caller (the simulator's "opt", which needs the trace).
+    SlotCache(std::unique_ptr<CachePolicy> policy, int64_t n_slots);
 
     // Marks `keys` in use for the current layer (never evicted until end_layer).
     void begin_layer(std::span<const ExpertKey> keys);
@@ -106,8 +108,16 @@ private:
     int64_t evictions_ = 0, prefetch_evicted_unused_ = 0, pin_loads_ = 0;
 };
 
+// The simulator's extra policy, beside the engine's (cache_policy.h):
+// "opt" is Belady's MIN: evict the resident whose next use lies furthest in
+// the future. It reads the trace ahead, so no running engine can use it; it
+// is the bound on the hit rate (and the least number of loads) any eviction
+// policy can reach for a cache size, without prefetch. With a predictor it is
+// MIN's eviction under that predictor's prefetches.
+inline constexpr const char* kOptPolicy = "opt";
+
 struct SimOptions {
-    std::string policy = "lru";
+    std::string policy = "lru";     // an engine policy, or kOptPolicy
     PolicyOptions policy_options;
     int64_t cache_slots = 0;         // cache size in experts of the trace, pinned included
     std::vector<ExpertKey> pinned;   // key = layer * n_expert + expert; resident from the start

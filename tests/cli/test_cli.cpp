@@ -266,7 +266,7 @@ private Q_SLOTS:
         QCOMPARE(o["trace"].toObject()["decode_tokens"].toInt(), 32);
         QCOMPARE(o["trace"].toObject()["moe_layers_with_lookahead"].toInt(), 3);
         const QJsonArray runs = o["runs"].toArray();
-        QCOMPARE(runs.size(), 8);  // lru, lfu, arc, pinned x 25%, 50%
+        QCOMPARE(runs.size(), 10);  // lru, lfu, arc, pinned, opt x 25%, 50%
         for (const QJsonValue v : runs) {
             const QJsonObject r = v.toObject();
             QVERIFY(r["hit_rate"].toDouble() >= 0.0 && r["hit_rate"].toDouble() <= 1.0);
@@ -278,6 +278,10 @@ private Q_SLOTS:
         QCOMPARE(runs[6].toObject()["pinned"].toInt(), 4);  // pinned: half of the slots
         // A bigger cache never hurts LRU here.
         QVERIFY(runs[1].toObject()["hit_rate"].toDouble() >= runs[0].toObject()["hit_rate"].toDouble());
+        // opt (Belady's MIN, last) bounds every policy at each size.
+        QCOMPARE(runs[8].toObject()["policy"].toString(), QString("opt"));
+        for (int i = 0; i < 8; ++i)
+            QVERIFY(runs[8 + i % 2].toObject()["hit_rate"].toDouble() >= runs[i].toObject()["hit_rate"].toDouble());
 
         // The lookahead predictor is measured against the router and beats
         // uniform guessing (2 of 8).
