@@ -21,14 +21,6 @@ int32_t argmax_row(const float* x, int64_t n) {
     return static_cast<int32_t>(best);
 }
 
-// The routing listener outlives the calibration (the engine keeps its
-// listeners): it writes through this, switched off afterwards.
-struct Tally {
-    std::atomic<bool> active{true};
-    std::vector<int64_t>* counts = nullptr;
-    int64_t n_expert = 0;
-};
-
 }  // namespace
 
 Calibration calibrate(Engine& engine, const std::vector<std::string>& prompts, const CalibrationOptions& o,
@@ -43,22 +35,22 @@ Calibration calibrate(Engine& engine, const std::vector<std::string>& prompts, c
     out.n_expert = c.n_expert;
     out.n_expert_used = c.n_expert_used;
     out.counts.assign(static_cast<size_t>(c.n_layer * c.n_expert), 0);
-    auto tally = std::make_shared<Tally>();
-    tally->counts = &out.counts;
-    tally->n_expert = c.n_expert;
-    engine.add_routing_listener([tally](const model::RoutingEvent& e) {
-        if (!tally->active.load()) return;
-        for (int64_t k = 0; k < e.n_used; ++k) ++(*tally->counts)[static_cast<size_t>(e.layer * tally->n_expert + e.experts[k])];
+    // The listener lives exactly as long as this call: removed however the
+    // run ends (done, cancelled, an error), so it never writes to `out` later.
+    std::vector<int64_t>* counts = &out.counts;
+    const int64_t n_expert = c.n_expert;
+    const Engine::ListenerId listener = engine.add_routing_listener([counts, n_expert](const model::RoutingEvent& e) {
+        for (int64_t k = 0; k < e.n_used; ++k) ++(*counts)[static_cast<size_t>(e.layer * n_expert + e.experts[k])];
     });
     model::Context& ctx = engine.context();
     struct Off {
-        std::shared_ptr<Tally> t;
-        model::Context& ctx;
+        Engine& engine;
+        Engine::ListenerId listener;
         ~Off() {
-            t->active = false;
-            ctx.clear();
+            engine.remove_listener(listener);
+            engine.context().clear();
         }
-    } off{tally, ctx};
+    } off{engine, listener};
     for (size_t i = 0; i < prompts.size(); ++i) {
         if (progress && !progress(i, prompts.size())) throw Cancelled("calibration was cancelled");
         std::vector<int32_t> toks = engine.vocab().encode(prompts[i], true);

@@ -221,11 +221,22 @@ void Engine::issue_prefetch(int64_t layer, int64_t key) {
     store_->prefetch(prefetch_keys_);
 }
 
-void Engine::add_routing_listener(model::RoutingObserver obs) { route_listeners_.push_back(std::move(obs)); }
+Engine::ListenerId Engine::add_routing_listener(model::RoutingObserver obs) {
+    route_listeners_.emplace_back(next_listener_, std::move(obs));
+    return next_listener_++;
+}
 
-void Engine::add_lookahead_listener(model::LookaheadObserver obs) {
-    lookahead_listeners_.push_back(std::move(obs));
+Engine::ListenerId Engine::add_lookahead_listener(model::LookaheadObserver obs) {
+    lookahead_listeners_.emplace_back(next_listener_, std::move(obs));
     install_lookahead();
+    return next_listener_++;
+}
+
+void Engine::remove_listener(ListenerId id) {
+    std::erase_if(route_listeners_, [id](const auto& l) { return l.first == id; });
+    const size_t before = lookahead_listeners_.size();
+    std::erase_if(lookahead_listeners_, [id](const auto& l) { return l.first == id; });
+    if (lookahead_listeners_.size() != before) install_lookahead();  // the lookahead may no longer be wanted
 }
 
 void Engine::install_lookahead() {
@@ -242,7 +253,7 @@ void Engine::install_lookahead() {
 }
 
 void Engine::on_route(const model::RoutingEvent& e) {
-    for (const auto& l : route_listeners_) l(e);
+    for (const auto& l : route_listeners_) l.second(e);
     const bool first_moe = heat_layer_ < 0 || e.layer == heat_layer_;
     if (first_moe) {
         auto [it, fresh] = last_pos_.try_emplace(e.seq, e.pos);
@@ -276,7 +287,7 @@ void Engine::on_route(const model::RoutingEvent& e) {
 }
 
 void Engine::on_lookahead(const model::LookaheadEvent& e) {
-    for (const auto& l : lookahead_listeners_) l(e);
+    for (const auto& l : lookahead_listeners_) l.second(e);
     if (trace_) trace_->on_lookahead(e);
     if (!predictor_) return;
     model::LookaheadEvent k = e;

@@ -72,8 +72,13 @@ public:
 
     // Extra observers of the forward pass (routing statistics, calibration,
     // traces). The engine keeps its own (telemetry, prefetch) and fans out.
-    void add_routing_listener(model::RoutingObserver obs);
-    void add_lookahead_listener(model::LookaheadObserver obs);
+    // Each add returns an id for remove_listener (a calibration run from the
+    // app removes its own when done; unknown ids are ignored).
+    using ListenerId = uint64_t;
+    ListenerId add_routing_listener(model::RoutingObserver obs);
+    ListenerId add_lookahead_listener(model::LookaheadObserver obs);
+    void remove_listener(ListenerId id);
+    size_t listener_count() const { return route_listeners_.size() + lookahead_listeners_.size(); }
 
     // Warm-up for benchmarks: loads every pinned expert and waits for the
     // transfer threads to go idle.
@@ -117,8 +122,9 @@ private:
     // cleared context, or a sequence id reused by the scheduler).
     std::unordered_map<int32_t, int64_t> last_pos_;
     int64_t step_tokens_ = 0;     // tokens in the forward pass under way
-    std::vector<model::RoutingObserver> route_listeners_;
-    std::vector<model::LookaheadObserver> lookahead_listeners_;
+    std::vector<std::pair<ListenerId, model::RoutingObserver>> route_listeners_;
+    std::vector<std::pair<ListenerId, model::LookaheadObserver>> lookahead_listeners_;
+    ListenerId next_listener_ = 1;
 
     // Telemetry state (engine thread writes, snapshot() reads).
     mutable std::mutex tele_mu_;

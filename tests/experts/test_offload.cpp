@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "core/calibration.h"
 #include "core/engine.h"
 #include "model/make_model.h"
 #include "reference_files.h"
@@ -230,6 +231,36 @@ private Q_SLOTS:
         e->set_pin_file("");
         run(*e, prompts()[2], 4);
         QVERIFY(e->expert_store()->residency()[0 * 8 + 3] != experts::Residency::Pinned);
+    }
+
+    // A calibration run leaves no routing listener behind, whether it ends
+    // normally or is cancelled, and the engine's counts after it are its own.
+    void calibration_removes_its_listener() {
+        const QString path = QString::fromStdString(demo_model());
+        if (!QFileInfo::exists(path)) QSKIP("the demo model is not built into this tree");
+        auto e = core::Engine::load(path.toStdString(), EngineSettings{});
+        const size_t before = e->listener_count();
+        core::CalibrationOptions o;
+        o.n_greedy = 4;
+        const core::Calibration c = core::calibrate(*e, {"In the beginning", "And God said"}, o);
+        QVERIFY(c.tokens > 0);
+        QCOMPARE(e->listener_count(), before);
+        bool threw = false;
+        try {
+            core::calibrate(*e, {"In the beginning", "And God said"}, o, [](size_t i, size_t) { return i < 1; });
+        } catch (const Cancelled&) {
+            threw = true;
+        }
+        QVERIFY(threw);
+        QCOMPARE(e->listener_count(), before);
+        // Removing an id twice, or one never given, changes nothing.
+        const auto id = e->add_lookahead_listener([](const model::LookaheadEvent&) {});
+        QCOMPARE(e->listener_count(), before + 1);
+        e->remove_listener(id);
+        e->remove_listener(id);
+        e->remove_listener(12345);
+        QCOMPARE(e->listener_count(), before);
+        run(*e, prompts()[0], 4);  // still runs
     }
 
     // A model larger than its budget runs with its peak RSS under the budget,
