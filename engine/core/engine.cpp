@@ -205,8 +205,21 @@ Engine::~Engine() {
     }
 }
 
+void Engine::trace_tokens(int64_t first_pos, std::span<const int32_t> ids) {
+    if (trace_) trace_->tokens(first_pos, ids);
+}
+
+Engine::TraceCounts Engine::finish_trace() {
+    if (!trace_) return {};
+    std::unique_ptr<experts::TraceWriter> t = std::move(trace_);
+    install_lookahead();  // the trace may have been the lookahead's only user
+    t->finish();
+    return {t->routes(), t->lookaheads(), t->bytes()};
+}
+
 void Engine::on_step_begin(int64_t n_tokens) {
     step_tokens_ = n_tokens;
+    ++step_index_;
     if (trace_) trace_->begin_step(n_tokens);
 }
 
@@ -254,15 +267,7 @@ void Engine::install_lookahead() {
 
 void Engine::on_route(const model::RoutingEvent& e) {
     for (const auto& l : route_listeners_) l.second(e);
-    const bool first_moe = heat_layer_ < 0 || e.layer == heat_layer_;
-    if (first_moe) {
-        auto [it, fresh] = last_pos_.try_emplace(e.seq, e.pos);
-        if (!fresh && e.pos <= it->second) {  // this sequence starts over
-            if (predictor_) predictor_->begin_sequence();
-            if (trace_) trace_->begin_sequence();
-        }
-        it->second = e.pos;
-    }
+    note_token(e.seq, e.pos);
     if (trace_) trace_->on_route(e);
     if (predictor_) {
         // The predictor tells tokens apart by (sequence, position).
@@ -286,8 +291,29 @@ void Engine::on_route(const model::RoutingEvent& e) {
     for (int64_t k = 0; k < e.n_used; ++k) row[e.experts[k]] += 1.0f - kDecay;
 }
 
+void Engine::note_token(int32_t seq, int64_t pos) {
+    const bool first_seen = seq_marks_.find(seq) == seq_marks_.end();
+    if (first_seen && !seq_marks_.empty() && (predictor_ || trace_)) {
+        // A new sequence id after others (Context::clear() may hand out a new one).
+        if (predictor_) predictor_->begin_sequence();
+        if (trace_) trace_->begin_sequence();
+    }
+    SeqMark& m = seq_marks_[seq];
+    if (m.step != step_index_) {  // its first event in this pass
+        const bool restart = m.step >= 0 && pos <= m.max;
+        if (restart) {
+            if (predictor_) predictor_->begin_sequence();
+            if (trace_) trace_->begin_sequence();
+            m.max = -1;
+        }
+        m.step = step_index_;
+    }
+    m.max = std::max(m.max, pos);
+}
+
 void Engine::on_lookahead(const model::LookaheadEvent& e) {
     for (const auto& l : lookahead_listeners_) l.second(e);
+    note_token(e.seq, e.pos);
     if (trace_) trace_->on_lookahead(e);
     if (!predictor_) return;
     model::LookaheadEvent k = e;

@@ -80,6 +80,18 @@ public:
     void remove_listener(ListenerId id);
     size_t listener_count() const { return route_listeners_.size() + lookahead_listeners_.size(); }
 
+    // With settings.trace_file: the token ids of the next forward pass (from
+    // position first_pos on) go into the trace with it. Without: nothing.
+    void trace_tokens(int64_t first_pos, std::span<const int32_t> ids);
+    // Ends the trace now: writes its end record and closes it (the destructor
+    // does the same but can only log a failure). Throws strata::Error when a
+    // write failed. Returns what it holds; all zero without a trace.
+    struct TraceCounts {
+        int64_t routes = 0, lookaheads = 0;
+        uint64_t bytes = 0;
+    };
+    TraceCounts finish_trace();
+
     // Warm-up for benchmarks: loads every pinned expert and waits for the
     // transfer threads to go idle.
     void wait_idle();
@@ -118,9 +130,19 @@ private:
     // issue_prefetch()'s buffers, kept so the per-token path allocates nothing.
     std::vector<experts::ExpertPrediction> predictions_;
     std::vector<experts::ExpertKey> prefetch_keys_;
-    // Last position seen per KV sequence, to notice one that starts over (a
-    // cleared context, or a sequence id reused by the scheduler).
-    std::unordered_map<int32_t, int64_t> last_pos_;
+    // Noticing a sequence that starts over (a cleared context, or a sequence
+    // id reused by the scheduler): its first routing or lookahead event in a
+    // forward pass (whichever layer comes first) is at a position not past
+    // those of its earlier passes. Noticed there, before that event reaches
+    // the trace, so the trace's sequence record precedes the pass. Per
+    // sequence: the pass it was last seen in and the highest position since
+    // it (re)started.
+    struct SeqMark {
+        int64_t step = -1, max = -1;
+    };
+    void note_token(int32_t seq, int64_t pos);
+    std::unordered_map<int32_t, SeqMark> seq_marks_;
+    int64_t step_index_ = 0;      // forward passes begun
     int64_t step_tokens_ = 0;     // tokens in the forward pass under way
     std::vector<std::pair<ListenerId, model::RoutingObserver>> route_listeners_;
     std::vector<std::pair<ListenerId, model::LookaheadObserver>> lookahead_listeners_;

@@ -159,22 +159,44 @@ void TraceWriter::begin_sequence() {
 }
 
 void TraceWriter::begin_step(int64_t n_tokens) {
-    if (sequence_ < 0) begin_sequence();
-    ++step_;
-    const uint8_t tag = 'P';
-    put(&tag, 1);
-    put_u32(static_cast<uint32_t>(step_));
-    put_u32(static_cast<uint32_t>(std::max<int64_t>(0, n_tokens)));
+    if (pending_step_ >= 0) {  // a step without events still gets its record
+        std::vector<std::pair<int64_t, int32_t>> ids;
+        ids.swap(pending_tokens_);  // token ids given since belong to the new step
+        flush_step();
+        pending_tokens_.swap(ids);
+    }
+    pending_step_ = std::max<int64_t>(0, n_tokens);
 }
 
 void TraceWriter::tokens(int64_t first_pos, std::span<const int32_t> ids) {
-    if (step_ < 0) begin_step(static_cast<int64_t>(ids.size()));
-    for (size_t i = 0; i < ids.size(); ++i) {
-        const uint8_t tag = 'T';
+    for (size_t i = 0; i < ids.size(); ++i) pending_tokens_.emplace_back(first_pos + static_cast<int64_t>(i), ids[i]);
+}
+
+void TraceWriter::ensure_step() {
+    if (step_ < 0 && pending_step_ < 0 && pending_tokens_.empty()) pending_step_ = 0;  // events before any step
+    flush_step();
+}
+
+void TraceWriter::flush_step() {
+    // Token ids before any step begin one of their count; later ones belong
+    // to the step under way.
+    if (pending_step_ < 0 && step_ < 0 && !pending_tokens_.empty()) pending_step_ = static_cast<int64_t>(pending_tokens_.size());
+    if (pending_step_ >= 0) {
+        if (sequence_ < 0) begin_sequence();
+        ++step_;
+        const uint8_t tag = 'P';
         put(&tag, 1);
-        put_u32(static_cast<uint32_t>(first_pos + static_cast<int64_t>(i)));
-        put_u32(static_cast<uint32_t>(ids[i]));
+        put_u32(static_cast<uint32_t>(step_));
+        put_u32(static_cast<uint32_t>(pending_step_));
+        pending_step_ = -1;
     }
+    for (const auto& [pos, id] : pending_tokens_) {
+        const uint8_t t = 'T';
+        put(&t, 1);
+        put_u32(static_cast<uint32_t>(pos));
+        put_u32(static_cast<uint32_t>(id));
+    }
+    pending_tokens_.clear();
 }
 
 void TraceWriter::on_route(const model::RoutingEvent& e) {
@@ -182,7 +204,7 @@ void TraceWriter::on_route(const model::RoutingEvent& e) {
     if (e.n_used != header_.n_used)
         throw Error("trace: routing event with " + std::to_string(e.n_used) + " experts, the header says " +
                     std::to_string(header_.n_used));
-    if (step_ < 0) begin_step(0);
+    ensure_step();
     const uint8_t tag = 'R';
     put(&tag, 1);
     put_u32(static_cast<uint32_t>(e.layer));
@@ -197,7 +219,7 @@ void TraceWriter::on_lookahead(const model::LookaheadEvent& e) {
     if (e.n_expert != header_.n_expert)
         throw Error("trace: lookahead event over " + std::to_string(e.n_expert) + " experts, the header says " +
                     std::to_string(header_.n_expert));
-    if (step_ < 0) begin_step(0);
+    ensure_step();
     const uint8_t tag = 'L';
     put(&tag, 1);
     put_u32(static_cast<uint32_t>(e.layer));
@@ -208,6 +230,7 @@ void TraceWriter::on_lookahead(const model::LookaheadEvent& e) {
 
 void TraceWriter::finish() {
     if (!f_) return;
+    flush_step();
     const uint8_t tag = 'E';
     put(&tag, 1);
     put_u64(static_cast<uint64_t>(routes_));

@@ -115,9 +115,14 @@ public:
 
     // Sets the context's routing and lookahead observers to this writer.
     void attach(model::Context& ctx);
+    // The step record and token ids are written with the step's first routing
+    // or lookahead record, so a begin_sequence() that comes after
+    // begin_step() (the engine notices a restarted sequence only at its first
+    // event) still lands before the step it starts.
     void begin_sequence();
     void begin_step(int64_t n_tokens);
-    // Optional: the token ids at positions first_pos, first_pos + 1, ...
+    // Optional: the token ids at positions first_pos, first_pos + 1, ... (of
+    // the step begun or about to begin).
     void tokens(int64_t first_pos, std::span<const int32_t> ids);
     void on_route(const model::RoutingEvent& e);
     void on_lookahead(const model::LookaheadEvent& e);
@@ -133,11 +138,15 @@ private:
     void put_u32(uint32_t v);
     void put_u64(uint64_t v);
     void put_f32(float v);
+    void flush_step();   // writes the pending step record and token ids
+    void ensure_step();  // before a routing or lookahead record
     std::string path_;
     TraceHeader header_;
     FILE* f_ = nullptr;
     bool failed_ = false;
     int64_t sequence_ = -1, step_ = -1;
+    int64_t pending_step_ = -1;  // n_tokens of a step begun but not written yet
+    std::vector<std::pair<int64_t, int32_t>> pending_tokens_;  // (pos, id)
     int64_t routes_ = 0, lookaheads_ = 0;
     uint64_t bytes_ = 0;
 };

@@ -314,6 +314,40 @@ private Q_SLOTS:
         QVERIFY(list.out.contains("seed-125b") && list.out.contains("936 GB/s"));
     }
 
+    // trace runs in the engine: under a quarter-size expert cache it writes
+    // the same bytes as fully resident (routing is exact), and --trace on
+    // eval records several prompts as separate sequences simulate accepts.
+    void trace_in_the_engine() {
+        STRATA_REQUIRE_FIXTURES();
+        QTemporaryDir dir;
+        const QString models = strata::test::fixtures_dir() + "/models/";
+        const QString model = models + "moe-small-q4_k_m.gguf";
+        const QString full = dir.path() + "/full.trace", quarter = dir.path() + "/quarter.trace";
+        QCOMPARE(cli({"trace", model, "--prompts", models + "prompts.txt", "--out", full, "--greedy", "6", "--threads", "1"}).code, 0);
+        QCOMPARE(cli({"trace", model, "--prompts", models + "prompts.txt", "--out", quarter, "--greedy", "6", "--threads", "1",
+                      "--expert-cache-fraction", "0.25", "--policy", "lfu"}).code, 0);
+        QFile a(full), b(quarter);
+        QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+        const QByteArray ab = a.readAll();
+        QVERIFY(ab.size() > 1000);
+        QVERIFY2(ab == b.readAll(), "the trace under a 25% cache differs from the resident one");
+        const Run s = cli({"simulate", full, "--policy", "lru", "--slots", "50%", "--json"});
+        QCOMPARE(s.code, 0);
+        const QJsonObject t = QJsonDocument::fromJson(s.out.toUtf8()).object()["trace"].toObject();
+        QCOMPARE(t["sequences"].toInt(), 4);
+        QCOMPARE(t["decode_tokens"].toInt(), 4 * 6);
+
+        const QString ev = dir.path() + "/eval.trace";
+        const Run e = cli({"eval", model, "--prompts", models + "prompts.txt", "--logits", dir.path() + "/l.f32", "--greedy", "3",
+                           "--threads", "1", "--trace", ev});
+        QCOMPARE(e.code, 0);
+        const Run es = cli({"simulate", ev, "--policy", "lru", "--slots", "50%", "--json"});
+        QVERIFY2(es.code == 0, qPrintable(es.err));
+        QCOMPARE(QJsonDocument::fromJson(es.out.toUtf8()).object()["trace"].toObject()["sequences"].toInt(), 4);
+        expect_one_line_error(cli({"trace", model, "--prompts", models + "prompts.txt", "--out", full, "--trace", ev}), 2,
+                              "writes its trace to --out");
+    }
+
     void trace_and_simulate_errors() {
         QTemporaryDir dir;
         QFile junk(dir.path() + "/junk.trace");
