@@ -413,7 +413,7 @@ void EngineWorker::run_speculative(quint64 id) {
         stats[QStringLiteral("text")] = qs(r.text);
         stats[QStringLiteral("finish")] = QString::fromLatin1(sched::finish_reason_name(r.finish));
         stats[QStringLiteral("promptTokens")] = qlonglong(a.prompt_tokens);
-        stats[QStringLiteral("reusedTokens")] = qlonglong(0);
+        stats[QStringLiteral("reusedTokens")] = qlonglong(r.prefix_reused);
         stats[QStringLiteral("droppedMessages")] = a.dropped;
         stats[QStringLiteral("tokens")] = qlonglong(r.tokens.size());
         stats[QStringLiteral("tokS")] = r.decode_tok_s();

@@ -29,6 +29,7 @@ struct GenerationResult {
     std::string text;                 // everything emitted
     FinishReason finish = FinishReason::MaxTokens;
     int64_t prompt_tokens = 0;
+    int64_t prefix_reused = 0;        // prompt tokens attached from cached KV blocks, not computed
     double prompt_seconds = 0.0;      // prefill wall time (time to first token)
     double decode_seconds = 0.0;      // wall time of the generation after the first token
     double prompt_tok_s() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }

@@ -74,7 +74,11 @@ GenerationResult generate_speculative(model::Context& target, model::Context& dr
     GenerationResult r;
     r.prompt_tokens = static_cast<int64_t>(prompt.size());
     const auto t0 = clock::now();
-    const float* logits = target.decode(prompt, false);
+    // An empty target starts from the KV blocks an earlier request left with
+    // the same leading tokens (a chat's system prompt and earlier turns); the
+    // draft, small, computes its prompt itself.
+    if (target.n_past() == 0) r.prefix_reused = target.kv_cache().attach_prefix(target.default_sequence(), prompt);
+    const float* logits = target.decode(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(r.prefix_reused)), false);
     int32_t last = ts.sample(logits);
     const auto t_first = clock::now();
     r.prompt_seconds = std::chrono::duration<double>(t_first - t0).count();

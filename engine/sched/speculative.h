@@ -53,7 +53,8 @@ struct SpeculativeStats {
 // Throws strata::Error when the two models' vocabularies differ (size or any
 // token's text), for bad params, and as generate() does for a bad prompt.
 // Both contexts' default sequences are used from their current contents
-// (normally both empty).
+// (normally both empty). An empty target first attaches the cached KV blocks
+// that match the prompt's start (GenerationResult::prefix_reused).
 GenerationResult generate_speculative(model::Context& target, model::Context& draft, const tok::Vocab& vocab,
                                       const SamplingParams& params, const std::vector<int32_t>& prompt,
                                       const SpeculativeParams& spec, SpeculativeStats* stats = nullptr,

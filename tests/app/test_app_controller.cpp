@@ -346,6 +346,9 @@ private Q_SLOTS:
                      qPrintable(a[QStringLiteral("statsText")].toString()));
             const auto stored = chat_->store().messages(chat_->currentConversationId());
             QVERIFY(stored[1].stats.spec_acceptance >= 0 && stored[1].stats.spec_acceptance <= 1);
+            // The regenerated prompt's full KV blocks were cached by the run before.
+            QVERIFY2(stored[1].stats.cached_tokens >= 16 && stored[1].stats.cached_tokens < stored[1].stats.prompt_tokens,
+                     qPrintable(QString("%1 of %2").arg(stored[1].stats.cached_tokens).arg(stored[1].stats.prompt_tokens)));
         }
         // One at a time: a second conversation waits for the first, and both complete.
         const qint64 a = chat_->currentConversationId();

@@ -86,6 +86,40 @@ private Q_SLOTS:
         }
     }
 
+    // A second request that starts like the first (a chat's next turn) takes
+    // the first one's full KV blocks instead of recomputing them, and its
+    // output is still plain decoding's.
+    void a_repeated_prompt_reuses_cached_blocks() {
+        auto m = model::Model::load(kDemo);
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 24;
+        std::vector<int32_t> prompt = m->vocab().encode(std::string(kTexts[0]) + " " + kTexts[2] + " " + kTexts[3], true);
+        QVERIFY(prompt.size() > 32);
+        model::Context plain(*m, model::ContextParams{256, 64, 2});
+        const auto want = sched::generate(plain, m->vocab(), p, prompt);
+        model::Context target(*m, model::ContextParams{256, 64, 2});
+        model::Context draft(*m, draft_params(0, 1));
+        const auto first = sched::generate_speculative(target, draft, m->vocab(), p, prompt, {});
+        QCOMPARE(first.prefix_reused, int64_t{0});
+        QCOMPARE(first.tokens, want.tokens);
+        target.clear();
+        draft.clear();
+        const auto again = sched::generate_speculative(target, draft, m->vocab(), p, prompt, {});
+        QCOMPARE(again.prefix_reused, static_cast<int64_t>(prompt.size() - 1) / 16 * 16);
+        QCOMPARE(again.tokens, want.tokens);
+        // A longer prompt with the same start (the next turn) reuses too.
+        target.clear();
+        draft.clear();
+        std::vector<int32_t> longer = prompt;
+        for (int32_t t : m->vocab().encode(kTexts[1], false)) longer.push_back(t);
+        model::Context plain2(*m, model::ContextParams{256, 64, 2});
+        const auto want2 = sched::generate(plain2, m->vocab(), p, longer);
+        const auto next = sched::generate_speculative(target, draft, m->vocab(), p, longer, {});
+        QVERIFY(next.prefix_reused >= 32);
+        QCOMPARE(next.tokens, want2.tokens);
+    }
+
     void sampling_keeps_the_target_distribution() {
         // The distribution of the first three generated tokens (top-k 2: at
         // most 8 outcomes) over many seeds, speculative vs plain sampling.
