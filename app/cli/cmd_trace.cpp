@@ -31,10 +31,6 @@ int cmd_trace(int argc, char** argv) {
     settings.trace_file = a.str("--out");
 
     const std::vector<std::string> prompts = read_prompt_file(a.str("--prompts"));
-    {
-        auto probe = model::Model::load(a.pos("MODEL"));  // a clear error before the engine opens the trace file
-        if (probe->config().n_expert == 0) throw Error(a.pos("MODEL") + ": not a mixture-of-experts model (no expert_count)");
-    }
     auto engine = core::Engine::load(a.pos("MODEL"), settings);
     const experts::TraceHeader header = experts::TraceHeader::for_model(engine->model());
     model::Context& ctx = engine->context();

@@ -186,7 +186,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     eng->ctx_->set_step_observer([self](int64_t n, double s) { self->on_step(n, s); });
     eng->ctx_->set_step_begin_observer([self](int64_t n) { self->on_step_begin(n); });
     if (!settings.trace_file.empty()) {
-        if (c.n_expert == 0) throw Error("a routing trace needs a mixture-of-experts model");
+        if (c.n_expert == 0) throw Error(path + ": not a mixture-of-experts model: no routing to trace");
         eng->trace_ = std::make_unique<experts::TraceWriter>(settings.trace_file, experts::TraceHeader::for_model(m));
     }
     eng->set_prefetch(settings.prefetch, settings.prefetch_width);
