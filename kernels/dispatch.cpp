@@ -71,6 +71,7 @@ KernelTable make_ref_table() {
     t.rmsnorm = &ref::rmsnorm;
     t.softmax = &ref::softmax;
     t.swiglu = &ref::swiglu;
+    t.rope_apply = &ref::rope_apply;
     t.attn_scores = &ref::attn_scores;
     t.attn_accumulate = &ref::attn_accumulate;
     t.router_topk = &ref::router_topk;

@@ -13,7 +13,13 @@ void swiglu(const float* g, const float* u, float* y, int64_t n) { active_kernel
 
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
           bool neox) {
-    ref::rope(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, neox);
+    if (n_rot / 2 > 512) {
+        ref::rope(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, neox);
+        return;
+    }
+    float cs[2 * 512];
+    ref::rope_table(n_rot, pos, freq_base, freq_scale, cs);
+    rope_apply(x, n_heads, head_dim, n_rot, cs, neox);
 }
 
 void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {
@@ -21,7 +27,7 @@ void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, f
 }
 
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox) {
-    ref::rope_apply(x, n_heads, head_dim, n_rot, cs, neox);
+    active_kernels().rope_apply(x, n_heads, head_dim, n_rot, cs, neox);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }

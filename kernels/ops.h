@@ -6,9 +6,9 @@
 //   namespace ops = kernels::ops;   // was kernels::ref
 //
 // Agreement with the reference (tests/kernels/test_simd_kernels.cpp):
-// dot_f32 and axpy bit-identical; rmsnorm within 2 ulp; softmax and swiglu
-// within a few ulp (a polynomial exp instead of std::exp); rope is the
-// reference itself.
+// dot_f32, axpy and rope_apply bit-identical; rmsnorm within 2 ulp; softmax
+// and swiglu within a few ulp (a polynomial exp instead of std::exp);
+// rope_table (once per position) is the reference itself.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ void softmax(float* x, int64_t n);
 // y[i] = silu(g[i]) * u[i]. y may be g or u.
 void swiglu(const float* g, const float* u, float* y, int64_t n);
 
-// As ref::rope (not dispatched).
+// As ref::rope: ref::rope_table, then the dispatched rope_apply.
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
           bool neox);
 

@@ -289,6 +289,8 @@ private Q_SLOTS:
     void ops_vs_ref();
     void attention_and_router_vs_ref_data() { add_level_rows(); }
     void attention_and_router_vs_ref();
+    void rope_vs_ref_data() { add_level_rows(); }
+    void rope_vs_ref();
 
     void front_doors_follow_level();
 };
@@ -336,7 +338,7 @@ void TestSimdKernels::tables_complete() {
         QVERIFY2(t->quantize_act[idx(activation_type(w))], type_name(w));
     }
     QVERIFY(t->dot_f32 && t->axpy && t->rmsnorm && t->softmax && t->swiglu);
-    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk);
+    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk && t->rope_apply);
 }
 
 // Random rows of every activation type: the reference's bytes.
@@ -674,6 +676,29 @@ void TestSimdKernels::front_doors_follow_level() {
         QVERIFY(s1 == s2);
     }
     QVERIFY(set_kernel_level(before));
+}
+
+// RoPE from a position's table: bit-identical to the reference, normal and
+// NeoX, whole and partial rotation (n_rot < head_dim), tails of every length.
+void TestSimdKernels::rope_vs_ref() {
+    FETCH_TABLE(t);
+    QVERIFY(t->rope_apply);
+    std::mt19937 rng(7);
+    for (bool neox : {false, true})
+        for (int64_t hd : {2, 6, 8, 16, 34, 64, 80, 128})
+            for (int64_t n_rot : {hd, hd / 4 * 2, int64_t{2}})
+                for (int64_t heads : {1, 3}) {
+                    if (n_rot % 2 || n_rot > hd || n_rot < 2) continue;
+                    std::vector<float> cs(static_cast<size_t>(n_rot));
+                    ref::rope_table(n_rot, 1 + static_cast<int64_t>(rng() % 5000), 10000.0f, 1.0f, cs.data());
+                    const std::vector<float> x = gaussian(rng, heads * hd);
+                    std::vector<float> a = x, b = x;
+                    t->rope_apply(a.data(), heads, hd, n_rot, cs.data(), neox);
+                    ref::rope_apply(b.data(), heads, hd, n_rot, cs.data(), neox);
+                    QVERIFY2(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0,
+                             qPrintable(QString("rope neox=%1 hd=%2 n_rot=%3 heads=%4").arg(neox).arg(hd).arg(n_rot).arg(heads)));
+                    QVERIFY(a != x);  // it did rotate
+                }
 }
 
 // Attention over a block of keys: bit-identical to the reference (per key the
