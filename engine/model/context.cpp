@@ -426,15 +426,23 @@ void Context::attention(const LayerWeights& L, int64_t n) {
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t group = c.n_head / c.n_head_kv;
-    pool_->parallel_for(n * c.n_head, 1, [&](int64_t b, int64_t e, int thread) {
+    // Work items of `per_item` query heads that share a KV head: a whole group
+    // runs on one thread, back to back, so its keys and values come from
+    // memory once and from that core's cache for the rest of the group (+4.5%
+    // decode on the 1.2B Q4_0 model at ~150 tokens of context, +10% at ~450).
+    // With fewer groups than threads (one token of a model with 1 or 2 KV
+    // heads) the heads are shared out one by one instead.
+    const int64_t per_item = n * c.n_head_kv >= pool_->size() ? group : 1;
+    pool_->parallel_for(n * c.n_head / per_item, 1, [&](int64_t b, int64_t e, int thread) {
         float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_;
-        for (int64_t th = b; th < e; ++th) {
-            const int64_t t = th / c.n_head;
-            const int64_t h = th % c.n_head;
-            const int64_t kvh = h / group;
-            const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
-            kv_->attend(tok_seq_[t], L.index, kvh, q_.data() + t * q_dim + h * hd, n_keys, scale, scores,
-                        attn_.data() + t * q_dim + h * hd);
+        for (int64_t item = b; item < e; ++item) {
+            for (int64_t th = item * per_item; th < (item + 1) * per_item; ++th) {
+                const int64_t t = th / c.n_head;
+                const int64_t h = th % c.n_head;
+                const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
+                kv_->attend(tok_seq_[t], L.index, h / group, q_.data() + t * q_dim + h * hd, n_keys, scale, scores,
+                            attn_.data() + t * q_dim + h * hd);
+            }
         }
     });
     matmul(L.wo, attn_.data(), n, tmp_.data());
