@@ -277,7 +277,9 @@ void Context::gemm_region(std::span<MatIn> mats) {
         batch_start_.push_back(batch_start_.back() + o.W->rows);
     }
     const size_t m = mats.size();
-    pool_->parallel_for(batch_start_[m], 16, [&](int64_t r0, int64_t r1, int) {
+    // Chunks of at least 48 rows: each chunk's start waits on memory, and
+    // 48 decoded the 1.2B Q4_0 model 4-6% faster than 16 at ~75 GB/s.
+    pool_->parallel_for(batch_start_[m], 48, [&](int64_t r0, int64_t r1, int) {
         size_t i = static_cast<size_t>(std::upper_bound(batch_start_.begin(), batch_start_.end(), r0) - batch_start_.begin()) - 1;
         for (; i < m && r0 < r1; ++i) {
             const MatIn& o = mats[i];
