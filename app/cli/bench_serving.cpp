@@ -62,6 +62,10 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
     if (arrival != "closed" && arrival != "burst") throw UsageError("--arrival: expected closed or burst, got '" + arrival + "'");
     const bool spec = a.has("--draft");
     if (spec && conc != 1) throw UsageError("--draft runs requests one at a time: use --concurrency 1 (or omit it)");
+    // A routing trace replays one sequence after another (experts/trace.h);
+    // requests decoded side by side would interleave theirs.
+    if (conc != 1 && !settings.trace_file.empty())
+        throw UsageError("--trace records one sequence at a time: use --concurrency 1 with --trace");
     // A KV pool that holds every request in flight, unless the user sized it.
     if (settings.kv_tokens == 0) settings.kv_tokens = conc * (plen + glen + 1);
     auto engine = core::Engine::load(a.pos("MODEL"), settings);

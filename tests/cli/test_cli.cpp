@@ -346,6 +346,17 @@ private Q_SLOTS:
         QCOMPARE(QJsonDocument::fromJson(es.out.toUtf8()).object()["trace"].toObject()["sequences"].toInt(), 4);
         expect_one_line_error(cli({"trace", model, "--prompts", models + "prompts.txt", "--out", full, "--trace", ev}), 2,
                               "writes its trace to --out");
+        // The serving benchmark traces one request after another, and refuses
+        // to trace requests decoded side by side.
+        const QString served = dir.path() + "/served.trace";
+        const Run sb = cli({"bench", model, "--concurrency", "1", "--requests", "2", "--prompt-len", "8", "--gen-len", "4",
+                           "--threads", "1", "--json", "--trace", served});
+        QVERIFY2(sb.code == 0, qPrintable(sb.err));
+        const Run bs = cli({"simulate", served, "--policy", "lru", "--slots", "50%", "--json"});
+        QVERIFY2(bs.code == 0, qPrintable(bs.err));
+        QVERIFY(QJsonDocument::fromJson(bs.out.toUtf8()).object()["trace"].toObject()["sequences"].toInt() >= 2);
+        expect_one_line_error(cli({"bench", model, "--concurrency", "2", "--trace", served}), 2,
+                              "--trace records one sequence at a time");
     }
 
     void trace_and_simulate_errors() {
