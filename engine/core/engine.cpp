@@ -292,15 +292,12 @@ void Engine::on_route(const model::RoutingEvent& e) {
 }
 
 void Engine::note_token(int32_t seq, int64_t pos) {
-    const bool first_seen = seq_marks_.find(seq) == seq_marks_.end();
-    if (first_seen && !seq_marks_.empty() && (predictor_ || trace_)) {
-        // A new sequence id after others (Context::clear() may hand out a new one).
-        if (predictor_) predictor_->begin_sequence();
-        if (trace_) trace_->begin_sequence();
-    }
-    SeqMark& m = seq_marks_[seq];
+    auto [it, fresh] = seq_marks_.try_emplace(seq);
+    SeqMark& m = it->second;
     if (m.step != step_index_) {  // its first event in this pass
-        const bool restart = m.step >= 0 && pos <= m.max;
+        // A sequence id new after others (Context::clear() may hand out a new
+        // one), or a position not past the earlier passes': it starts over.
+        const bool restart = fresh ? seq_marks_.size() > 1 : pos <= m.max;
         if (restart) {
             if (predictor_) predictor_->begin_sequence();
             if (trace_) trace_->begin_sequence();

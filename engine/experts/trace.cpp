@@ -159,17 +159,25 @@ void TraceWriter::begin_sequence() {
 }
 
 void TraceWriter::begin_step(int64_t n_tokens) {
-    if (pending_step_ >= 0) {  // a step without events still gets its record
-        std::vector<std::pair<int64_t, int32_t>> ids;
-        ids.swap(pending_tokens_);  // token ids given since belong to the new step
-        flush_step();
-        pending_tokens_.swap(ids);
-    }
+    // A step without events still gets its record; token ids given since
+    // belong to the new step.
+    write_step_record();
     pending_step_ = std::max<int64_t>(0, n_tokens);
 }
 
 void TraceWriter::tokens(int64_t first_pos, std::span<const int32_t> ids) {
     for (size_t i = 0; i < ids.size(); ++i) pending_tokens_.emplace_back(first_pos + static_cast<int64_t>(i), ids[i]);
+}
+
+void TraceWriter::write_step_record() {
+    if (pending_step_ < 0) return;
+    if (sequence_ < 0) begin_sequence();
+    ++step_;
+    const uint8_t tag = 'P';
+    put(&tag, 1);
+    put_u32(static_cast<uint32_t>(step_));
+    put_u32(static_cast<uint32_t>(pending_step_));
+    pending_step_ = -1;
 }
 
 void TraceWriter::ensure_step() {
@@ -181,15 +189,7 @@ void TraceWriter::flush_step() {
     // Token ids before any step begin one of their count; later ones belong
     // to the step under way.
     if (pending_step_ < 0 && step_ < 0 && !pending_tokens_.empty()) pending_step_ = static_cast<int64_t>(pending_tokens_.size());
-    if (pending_step_ >= 0) {
-        if (sequence_ < 0) begin_sequence();
-        ++step_;
-        const uint8_t tag = 'P';
-        put(&tag, 1);
-        put_u32(static_cast<uint32_t>(step_));
-        put_u32(static_cast<uint32_t>(pending_step_));
-        pending_step_ = -1;
-    }
+    write_step_record();
     for (const auto& [pos, id] : pending_tokens_) {
         const uint8_t t = 'T';
         put(&t, 1);

@@ -138,6 +138,7 @@ private:
     void put_u32(uint32_t v);
     void put_u64(uint64_t v);
     void put_f32(float v);
+    void write_step_record();  // the pending step's record, if one is pending
     void flush_step();   // writes the pending step record and token ids
     void ensure_step();  // before a routing or lookahead record
     std::string path_;
