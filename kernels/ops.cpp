@@ -13,13 +13,7 @@ void swiglu(const float* g, const float* u, float* y, int64_t n) { active_kernel
 
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
           bool neox) {
-    if (n_rot / 2 > 512) {
-        ref::rope(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, neox);
-        return;
-    }
-    float cs[2 * 512];
-    ref::rope_table(n_rot, pos, freq_base, freq_scale, cs);
-    rope_apply(x, n_heads, head_dim, n_rot, cs, neox);
+    ref::rope(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, neox);
 }
 
 void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {

@@ -24,7 +24,8 @@ void softmax(float* x, int64_t n);
 // y[i] = silu(g[i]) * u[i]. y may be g or u.
 void swiglu(const float* g, const float* u, float* y, int64_t n);
 
-// As ref::rope: ref::rope_table, then the dispatched rope_apply.
+// As ref::rope (not dispatched: the forward pass uses the two steps below,
+// and the dispatched rope_apply equals the reference's bit for bit).
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
           bool neox);
 
