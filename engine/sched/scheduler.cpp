@@ -109,22 +109,18 @@ void Scheduler::take_inbox() {
             if (r->id == id) r->cancelled = true;
     }
     // Cancelled requests end now, whether waiting or running.
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-        if ((*it)->cancelled) {
-            finish(**it, FinishReason::Cancelled);
-            it = waiting_.erase(it);
-        } else {
-            ++it;
+    auto end_cancelled = [this](auto& requests) {
+        for (auto it = requests.begin(); it != requests.end();) {
+            if ((*it)->cancelled) {
+                finish(**it, FinishReason::Cancelled);
+                it = requests.erase(it);
+            } else {
+                ++it;
+            }
         }
-    }
-    for (auto it = running_.begin(); it != running_.end();) {
-        if ((*it)->cancelled) {
-            finish(**it, FinishReason::Cancelled);
-            it = running_.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    };
+    end_cancelled(waiting_);
+    end_cancelled(running_);
 }
 
 int Scheduler::effective_priority(const Request& r) const {
