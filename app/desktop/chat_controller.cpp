@@ -18,6 +18,9 @@ namespace {
 
 const QString kNewChat = QStringLiteral("New chat");
 
+// A conversation made by "New chat" that nothing was written to yet.
+bool untouched_new_chat(const app::Conversation& c) { return c.message_count == 0 && c.title == kNewChat; }
+
 QString title_from(const QString& text) {
     QString t = text.simplified();
     if (t.size() > 48) t = t.left(47).trimmed() + QChar(0x2026);
@@ -143,24 +146,30 @@ ChatController::~ChatController() {
     }
 }
 
-QString ChatController::currentTitle() const {
-    const app::Conversation* c = conversations_.at(conversations_.row_of(current_));
-    if (c) return c->title;
-    if (current_ == 0) return {};
+std::optional<app::Conversation> ChatController::stored_current() const {
+    if (current_ == 0) return std::nullopt;
     try {
-        return store_->conversation(current_).title;
+        return store_->conversation(current_);
     } catch (const std::exception&) {
-        return {};
+        return std::nullopt;
     }
 }
 
+QString ChatController::currentTitle() const {
+    if (const app::Conversation* c = conversations_.at(conversations_.row_of(current_))) return c->title;
+    const std::optional<app::Conversation> c = stored_current();
+    return c ? c->title : QString();
+}
+
 QString ChatController::systemPrompt() const {
-    if (current_ == 0) return {};
-    try {
-        return store_->conversation(current_).system_prompt;
-    } catch (const std::exception&) {
-        return {};
-    }
+    const std::optional<app::Conversation> c = stored_current();
+    return c ? c->system_prompt : QString();
+}
+
+void ChatController::clear_search() {
+    if (search_.isEmpty()) return;
+    search_.clear();
+    Q_EMIT searchTextChanged();
 }
 
 QStringList ChatController::recentModels() const {
@@ -227,17 +236,14 @@ qint64 ChatController::newConversation() {
         // An empty "New chat" already open is reused rather than piling up.
         if (current_ != 0) {
             const app::Conversation c = store_->conversation(current_);
-            if (c.message_count == 0 && c.title == kNewChat) return current_;
+            if (untouched_new_chat(c)) return current_;
         }
         current_ = store_->create_conversation(kNewChat);
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return 0;
     }
-    if (!search_.isEmpty()) {
-        search_.clear();
-        Q_EMIT searchTextChanged();
-    }
+    clear_search();
     reload_messages();
     refresh_conversations();
     return current_;
@@ -318,14 +324,11 @@ bool ChatController::send(const QString& text_in) {
     try {
         if (current_ == 0) {
             current_ = store_->create_conversation(title_from(text));
-            if (!search_.isEmpty()) {
-                search_.clear();
-                Q_EMIT searchTextChanged();
-            }
+            clear_search();
             reload_messages();
         } else {
             const app::Conversation c = store_->conversation(current_);
-            if (c.message_count == 0 && c.title == kNewChat) store_->rename_conversation(current_, title_from(text));
+            if (untouched_new_chat(c)) store_->rename_conversation(current_, title_from(text));
         }
         const qint64 id = store_->append_message(current_, QStringLiteral("user"), text);
         app::Message m;

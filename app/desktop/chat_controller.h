@@ -25,6 +25,7 @@
 #include <QUrl>
 #include <QVariantMap>
 #include <memory>
+#include <optional>
 
 #include "chat_store.h"
 #include "conversation_list_model.h"
@@ -177,6 +178,9 @@ Q_SIGNALS:
 private:
     void refresh_conversations();
     void reload_messages();
+    // The open conversation as stored; nullopt when none is open or it cannot be read.
+    std::optional<app::Conversation> stored_current() const;
+    void clear_search();  // and tell QML, when there was one
     bool start_generation(const QString& what);
     void set_error(const QString& message);
     void set_notice(const QString& message);
