@@ -39,11 +39,14 @@ uint64_t chain_hash(uint64_t parent, const int32_t* ids, int64_t n) {
 
 }  // namespace
 
-uint64_t KvCacheParams::block_bytes() const {
+uint64_t KvCacheParams::data_bytes() const {
     const uint64_t elems = static_cast<uint64_t>(n_layer * 2 * n_head_kv * block_tokens * head_dim);
-    const uint64_t data = elems * (type == KvType::Q8 ? 1 : 4);
+    return round_up(elems * (type == KvType::Q8 ? 1 : 4), 4);
+}
+
+uint64_t KvCacheParams::block_bytes() const {
     const uint64_t scales = type == KvType::Q8 ? static_cast<uint64_t>(n_layer * 2 * n_head_kv) * 4 : 0;
-    return round_up(round_up(data, 4) + scales, kBlockAlign);
+    return round_up(data_bytes() + scales, kBlockAlign);
 }
 
 std::string KvCacheParams::validate() const {
@@ -63,8 +66,7 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     }
     ledger_ = ledger;
     block_bytes_ = p_.block_bytes();
-    data_bytes_ = round_up(static_cast<uint64_t>(p_.n_layer * 2 * p_.n_head_kv * p_.block_tokens * p_.head_dim) *
-                               (p_.type == KvType::Q8 ? 1 : 4), 4);
+    data_bytes_ = p_.data_bytes();
     // One mapping for the whole pool; from 2 MiB up it is huge-page advised
     // (the plan rounds kv.pages the same way, kv_pool_bytes).
     pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,

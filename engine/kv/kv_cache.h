@@ -54,6 +54,8 @@ struct KvCacheParams {
 
     // Bytes of one block (all layers, K and V, scales included).
     uint64_t block_bytes() const;
+    // Of those, the K/V elements (rounded up to 4): the scales follow them.
+    uint64_t data_bytes() const;
     // Blocks needed to hold `tokens` positions of one sequence.
     int64_t blocks_for(int64_t tokens) const { return (tokens + block_tokens - 1) / block_tokens; }
     // Empty when valid, else the reason.
