@@ -50,6 +50,7 @@ KernelTable make_ref_table() {
     set_ref_row<WeightType::F16>(t);
     set_ref_row<WeightType::BF16>(t);
     set_ref_row<WeightType::Q4_0>(t);
+    set_ref_row<WeightType::Q4_0_R4>(t);
     set_ref_row<WeightType::Q4_1>(t);
     set_ref_row<WeightType::Q5_0>(t);
     set_ref_row<WeightType::Q5_1>(t);

@@ -50,7 +50,7 @@ const char* kernel_cpu_features();
 // the types has_kernels() accepts (a level without a fast kernel for a type
 // holds the reference one); other slots are null.
 struct KernelTable {
-    static constexpr int kTypes = 32;  // WeightType ids are < 32
+    static constexpr int kTypes = 64;  // WeightType ids are < 64 (the in-memory layouts from 63 down)
 
     // x (n floats) -> one activation row of type `a` (indexed by the
     // ACTIVATION type: F32, F16, BF16, Q8_0, Q8_1, Q8_K).
@@ -68,6 +68,13 @@ struct KernelTable {
     DotQFn dot_q[kTypes] = {};
     DotFn dot[kTypes] = {};
     GemmQFn gemm_q[kTypes] = {};
+    // Per file type: the in-memory layout this level's gemm_q runs fastest,
+    // for rows of at most max_cols elements (max_cols 0: keep the file's).
+    struct PackedLayout {
+        WeightType type = WeightType::F32;
+        int64_t max_cols = 0;
+    };
+    PackedLayout packed[kTypes] = {};
 
     // Float ops (kernels/ops.h).
     float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;

@@ -1,9 +1,11 @@
 #include "kernels/quant.h"
 
+#include <cstring>
 #include <limits>
 
 #include "kernels/dispatch.h"
 #include "kernels/ref/quant_ref.h"
+#include "kernels/ref/repack_ref.h"
 #include "kernels/ref/vec_dot_ref.h"
 
 namespace strata::kernels {
@@ -14,6 +16,7 @@ bool has_kernels(WeightType t) {
         case WeightType::F16:
         case WeightType::BF16:
         case WeightType::Q4_0:
+        case WeightType::Q4_0_R4:
         case WeightType::Q4_1:
         case WeightType::Q5_0:
         case WeightType::Q5_1:
@@ -36,6 +39,7 @@ void dequantize_row(WeightType t, const void* src, float* dst, int64_t n) {
         case WeightType::F16: return dequantize_row_f16_ref(static_cast<const uint16_t*>(src), dst, n);
         case WeightType::BF16: return dequantize_row_bf16_ref(static_cast<const uint16_t*>(src), dst, n);
         case WeightType::Q4_0: return dequantize_row_q4_0_ref(static_cast<const block_q4_0*>(src), dst, n);
+        case WeightType::Q4_0_R4: return dequantize_row_q4_0_r4_ref(src, dst, n);
         case WeightType::Q4_1: return dequantize_row_q4_1_ref(static_cast<const block_q4_1*>(src), dst, n);
         case WeightType::Q5_0: return dequantize_row_q5_0_ref(static_cast<const block_q5_0*>(src), dst, n);
         case WeightType::Q5_1: return dequantize_row_q5_1_ref(static_cast<const block_q5_1*>(src), dst, n);
@@ -63,6 +67,7 @@ void quantize_row(WeightType t, const float* src, void* dst, int64_t n) {
         case WeightType::F16: return quantize_row_f16_ref(src, static_cast<uint16_t*>(dst), n);
         case WeightType::BF16: return quantize_row_bf16_ref(src, static_cast<uint16_t*>(dst), n);
         case WeightType::Q4_0: return quantize_row_q4_0_ref(src, static_cast<block_q4_0*>(dst), n);
+        case WeightType::Q4_0_R4: return quantize_row_q4_0_r4_ref(src, dst, n);
         case WeightType::Q4_1: return quantize_row_q4_1_ref(src, static_cast<block_q4_1*>(dst), n);
         case WeightType::Q5_0: return quantize_row_q5_0_ref(src, static_cast<block_q5_0*>(dst), n);
         case WeightType::Q5_1: return quantize_row_q5_1_ref(src, static_cast<block_q5_1*>(dst), n);
@@ -83,6 +88,7 @@ WeightType activation_type(WeightType w) {
         case WeightType::F16: return WeightType::F16;
         case WeightType::BF16: return WeightType::BF16;
         case WeightType::Q4_0:
+        case WeightType::Q4_0_R4:
         case WeightType::Q5_0:
         case WeightType::Q8_0: return WeightType::Q8_0;
         case WeightType::Q4_1:
@@ -120,6 +126,30 @@ void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, con
         return;
     }
     active_kernels().gemm_q[static_cast<int>(w)](W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
+}
+
+WeightType fast_layout(WeightType w, int64_t cols) {
+    const KernelTable::PackedLayout& p = active_kernels().packed[static_cast<int>(w)];
+    return p.max_cols > 0 && cols > 0 && cols <= p.max_cols ? p.type : w;
+}
+
+bool repack_rows(WeightType from, WeightType to, void* data, int64_t rows, int64_t cols, uint64_t row_stride,
+                 void* scratch) {
+    if (file_type(from) != file_type(to) || row_bytes(from, cols) < 0) return false;
+    if (from == to) return true;
+    // Only q4_0 has layouts so far: Q4_0 <-> Q4_0_R4.
+    if (file_type(from) != WeightType::Q4_0) return false;
+    const int64_t nb = cols / QK4_0;
+    const auto rb = static_cast<size_t>(row_bytes(from, cols));
+    auto* base = static_cast<uint8_t*>(data);
+    auto* tmp = static_cast<block_q4_0*>(scratch);
+    for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* row = base + static_cast<uint64_t>(r) * row_stride;
+        std::memcpy(scratch, row, rb);
+        if (to == WeightType::Q4_0_R4) repack_row_q4_0_r4(tmp, row, nb);
+        else unpack_row_q4_0_r4(scratch, reinterpret_cast<block_q4_0*>(row), nb);
+    }
+    return true;
 }
 
 float fp16_to_fp32(uint16_t h) { return fp16_to_fp32_ref(h); }

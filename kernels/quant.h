@@ -112,6 +112,26 @@ float dot_row_q(WeightType w, const void* wrow, const void* xq, int64_t n);
 void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
             int64_t n_tokens, int64_t cols, float* Y, int64_t ldy);
 
+// ---------------------------------------------------------------------------
+// In-memory layouts (kernels/ref/repack_ref.h): a file type's rows rearranged
+// for the active level's SIMD kernels, same bytes per row, same results.
+//
+// The layout gemm_q of the active kernel level runs fastest for rows of `cols`
+// elements of file type w: Q4_0 -> Q4_0_R4 at avx512 (rows up to 32768
+// elements), otherwise w itself (nothing to gain: keep the file's bytes).
+// Every level computes every layout correctly (a level without a fast kernel
+// for a layout uses the reference), so switching levels after repacking stays
+// correct; it is only slower.
+WeightType fast_layout(WeightType w, int64_t cols);
+
+// Rewrites `rows` rows of `cols` elements, row_stride bytes apart, from
+// layout `from` to layout `to` in place (either may be the file type or one
+// of its layouts, e.g. Q4_0 -> Q4_0_R4 or back). scratch must hold
+// row_bytes(from, cols) bytes. Returns false (and changes nothing) when the
+// two are not layouts of one file type or cols is not a whole number of blocks.
+bool repack_rows(WeightType from, WeightType to, void* data, int64_t rows, int64_t cols, uint64_t row_stride,
+                 void* scratch);
+
 // IEEE binary16 and bfloat16 conversions. Narrowing rounds to nearest, ties
 // to even, overflows to Inf; NaN stays NaN (payload kept where it fits).
 float fp16_to_fp32(uint16_t h);

@@ -46,6 +46,11 @@ constexpr Entry kTypes[] = {
     {35, {"tq2_0", 256, 66, false}},
 };
 
+// In-memory layouts (kernels/ref/repack_ref.h): not file types.
+constexpr Entry kLayouts[] = {
+    {63, {"q4_0_r4", 32, 18, true}},
+};
+
 }  // namespace
 
 const TypeTraits* type_traits(uint32_t raw_type) {
@@ -53,6 +58,15 @@ const TypeTraits* type_traits(uint32_t raw_type) {
         if (e.id == raw_type) return &e.traits;
     return nullptr;
 }
+
+const TypeTraits* type_traits(WeightType t) {
+    const auto id = static_cast<uint32_t>(t);
+    for (const Entry& e : kLayouts)
+        if (e.id == id) return &e.traits;
+    return type_traits(id);
+}
+
+WeightType file_type(WeightType t) { return t == WeightType::Q4_0_R4 ? WeightType::Q4_0 : t; }
 
 int64_t row_bytes(WeightType t, int64_t n) {
     const TypeTraits* tr = type_traits(t);

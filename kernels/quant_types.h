@@ -26,6 +26,12 @@ enum class WeightType : uint32_t {
     Q6_K = 14,
     Q8_K = 15,
     BF16 = 30,
+
+    // In-memory layouts, never in a file: a file type's blocks rearranged for
+    // the SIMD kernels of this CPU (kernels/ref/repack_ref.h describes each).
+    // type_traits(uint32_t) (a file's raw id) does not know them, so a file
+    // that claims one is rejected as an unknown type.
+    Q4_0_R4 = 63,
 };
 
 // Super-block size of the k-quants.
@@ -38,10 +44,17 @@ struct TypeTraits {
     bool supported;        // has dequantize + dot kernels in this build
 };
 
-// Traits for a raw type id read from a file. Unknown ids return nullptr,
-// so a caller can report "unknown tensor type 42" instead of guessing.
+// Traits for a raw type id read from a file. Unknown ids (and the in-memory
+// layouts) return nullptr, so a caller can report "unknown tensor type 42"
+// instead of guessing.
 const TypeTraits* type_traits(uint32_t raw_type);
-inline const TypeTraits* type_traits(WeightType t) { return type_traits(static_cast<uint32_t>(t)); }
+// Traits of any WeightType, the in-memory layouts included (same block
+// geometry and bytes per row as the file type they rearrange).
+const TypeTraits* type_traits(WeightType t);
+
+// The file type an in-memory layout rearranges (Q4_0_R4 -> Q4_0); any other
+// type is returned unchanged.
+WeightType file_type(WeightType t);
 
 // Bytes of one row of n elements; -1 when n is not a multiple of the block size
 // or the type is unknown.

@@ -316,6 +316,10 @@ void Writer::add_tensor_view(const std::string& name, kernels::WeightType type, 
     if (tensors_.size() >= kMaxTensors) fail_tensor(name, "more than " + std::to_string(kMaxTensors) + " tensors");
     const kernels::TypeTraits* tr = kernels::type_traits(type);
     if (!tr) fail_tensor(name, "unknown tensor type " + std::to_string(static_cast<uint32_t>(type)));
+    if (kernels::file_type(type) != type) {
+        fail_tensor(name, std::string(tr->name) + " is an in-memory layout, not a file type: write its rows as " +
+                              kernels::type_traits(kernels::file_type(type))->name);
+    }
     if (ne.empty() || ne.size() > 4) {
         fail_tensor(name, "has " + std::to_string(ne.size()) + " dimensions (expected 1..4)");
     }

@@ -123,22 +123,7 @@ float vec_dot_bf16_ref(const uint16_t* w, const uint16_t* x, int64_t n) {
 // 32-element formats (ggml_vec_dot_{q4_0,q4_1,q5_0,q5_1,q8_0}_q8_{0,1}_generic)
 
 float vec_dot_q4_0_q8_0_ref(const block_q4_0* x, const block_q8_0* y, int64_t n) {
-    constexpr int qk = QK8_0;
-    const int64_t nb = n / qk;
-    float sumf = 0;
-    for (int64_t ib = 0; ib < nb; ++ib) {
-        int sumi0 = 0;
-        int sumi1 = 0;
-        for (int j = 0; j < qk / 2; ++j) {
-            const int v0 = (x[ib].qs[j] & 0x0F) - 8;
-            const int v1 = (x[ib].qs[j] >> 4) - 8;
-            sumi0 += v0 * y[ib].qs[j];
-            sumi1 += v1 * y[ib].qs[j + qk / 2];
-        }
-        const int sumi = sumi0 + sumi1;
-        sumf += static_cast<float>(sumi) * h2f(x[ib].d) * h2f(y[ib].d);
-    }
-    return sumf;
+    return vec_dot_q4_0_q8_0_blocks([x](int64_t i) -> const block_q4_0& { return x[i]; }, y, n);
 }
 
 float vec_dot_q4_1_q8_1_ref(const block_q4_1* x, const block_q8_1* y, int64_t n) {

@@ -81,6 +81,29 @@ float vec_dot_f16_ref(const uint16_t* w, const uint16_t* x, int64_t n);
 float vec_dot_bf16_ref(const uint16_t* w, const uint16_t* x, int64_t n);
 
 float vec_dot_q4_0_q8_0_ref(const block_q4_0* w, const block_q8_0* x, int64_t n);
+
+// ggml's q4_0 x q8_0 loop over blocks that block_at(i) returns (a q4_0 row,
+// or an in-memory layout's row seen block by block: kernels/ref/repack_ref.h).
+template <class BlockAt>
+float vec_dot_q4_0_q8_0_blocks(BlockAt block_at, const block_q8_0* y, int64_t n) {
+    constexpr int qk = QK8_0;
+    const int64_t nb = n / qk;
+    float sumf = 0;
+    for (int64_t ib = 0; ib < nb; ++ib) {
+        const block_q4_0& x = block_at(ib);
+        int sumi0 = 0;
+        int sumi1 = 0;
+        for (int j = 0; j < qk / 2; ++j) {
+            const int v0 = (x.qs[j] & 0x0F) - 8;
+            const int v1 = (x.qs[j] >> 4) - 8;
+            sumi0 += v0 * y[ib].qs[j];
+            sumi1 += v1 * y[ib].qs[j + qk / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += static_cast<float>(sumi) * fp16_to_fp32_ref(x.d) * fp16_to_fp32_ref(y[ib].d);
+    }
+    return sumf;
+}
 float vec_dot_q4_1_q8_1_ref(const block_q4_1* w, const block_q8_1* x, int64_t n);
 float vec_dot_q5_0_q8_0_ref(const block_q5_0* w, const block_q8_0* x, int64_t n);
 float vec_dot_q5_1_q8_1_ref(const block_q5_1* w, const block_q8_1* x, int64_t n);

@@ -434,7 +434,7 @@ void TestQuantKernels::traits_match_block_structs() {
 
 void TestQuantKernels::has_kernels_matches_traits() {
     for (uint32_t id = 0; id < 64; ++id) {
-        const TypeTraits* tr = type_traits(id);
+        const TypeTraits* tr = type_traits(static_cast<WeightType>(id));  // file types and in-memory layouts
         const bool has = has_kernels(static_cast<WeightType>(id));
         QCOMPARE(has, tr != nullptr && tr->supported);
     }

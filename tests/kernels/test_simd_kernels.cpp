@@ -38,6 +38,7 @@
 #include "kernels/ref/gemm_ref.h"
 #include "kernels/ref/ops_ref.h"
 #include "kernels/ref/quant_ref.h"
+#include "kernels/ref/repack_ref.h"
 #include "kernels/ref/vec_dot_ref.h"
 
 using namespace strata::kernels;
@@ -47,7 +48,7 @@ namespace {
 const WeightType kWeightTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q4_0,
                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_0,
                                    WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                   WeightType::Q6_K, WeightType::Q8_K};
+                                   WeightType::Q6_K, WeightType::Q8_K, WeightType::Q4_0_R4};
 
 const char* type_name(WeightType t) { return type_traits(t)->name; }
 int64_t block_elems(WeightType t) { return type_traits(t)->block_elems; }
@@ -120,6 +121,12 @@ void put_half(uint8_t* p, float f) {
 // random bytes with sane scales (every quant bit pattern, negative and
 // mixed-sign scales, q8_0's -128).
 std::vector<uint8_t> weight_row(std::mt19937& rng, WeightType t, int64_t n, int mode) {
+    if (t == WeightType::Q4_0_R4) {  // an in-memory layout: a q4_0 row, repacked
+        std::vector<uint8_t> w = weight_row(rng, WeightType::Q4_0, n, mode);
+        std::vector<uint8_t> r(w.size());
+        repack_row_q4_0_r4(reinterpret_cast<const block_q4_0*>(w.data()), r.data(), n / QK4_0);
+        return r;
+    }
     std::vector<uint8_t> w(static_cast<size_t>(row_bytes(t, n)));
     if (mode == 0 || t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16) {
         const std::vector<float> x = gaussian(rng, n, 0.1f, 1.f);

@@ -1,0 +1,102 @@
+#include "kernels/ref/repack_ref.h"
+
+#include <cstring>
+
+#include "kernels/ref/quant_ref_dot.h"
+#include "kernels/ref/vec_dot_ref.h"
+
+namespace strata::kernels {
+
+namespace {
+
+constexpr int64_t kQuadQs = 4 * QK4_0 / 2;  // 64 quant bytes per quad
+constexpr int64_t kQuadD = 4 * 2;           // 4 fp16 scales per quad
+
+struct R4Row {
+    const uint8_t* qs;    // the quads' quants
+    const uint8_t* d;     // the quads' scales
+    const uint8_t* tail;  // the blocks after the last whole quad
+    int64_t quads;
+};
+
+R4Row r4_row(const void* row, int64_t nb) {
+    const auto* p = static_cast<const uint8_t*>(row);
+    const int64_t q = nb / 4;
+    return {p, p + q * kQuadQs, p + q * (kQuadQs + kQuadD), q};
+}
+
+}  // namespace
+
+block_q4_0 q4_0_r4_block(const void* row, int64_t nb, int64_t i) {
+    const R4Row r = r4_row(row, nb);
+    block_q4_0 b;
+    if (i < 4 * r.quads) {
+        std::memcpy(&b.d, r.d + i * 2, sizeof b.d);
+        std::memcpy(b.qs, r.qs + i * (QK4_0 / 2), sizeof b.qs);
+    } else {
+        std::memcpy(&b, r.tail + (i - 4 * r.quads) * static_cast<int64_t>(sizeof(block_q4_0)), sizeof b);
+    }
+    return b;
+}
+
+void repack_row_q4_0_r4(const block_q4_0* src, void* dst, int64_t nb) {
+    auto* p = static_cast<uint8_t*>(dst);
+    const int64_t q = nb / 4;
+    uint8_t* qs = p;
+    uint8_t* d = p + q * kQuadQs;
+    for (int64_t i = 0; i < 4 * q; ++i) {
+        std::memcpy(qs + i * (QK4_0 / 2), src[i].qs, sizeof src[i].qs);
+        std::memcpy(d + i * 2, &src[i].d, sizeof src[i].d);
+    }
+    std::memcpy(p + q * (kQuadQs + kQuadD), src + 4 * q, static_cast<size_t>(nb - 4 * q) * sizeof(block_q4_0));
+}
+
+void unpack_row_q4_0_r4(const void* src, block_q4_0* dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i) dst[i] = q4_0_r4_block(src, nb, i);
+}
+
+void dequantize_row_q4_0_r4_ref(const void* x, float* y, int64_t n) {
+    const int64_t nb = n / QK4_0;
+    for (int64_t i = 0; i < nb; ++i) {
+        const block_q4_0 b = q4_0_r4_block(x, nb, i);
+        dequantize_row_q4_0_ref(&b, y + i * QK4_0, QK4_0);
+    }
+}
+
+float dot_q4_0_r4_f32_ref(const void* w, const float* x, int64_t n) {
+    // dot_blocks' order: the same lane accumulator over the decoded blocks.
+    const int64_t nb = n / QK4_0;
+    ref_detail::LaneAcc acc;
+    float buf[QK4_0];
+    for (int64_t i = 0; i < nb; ++i) {
+        const block_q4_0 b = q4_0_r4_block(w, nb, i);
+        dequantize_row_q4_0_ref(&b, buf, QK4_0);
+        acc.add(buf, x + i * QK4_0, QK4_0);
+    }
+    return acc.sum();
+}
+
+void quantize_row_q4_0_r4_ref(const float* x, void* y, int64_t n) {
+    // A quad at a time through q4_0's quantizer, so no row-sized buffer.
+    const int64_t nb = n / QK4_0;
+    const R4Row r = r4_row(y, nb);
+    auto* qs = const_cast<uint8_t*>(r.qs);
+    auto* d = const_cast<uint8_t*>(r.d);
+    for (int64_t j = 0; j < r.quads; ++j) {
+        block_q4_0 quad[4];
+        quantize_row_q4_0_ref(x + j * 4 * QK4_0, quad, 4 * QK4_0);
+        for (int k = 0; k < 4; ++k) {
+            std::memcpy(qs + (4 * j + k) * (QK4_0 / 2), quad[k].qs, sizeof quad[k].qs);
+            std::memcpy(d + (4 * j + k) * 2, &quad[k].d, sizeof quad[k].d);
+        }
+    }
+    quantize_row_q4_0_ref(x + r.quads * 4 * QK4_0, reinterpret_cast<block_q4_0*>(const_cast<uint8_t*>(r.tail)),
+                          n - r.quads * 4 * QK4_0);
+}
+
+float vec_dot_q4_0_r4_q8_0_ref(const void* w, const block_q8_0* x, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    return vec_dot_q4_0_q8_0_blocks([&](int64_t i) { return q4_0_r4_block(w, nb, i); }, x, n);
+}
+
+}  // namespace strata::kernels
