@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "core/bandwidth.h"
 #include "core/engine.h"
+#include "kernels/dispatch.h"
 #include "sched/sampler.h"
 
 namespace strata::cli {
@@ -181,6 +182,7 @@ int cmd_bench(int argc, char** argv) {
        << ", \"prefetch_precision\": " << pf_precision << ", \"prefetch_recall\": " << pf_recall
        << ", \"prefetch_loads_per_token\": " << double(pf_loads) / n_decode
        << ", \"prefetch_loads_used\": " << (pf_loads ? double(pf_used) / double(pf_loads) : 0.0)
+       << ", \"kernels\": \"" << kernels::kernel_level_name(kernels::kernel_level()) << "\", \"repacked_bytes\": " << engine->repacked_bytes()
        << ", \"peak_rss_bytes\": " << peak_rss
        << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast) << "}";
     if (a.flag_set("--json")) {
@@ -193,6 +195,8 @@ int cmd_bench(int argc, char** argv) {
     std::printf("decode              %.1f tok/s (%lld tokens)\n", decode_tok_s, static_cast<long long>(n_decode));
     std::printf("roofline            %.1f%% (%.2f GB/s of %.2f GB/s measured, %s per token)\n",
                 100.0 * achieved_gbs / read_gbs, achieved_gbs, read_gbs, human_bytes(sz.bytes_active).c_str());
+    std::printf("kernels             %s, %s of weights repacked in place on load\n",
+                kernels::kernel_level_name(kernels::kernel_level()), human_bytes(engine->repacked_bytes()).c_str());
     if (store) {
         std::printf("expert cache        %lld of %lld experts, policy %s, prefetch %s\n", static_cast<long long>(slots),
                     static_cast<long long>(experts_total), engine->settings().policy.c_str(),

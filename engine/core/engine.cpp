@@ -389,6 +389,10 @@ void Engine::wait_idle() {
     if (store_) store_->wait_idle();
 }
 
+uint64_t Engine::repacked_bytes() const {
+    return resident_->repacked_bytes() + (store_ ? store_->stats().bytes_repacked : 0);
+}
+
 TelemetrySnapshot Engine::snapshot() const {
     TelemetrySnapshot t;
     const model::ModelConfig& c = model_->config();

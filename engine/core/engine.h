@@ -56,6 +56,10 @@ public:
     const memory::Ledger& ledger() const { return ledger_; }
     experts::ExpertStore* expert_store() { return store_.get(); }
     const EngineSettings& settings() const { return settings_; }
+    // Weight bytes rewritten in place into the CPU kernels' layout
+    // (kernels::fast_layout): the shared weights on load, plus every expert
+    // load so far (each reload counts again). 0 where the file's layout is kept.
+    uint64_t repacked_bytes() const;
 
     // Run-time changes, between forward passes; throw strata::Error with the
     // reason and leave the previous setting in force.

@@ -20,23 +20,29 @@ public:
         for (const model::Matrix* m : items_) total += experts::make_window(m->file_offset, m->slab_bytes() * m->slabs, align).window_bytes;
         return total;
     }
-    // Calls on_read(bytes) after each read; it returns false to stop.
+    // Calls on_read(bytes) after each read; it returns false to stop. Each
+    // matrix is repacked into the CPU kernels' layout as it lands; returns
+    // the bytes repacked.
     template <class F>
-    void load(memory::AlignedBuffer& buf, experts::SlowTier& src, F&& on_read) {
-        uint64_t at = 0;
-        std::map<uint64_t, const uint8_t*> done;  // tied output shares the embedding's copy
+    uint64_t load(memory::AlignedBuffer& buf, experts::SlowTier& src, F&& on_read) {
+        uint64_t at = 0, repacked = 0;
+        std::vector<uint8_t> scratch;
+        std::map<uint64_t, model::Matrix> done;  // tied output shares the embedding's copy
         for (model::Matrix* m : items_) {
             if (auto it = done.find(m->file_offset); it != done.end()) {
-                m->data = it->second;
+                m->data = it->second.data;
+                m->type = it->second.type;
                 continue;
             }
             const experts::ByteWindow w = experts::make_window(m->file_offset, m->slab_bytes() * m->slabs, src.alignment());
             src.read(w, buf.data() + at);
             m->data = buf.data() + at + w.inner;
-            done[m->file_offset] = m->data;
+            repacked += model::repack_for_kernels(*m, buf.data() + at + w.inner, scratch);
+            done[m->file_offset] = *m;
             at += w.window_bytes;
             if (!on_read(w.window_bytes)) throw Cancelled("loading was cancelled");
         }
+        return repacked;
     }
 
 private:
@@ -69,8 +75,8 @@ ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, 
         done += bytes;
         return !progress || progress(done, total);
     };
-    shared.load(shared_, source, on_read);
-    router.load(router_, source, on_read);
+    repacked_ = shared.load(shared_, source, on_read);
+    repacked_ += router.load(router_, source, on_read);
     if (weights_.output_tied) weights_.output = weights_.tok_embd;
     ledger.set_used(memory::Account::WeightsShared, tier, shared_.size());
     ledger.set_used(memory::Account::WeightsRouter, tier, router_.size());

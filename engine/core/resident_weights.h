@@ -31,10 +31,14 @@ public:
     const model::ModelWeights& weights() const { return weights_; }
     uint64_t shared_bytes() const { return shared_.size(); }
     uint64_t router_bytes() const { return router_.size(); }
+    // Bytes rewritten in place into the CPU kernels' layout on load
+    // (model::repack_for_kernels; no extra memory).
+    uint64_t repacked_bytes() const { return repacked_; }
 
 private:
     memory::AlignedBuffer shared_, router_;
     model::ModelWeights weights_;
+    uint64_t repacked_ = 0;
 };
 
 }  // namespace strata::core

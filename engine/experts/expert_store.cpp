@@ -202,6 +202,7 @@ void ExpertStore::enqueue_locked(ExpertKey k, bool demand) {
 }
 
 void ExpertStore::io_main() {
+    std::vector<uint8_t> scratch;  // one row, for repacking (grows once)
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         io_cv_.wait(lock, [&] { return stop_ || !demand_q_.empty() || !prefetch_q_.empty(); });
@@ -235,8 +236,16 @@ void ExpertStore::io_main() {
         uint8_t* base = s.data;
         lock.unlock();
         std::string error;
+        model::FfnMatrices mats;
+        uint64_t repacked = 0;
         try {
             for (int k = 0; k < 3; ++k) source_->read(x.win[k], base + x.offset_in_slot[k]);
+            // Into the CPU kernels' layout here, on the transfer thread, off
+            // the forward pass's path.
+            mats = rebase(x, base);
+            model::Matrix* mm[3] = {&mats.gate, &mats.up, &mats.down};
+            for (int k = 0; k < 3; ++k)
+                repacked += model::repack_for_kernels(*mm[k], base + x.offset_in_slot[k] + x.win[k].inner, scratch);
         } catch (const std::exception& e) {
             error = e.what();
         }
@@ -249,7 +258,8 @@ void ExpertStore::io_main() {
             slot_of_[r.key] = -1;
             done.key = -1;
         } else {
-            done.mats = rebase(x, base);
+            done.mats = mats;
+            stats_.bytes_repacked += repacked;
             stats_.bytes_loaded += x.win[0].window_bytes + x.win[1].window_bytes + x.win[2].window_bytes;
             // Pinned experts stay outside the policy (it never has to step over
             // them); a prefetch enters as a guess, not as a use.
@@ -429,7 +439,9 @@ void ExpertStore::set_slots(int64_t n) {
                 slot_of_[static_cast<ExpertKey>(from.key)] = victim;
                 to = from;
                 to.data = cell;
-                to.mats = rebase(extents_[static_cast<size_t>(from.key)], cell);
+                // The same bytes (and layout, repacked or not) at the new cell.
+                for (model::Matrix* m : {&to.mats.gate, &to.mats.up, &to.mats.down}) m->data = cell + (m->data - from.data);
+                ++stats_.slots_moved;
             } else {
                 to = from;
                 to.data = cell;

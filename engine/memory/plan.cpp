@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "kernels/dispatch.h"
 #include "memory/aligned_buffer.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -328,6 +329,8 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     p.numa_topology = cpu::numa_topology();
     p.numa = cpu::decide_numa(numa_policy, p.numa_topology, p.fast_total);
     p.huge_pages = transparent_huge_pages();
+    p.kernels = kernels::kernel_level_name(kernels::kernel_level());
+    p.repacked_bytes = m.weights().bytes_to_repack();
 
     // --- verdict ------------------------------------------------------------------
     if (p.slow_budget != Ledger::kUnlimited && p.slow_total > p.slow_budget) {
@@ -400,6 +403,11 @@ std::string Plan::to_table() const {
            << ")" << (pinned_experts ? ", " + std::to_string(pinned_experts) + " pinned" : std::string()) << "\n";
     os << "\n" << cpu::numa_summary(numa_topology, numa) << "\n";
     os << "huge pages: " << huge_pages << " (expert slots in 2 MiB-aligned arenas advised MADV_HUGEPAGE)\n";
+    os << "kernels: " << kernels << "; "
+       << (repacked_bytes ? format_bytes(repacked_bytes) + " of q4_0 rows repacked on load into the kernels' layout, "
+                                                           "in place (no extra bytes)"
+                          : std::string("weights kept in the file's layout (no faster layout for this level)"))
+       << "\n";
     os << "\n" << reason << "\n";
     return os.str();
 }
@@ -418,7 +426,8 @@ std::string Plan::to_json() const {
        << ",\"transfer_buffers\":" << transfer_buffers << ",\"n_ctx\":" << n_ctx << ",\"n_batch\":" << n_batch
        << ",\"kv_blocks\":" << kv_blocks << ",\"kv_block_tokens\":" << kv_block_tokens
        << ",\"kv_type\":" << json_str(kv::kv_type_name(kv_type))
-       << ",\"threads\":" << threads << ",\"huge_pages\":" << json_str(huge_pages) << ",\"numa\":{\"built\":"
+       << ",\"threads\":" << threads << ",\"huge_pages\":" << json_str(huge_pages)
+       << ",\"kernels\":" << json_str(kernels) << ",\"repacked_bytes\":" << repacked_bytes << ",\"numa\":{\"built\":"
        << (numa_topology.built ? "true" : "false") << ",\"nodes\":" << numa_topology.nodes.size()
        << ",\"cpus\":" << numa_topology.cpus << ",\"memory\":" << numa_topology.memory_bytes
        << ",\"policy\":" << json_str(numa_policy) << ",\"mode\":" << json_str(cpu::numa_mode_name(numa.mode))

@@ -16,6 +16,38 @@ Matrix Matrix::slab(int64_t e) const {
     return m;
 }
 
+uint64_t repack_for_kernels(Matrix& m, uint8_t* copy, std::vector<uint8_t>& scratch) {
+    const kernels::WeightType to = kernels::fast_layout(m.type, m.cols);
+    if (!m || to == m.type) return 0;
+    if (scratch.size() < m.row_bytes) scratch.resize(m.row_bytes);
+    const int64_t rows = m.rows * m.slabs;
+    if (!kernels::repack_rows(m.type, to, copy, rows, m.cols, m.row_bytes, scratch.data())) return 0;
+    m.type = to;
+    return m.row_bytes * static_cast<uint64_t>(rows);
+}
+
+uint64_t ModelWeights::bytes_to_repack() const {
+    uint64_t total = 0;
+    const auto add = [&](const Matrix& m) {
+        if (m && kernels::fast_layout(m.type, m.cols) != m.type) total += m.slab_bytes() * static_cast<uint64_t>(m.slabs);
+    };
+    const auto add_ffn = [&](const FfnMatrices& f) {
+        add(f.gate);
+        add(f.up);
+        add(f.down);
+    };
+    add(tok_embd);
+    if (!output_tied) add(output);
+    for (const LayerWeights& L : layers) {
+        for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) add(*m);
+        add_ffn(L.dense);
+        add_ffn(L.shared);
+        add_ffn(L.experts_stacked);
+        for (const FfnMatrices& f : L.experts_split) add_ffn(f);
+    }
+    return total;
+}
+
 int64_t LayerWeights::n_experts() const {
     if (!experts_split.empty()) return static_cast<int64_t>(experts_split.size());
     return experts_stacked.gate ? experts_stacked.gate.slabs : 0;

@@ -44,6 +44,15 @@ struct Matrix {
     Matrix slab(int64_t e) const;
 };
 
+// Rewrites m's rows into the layout the active CPU kernels multiply fastest
+// (kernels::fast_layout: q4_0 rows for the AVX-512 kernels) and sets m.type.
+// `copy` is m's bytes in memory the caller owns (a fast-tier copy, never the
+// file mapping); m.data must point into it. The layout has the file type's
+// bytes per row, so nothing grows and the ledger's figures hold; results are
+// bit-identical. Returns the bytes rewritten (0: the file's layout is kept).
+// `scratch` grows to one row (allocated once per caller, not per token).
+uint64_t repack_for_kernels(Matrix& m, uint8_t* copy, std::vector<uint8_t>& scratch);
+
 enum class FfnKind { Dense, Moe };
 
 // The three matrices of one expert (or of a dense FFN): down(silu(gate x) * up x).
@@ -84,6 +93,10 @@ struct ModelWeights {
     // Validates names, shapes and types against the config. Throws strata::Error
     // naming the tensor, what was expected and what was found.
     static ModelWeights bind(const gguf::File& f, ModelConfig& config);
+
+    // Bytes of the matrices the engine repacks on load for the active CPU
+    // kernels (repack_for_kernels), experts included, each tensor once.
+    uint64_t bytes_to_repack() const;
 };
 
 }  // namespace strata::model

@@ -19,7 +19,11 @@
 #include "common/error.h"
 #include "core/calibration.h"
 #include "core/engine.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+#include "model/context.h"
 #include "model/make_model.h"
+#include "model/model.h"
 #include "reference_files.h"
 #include "test_support.h"
 
@@ -58,6 +62,46 @@ std::vector<std::string> prompts() {
 }
 
 std::string demo_model() { return strata::test::demo_model_path(); }
+
+// Every expert the store holds, taken as the forward pass takes it: in the
+// layout the kernels want (kernels::fast_layout), with the file's bytes.
+// Returns how many were checked.
+int check_cached_experts(core::Engine& e) {
+    experts::ExpertStore& store = *e.expert_store();
+    const model::Model& m = e.model();
+    const int64_t n = m.config().n_expert;
+    int checked = 0;
+    std::vector<uint8_t> mask(static_cast<size_t>(n)), scratch;
+    for (const model::LayerWeights& L : m.weights().layers) {
+        if (L.ffn != model::FfnKind::Moe) continue;
+        store.resident_mask(L.index, mask.data(), n);
+        for (int32_t x = 0; x < n; ++x) {
+            if (!mask[static_cast<size_t>(x)]) continue;
+            store.demand_uncounted(L.index, {&x, 1});
+            model::FfnMatrices got;
+            if (store.take(L.index, &got) != x) {
+                qWarning("expert %d of layer %lld: not taken", x, static_cast<long long>(L.index));
+                return -1;
+            }
+            const model::FfnMatrices file = L.expert(x);
+            const model::Matrix* g[3] = {&got.gate, &got.up, &got.down};
+            const model::Matrix* f[3] = {&file.gate, &file.up, &file.down};
+            for (int k = 0; k < 3; ++k) {
+                if (g[k]->type != kernels::fast_layout(f[k]->type, f[k]->cols)) return -1;
+                // Back to the file's layout: the file's bytes.
+                std::vector<uint8_t> bytes(g[k]->data, g[k]->data + g[k]->slab_bytes());
+                scratch.resize(g[k]->row_bytes);
+                if (!kernels::repack_rows(g[k]->type, f[k]->type, bytes.data(), g[k]->rows, g[k]->cols, g[k]->row_bytes,
+                                          scratch.data()) ||
+                    std::memcmp(bytes.data(), f[k]->data, bytes.size()) != 0)
+                    return -1;
+            }
+            store.release(L.index, x);
+            ++checked;
+        }
+    }
+    return checked;
+}
 
 }  // namespace
 
@@ -214,6 +258,84 @@ private Q_SLOTS:
     }
 
     // Calibration -> pin file -> pinned experts stay resident.
+    // q4_0 weights are repacked on load (kernels::fast_layout) where the
+    // kernels have a faster layout: in the resident copy and in every expert
+    // slot, also after slots move when the cache shrinks. The results must be
+    // the file layout's bit for bit (a context straight on the file mapping,
+    // which is never repacked). Rows of 11, 7 and 5 blocks: every quad tail.
+    void repacked_q4_0_is_exact() {
+        QTemporaryDir dir;
+        const std::string path = (dir.path() + "/q4.gguf").toStdString();
+        model::MakeModelSpec spec;
+        spec.layers = 3;
+        spec.dim = 352;
+        spec.heads = 4;
+        spec.kv_heads = 2;
+        spec.experts = 8;
+        spec.used = 2;
+        spec.expert_ff = 160;
+        spec.dense_layers = 1;
+        spec.ff = 224;
+        spec.type = kernels::WeightType::Q4_0;
+        spec.threads = 2;
+        model::make_model(spec, path);
+
+        auto m = model::Model::load(path);
+        model::ContextParams cp;
+        cp.n_ctx = 128;
+        cp.n_threads = 2;
+        model::Context file_layout(*m, cp);
+        EngineSettings full;
+        full.threads = 2;
+        full.n_ctx = 128;
+        EngineSettings quarter = full;
+        quarter.expert_cache_fraction = 0.25;
+        auto a = core::Engine::load(path, full);
+        EngineSettings most = full;
+        most.expert_cache_fraction = 0.75;
+        auto b = core::Engine::load(path, most);  // shrunk and grown while it decodes
+        auto c = core::Engine::load(path, quarter);
+        const bool repacks = kernels::fast_layout(kernels::WeightType::Q4_0, spec.dim) != kernels::WeightType::Q4_0;
+        if (repacks) {
+            QVERIFY(a->repacked_bytes() > 0);
+            QVERIFY(c->repacked_bytes() > 0);
+            QCOMPARE(a->model().weights().layers[0].wq.type, kernels::WeightType::Q4_0);  // the file's view is untouched
+        } else {
+            QCOMPARE(a->repacked_bytes(), uint64_t(0));
+            qInfo("kernel level %s keeps q4_0's layout: this compares the unrepacked paths only",
+                  kernels::kernel_level_name(kernels::kernel_level()));
+        }
+        const int64_t V = m->config().n_vocab;
+        const std::vector<int32_t> prompt = {1, 17, 300, 42, 9, 250, 77, 3, 411, 12};
+        const auto logits_of = [&](model::Context& ctx, const std::function<void(int)>& between) {
+            ctx.clear();
+            const float* l = ctx.decode(prompt, true);
+            std::vector<float> all(l, l + prompt.size() * V);
+            int32_t next = argmax(l + (prompt.size() - 1) * V, V);
+            for (int i = 0; i < 24; ++i) {
+                if (between) between(i);
+                l = ctx.decode({&next, 1}, false);
+                all.insert(all.end(), l, l + V);
+                next = argmax(l, V);
+            }
+            return all;
+        };
+        const std::vector<float> want = logits_of(file_layout, {});
+        QVERIFY(logits_of(a->context(), {}) == want);  // bit for bit
+        QVERIFY(logits_of(c->context(), {}) == want);
+        const int64_t slots = b->expert_store()->slots();
+        QVERIFY(logits_of(b->context(), [&](int i) {
+                    // Shrinking moves the last slots' experts into the freed cells.
+                    if (i == 3 || i == 9) {
+                        b->set_expert_slots(slots - 2 - i / 3);
+                        QCOMPARE(check_cached_experts(*b), static_cast<int>(slots - 2 - i / 3));
+                    }
+                    if (i == 15) b->set_expert_slots(slots);
+                }) == want);
+        QVERIFY(b->expert_store()->stats().slots_moved > 0);  // the shrinks did move cached experts
+        QVERIFY(check_cached_experts(*c) > 0);
+    }
+
     void pinned_experts_stay() {
         STRATA_REQUIRE_FIXTURES();
         const std::string path = test::fixture_path("models/moe-small-q4_k_m.gguf");
