@@ -173,6 +173,10 @@ private:
     void gemm_region(std::span<MatIn> mats);
     // A MoE layer with few tokens: the ready experts' gate/up in one region, their downs in another.
     void ffn_moe_experts_small(const LayerWeights& L, int64_t n);
+    struct ReadyExpert;
+    bool ffn_moe_experts_fused(const LayerWeights& L, int64_t n);
+    void expert_ffn_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);
+    void gemm_on_one_thread(const Matrix& W, const float* X, int64_t n, float* Y, uint8_t* act);
     void ffn_moe_experts_each(const LayerWeights& L, int64_t n);
 
     const Model& model_;

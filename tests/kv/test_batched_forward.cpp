@@ -101,6 +101,29 @@ private Q_SLOTS:
         QCOMPARE(ctx.n_past(), int64_t{0});
     }
 
+    // The thread count changes how the work is split (with 2 threads and the
+    // demo model's top-2, each expert's whole FFN runs on one thread; with 1
+    // or 3 the experts' rows are shared out), never the logits.
+    void thread_count_does_not_change_logits() {
+        auto m = model::Model::load(kDemo);
+        const int64_t V = m->config().n_vocab;
+        const std::vector<int32_t> prompt = m->vocab().encode(kPrompts[2], true);
+        std::vector<float> want;
+        for (int threads : {1, 2, 3, 4}) {
+            model::Context ctx(*m, model::ContextParams{256, 64, threads});
+            const float* l = ctx.decode(prompt, true);
+            std::vector<float> got(l, l + prompt.size() * V);
+            int32_t t = test::argmax(l + (prompt.size() - 1) * V, V);
+            for (int s = 0; s < 8; ++s) {
+                l = ctx.decode({&t, 1}, false);
+                got.insert(got.end(), l, l + V);
+                t = test::argmax(l, V);
+            }
+            if (want.empty()) want = got;
+            QVERIFY2(got == want, qPrintable(QString("%1 threads").arg(threads)));
+        }
+    }
+
     void shared_prefix_gives_the_same_logits() {
         auto m = model::Model::load(kDemo);
         const int64_t V = m->config().n_vocab;
