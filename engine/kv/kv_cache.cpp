@@ -364,16 +364,21 @@ void KvCache::load_row(int32_t block, int64_t layer, int which, int64_t head, in
     for (int64_t i = 0; i < hd; ++i) x[i] = row[i] * scale;
 }
 
-void KvCache::write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v) {
-    Seq& q = seq(s);
+KvCache::Row KvCache::row(SeqId s, int64_t pos) const {
+    const Seq& q = seq(s);
     if (pos < 0 || pos >= static_cast<int64_t>(q.tokens.size()))
         throw Error("KV cache: position " + std::to_string(pos) + " was not appended");
-    const int32_t block = q.blocks[static_cast<size_t>(pos / p_.block_tokens)];
-    const int64_t slot = pos % p_.block_tokens;
-    for (int64_t h = 0; h < p_.n_head_kv; ++h) {
-        store_row(block, layer, 0, h, slot, k + h * p_.head_dim);
-        store_row(block, layer, 1, h, slot, v + h * p_.head_dim);
-    }
+    return {q.blocks[static_cast<size_t>(pos / p_.block_tokens)], pos % p_.block_tokens};
+}
+
+void KvCache::write_head(Row r, int64_t layer, int64_t head, const float* k, const float* v) {
+    store_row(r.block, layer, 0, head, r.slot, k);
+    store_row(r.block, layer, 1, head, r.slot, v);
+}
+
+void KvCache::write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v) {
+    const Row r = row(s, pos);
+    for (int64_t h = 0; h < p_.n_head_kv; ++h) write_head(r, layer, h, k + h * p_.head_dim, v + h * p_.head_dim);
 }
 
 void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const {

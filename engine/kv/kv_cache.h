@@ -123,6 +123,18 @@ public:
     // Stores one position's keys and values for one layer ([n_head_kv*head_dim] each).
     void write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v);
 
+    // Where a position's K/V rows live. Throws strata::Error when pos was not
+    // appended to s. Resolved once on the calling thread, a row can then be
+    // written head by head from several threads (each head's rows are apart).
+    struct Row {
+        int32_t block;
+        int64_t slot;
+    };
+    Row row(SeqId s, int64_t pos) const;
+    // One KV head's key and value ([head_dim] each) at a resolved row; what
+    // write() does for every head. Does not throw.
+    void write_head(Row r, int64_t layer, int64_t head, const float* k, const float* v);
+
     // One attention head over positions [0, n_keys) of sequence s:
     //   out[head_dim] = softmax(q . K_j * scale) . V_j
     // `scores` is scratch of at least n_keys floats.

@@ -473,6 +473,7 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const int64_t hd = c.head_dim;
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
+    if (n == 1 && attention_fused_one_token(L)) return output_projection(L, n);
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
     const bool neox = c.traits.rope == RopeType::NeoX;
     for (int64_t t = 0; t < n; ++t) {
@@ -520,9 +521,72 @@ void Context::attention(const LayerWeights& L, int64_t n) {
             }
         }
     });
+    output_projection(L, n);
+}
+
+void Context::output_projection(const LayerWeights& L, int64_t n) {
     matmul(L.wo, attn_.data(), n, tmp_.data());
     if (!L.bo.empty())
-        for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.bo.data(), tmp_.data() + t * c.n_embd, c.n_embd);
+        for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.bo.data(), tmp_.data() + t * cfg_.n_embd, cfg_.n_embd);
+}
+
+// One token, its KV heads split evenly over the threads: each thread computes
+// a KV head's Q rows (its query group), K and V rows, their biases, norms
+// and RoPE, writes that head's K/V and attends with its query heads, in one
+// region (instead of a QKV region, serial per-token work and an attention
+// region). Every value is computed as in the general path (gemm_q is
+// batch-invariant; the per-head ops act on each head alone), so the same
+// bits. False (nothing done) where that split does not apply: KV heads not a
+// multiple of the threads, Q/K/V of different types or in f32, or a Q/K norm
+// over the whole vector.
+bool Context::attention_fused_one_token(const LayerWeights& L) {
+    const ModelConfig& c = cfg_;
+    const int64_t threads = pool_->size();
+    if (threads < 2 || c.n_head_kv % threads != 0) return false;
+    const kernels::WeightType type = L.wq.type;
+    if (type == kernels::WeightType::F32 || L.wk.type != type || L.wv.type != type) return false;
+    if (!L.q_norm.empty() && c.traits.qk_norm != QkNorm::PerHead) return false;
+    const int64_t d = c.n_embd;
+    uint8_t* xq = act_scratch_.data();
+    kernels::quantize_activation(type, h_.data(), xq, d);
+    const kv::KvCache::Row row = kv_->row(tok_seq_[0], tok_pos_[0]);  // throws here, not on a worker
+    pool_->parallel_for(c.n_head_kv, 1, [&](int64_t b, int64_t e, int thread) {
+        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_;
+        for (int64_t g = b; g < e; ++g) attention_kv_group(L, g, xq, row, scores);
+    });
+    return true;
+}
+
+void Context::attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t* xq, kv::KvCache::Row row,
+                                 float* scores) {
+    const ModelConfig& c = cfg_;
+    const int64_t hd = c.head_dim;
+    const int64_t group = c.n_head / c.n_head_kv;
+    const int64_t d = c.n_embd;
+    const kernels::WeightType type = L.wq.type;
+    const int64_t ab = kernels::activation_row_bytes(type, d);
+    const int64_t q0 = g * group * hd, k0 = g * hd;  // this group's first Q row, its K/V rows
+    float* q = q_.data() + q0;
+    float* k = k_.data() + k0;
+    float* v = v_.data() + k0;
+    kernels::gemm_q(type, L.wq.row(q0), L.wq.row_bytes, group * hd, xq, ab, 1, d, q, L.wq.rows);
+    kernels::gemm_q(type, L.wk.row(k0), L.wk.row_bytes, hd, xq, ab, 1, d, k, L.wk.rows);
+    kernels::gemm_q(type, L.wv.row(k0), L.wv.row_bytes, hd, xq, ab, 1, d, v, L.wv.rows);
+    if (!L.bq.empty()) ops::axpy(1.0f, L.bq.data() + q0, q, group * hd);
+    if (!L.bk.empty()) ops::axpy(1.0f, L.bk.data() + k0, k, hd);
+    if (!L.bv.empty()) ops::axpy(1.0f, L.bv.data() + k0, v, hd);
+    if (!L.q_norm.empty()) {  // per head (attention_fused_one_token checked)
+        for (int64_t h = 0; h < group; ++h) ops::rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c.norm_eps);
+        ops::rmsnorm(k, L.k_norm.data(), k, hd, c.norm_eps);
+    }
+    const bool neox = c.traits.rope == RopeType::NeoX;
+    ops::rope_apply(q, group, hd, c.n_rot, rope_cs_.data(), neox);
+    ops::rope_apply(k, 1, hd, c.n_rot, rope_cs_.data(), neox);
+    kv_->write_head(row, L.index, g, k, v);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t n_keys = tok_pos_[0] + 1;
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+        kv_->attend(tok_seq_[0], L.index, g, q_.data() + h * hd, n_keys, scale, scores, attn_.data() + h * hd);
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {

@@ -173,6 +173,9 @@ private:
     void gemm_region(std::span<MatIn> mats);
     // A MoE layer with few tokens: the ready experts' gate/up in one region, their downs in another.
     void ffn_moe_experts_small(const LayerWeights& L, int64_t n);
+    bool attention_fused_one_token(const LayerWeights& L);
+    void output_projection(const LayerWeights& L, int64_t n);
+    void attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t* xq, kv::KvCache::Row row, float* scores);
     struct ReadyExpert;
     bool ffn_moe_experts_fused(const LayerWeights& L, int64_t n);
     void expert_ffn_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);

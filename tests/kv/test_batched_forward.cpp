@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <QTemporaryDir>
+
 #include "model/context.h"
+#include "model/make_model.h"
 #include "model/model.h"
 #include "common/error.h"
 #include "reference_files.h"
@@ -101,13 +104,44 @@ private Q_SLOTS:
         QCOMPARE(ctx.n_past(), int64_t{0});
     }
 
-    // The thread count changes how the work is split (with 2 threads and the
-    // demo model's top-2, each expert's whole FFN runs on one thread; with 1
-    // or 3 the experts' rows are shared out), never the logits.
+    void thread_count_does_not_change_logits_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<int>("type");
+        QTest::newRow("demo") << "" << 0;
+        QTest::newRow("llama-q4_0") << "llama" << int(kernels::WeightType::Q4_0);
+        QTest::newRow("qwen2moe-q8_0") << "qwen2moe" << int(kernels::WeightType::Q8_0);  // Q/K/V biases, shared expert
+        QTest::newRow("qwen3moe-q4_0") << "qwen3moe" << int(kernels::WeightType::Q4_0);  // per-head Q/K norms
+        QTest::newRow("olmoe-q8_0") << "olmoe" << int(kernels::WeightType::Q8_0);        // whole-vector Q/K norms
+    }
+
+    // The thread count changes how the work is split, never the logits. With
+    // 2 threads (and 4) a token's KV heads, and the experts of top-2 and
+    // top-4, split evenly, so each thread runs a KV head's Q/K/V and attention
+    // and each expert's whole FFN; with 1 or 3 the rows are shared out.
     void thread_count_does_not_change_logits() {
-        auto m = model::Model::load(kDemo);
+        QFETCH(QString, arch);
+        QFETCH(int, type);
+        QTemporaryDir dir;
+        std::string path = kDemo;
+        if (!arch.isEmpty()) {
+            model::MakeModelSpec spec;
+            spec.arch = arch.toStdString();
+            spec.layers = 2;
+            spec.dim = 256;
+            spec.heads = 8;
+            spec.kv_heads = 4;
+            spec.experts = 8;
+            spec.used = 4;
+            spec.expert_ff = 128;
+            if (arch == "qwen2moe") spec.shared_ff = 96;
+            spec.type = static_cast<kernels::WeightType>(type);
+            path = (dir.path() + "/m.gguf").toStdString();
+            model::make_model(spec, path);
+        }
+        auto m = model::Model::load(path);
         const int64_t V = m->config().n_vocab;
-        const std::vector<int32_t> prompt = m->vocab().encode(kPrompts[2], true);
+        std::vector<int32_t> prompt = {1, 17, 300, 42, 9, 250, 77, 3, 411, 12};
+        if (arch.isEmpty()) prompt = m->vocab().encode(kPrompts[2], true);
         std::vector<float> want;
         for (int threads : {1, 2, 3, 4}) {
             model::Context ctx(*m, model::ContextParams{256, 64, threads});
