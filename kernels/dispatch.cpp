@@ -51,6 +51,7 @@ KernelTable make_ref_table() {
     set_ref_row<WeightType::BF16>(t);
     set_ref_row<WeightType::Q4_0>(t);
     set_ref_row<WeightType::Q4_0_R4>(t);
+    set_ref_row<WeightType::Q8_0_R2>(t);
     set_ref_row<WeightType::Q4_1>(t);
     set_ref_row<WeightType::Q5_0>(t);
     set_ref_row<WeightType::Q5_1>(t);

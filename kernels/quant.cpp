@@ -17,6 +17,7 @@ bool has_kernels(WeightType t) {
         case WeightType::BF16:
         case WeightType::Q4_0:
         case WeightType::Q4_0_R4:
+        case WeightType::Q8_0_R2:
         case WeightType::Q4_1:
         case WeightType::Q5_0:
         case WeightType::Q5_1:
@@ -40,6 +41,7 @@ void dequantize_row(WeightType t, const void* src, float* dst, int64_t n) {
         case WeightType::BF16: return dequantize_row_bf16_ref(static_cast<const uint16_t*>(src), dst, n);
         case WeightType::Q4_0: return dequantize_row_q4_0_ref(static_cast<const block_q4_0*>(src), dst, n);
         case WeightType::Q4_0_R4: return dequantize_row_q4_0_r4_ref(src, dst, n);
+        case WeightType::Q8_0_R2: return dequantize_row_q8_0_r2_ref(src, dst, n);
         case WeightType::Q4_1: return dequantize_row_q4_1_ref(static_cast<const block_q4_1*>(src), dst, n);
         case WeightType::Q5_0: return dequantize_row_q5_0_ref(static_cast<const block_q5_0*>(src), dst, n);
         case WeightType::Q5_1: return dequantize_row_q5_1_ref(static_cast<const block_q5_1*>(src), dst, n);
@@ -68,6 +70,7 @@ void quantize_row(WeightType t, const float* src, void* dst, int64_t n) {
         case WeightType::BF16: return quantize_row_bf16_ref(src, static_cast<uint16_t*>(dst), n);
         case WeightType::Q4_0: return quantize_row_q4_0_ref(src, static_cast<block_q4_0*>(dst), n);
         case WeightType::Q4_0_R4: return quantize_row_q4_0_r4_ref(src, dst, n);
+        case WeightType::Q8_0_R2: return quantize_row_q8_0_r2_ref(src, dst, n);
         case WeightType::Q4_1: return quantize_row_q4_1_ref(src, static_cast<block_q4_1*>(dst), n);
         case WeightType::Q5_0: return quantize_row_q5_0_ref(src, static_cast<block_q5_0*>(dst), n);
         case WeightType::Q5_1: return quantize_row_q5_1_ref(src, static_cast<block_q5_1*>(dst), n);
@@ -90,7 +93,8 @@ WeightType activation_type(WeightType w) {
         case WeightType::Q4_0:
         case WeightType::Q4_0_R4:
         case WeightType::Q5_0:
-        case WeightType::Q8_0: return WeightType::Q8_0;
+        case WeightType::Q8_0:
+        case WeightType::Q8_0_R2: return WeightType::Q8_0;
         case WeightType::Q4_1:
         case WeightType::Q5_1: return WeightType::Q8_1;
         case WeightType::Q2_K:
@@ -137,17 +141,20 @@ bool repack_rows(WeightType from, WeightType to, void* data, int64_t rows, int64
                  void* scratch) {
     if (file_type(from) != file_type(to) || row_bytes(from, cols) < 0) return false;
     if (from == to) return true;
-    // Only q4_0 has layouts so far: Q4_0 <-> Q4_0_R4.
-    if (file_type(from) != WeightType::Q4_0) return false;
-    const int64_t nb = cols / QK4_0;
+    const WeightType file = file_type(from);
+    if (file != WeightType::Q4_0 && file != WeightType::Q8_0) return false;  // the types with layouts
+    const int64_t nb = cols / 32;
     const auto rb = static_cast<size_t>(row_bytes(from, cols));
     auto* base = static_cast<uint8_t*>(data);
-    auto* tmp = static_cast<block_q4_0*>(scratch);
     for (int64_t r = 0; r < rows; ++r) {
         uint8_t* row = base + static_cast<uint64_t>(r) * row_stride;
         std::memcpy(scratch, row, rb);
-        if (to == WeightType::Q4_0_R4) repack_row_q4_0_r4(tmp, row, nb);
-        else unpack_row_q4_0_r4(scratch, reinterpret_cast<block_q4_0*>(row), nb);
+        switch (to) {  // from the file's layout to `to`, or back
+            case WeightType::Q4_0_R4: repack_row_q4_0_r4(static_cast<const block_q4_0*>(scratch), row, nb); break;
+            case WeightType::Q4_0: unpack_row_q4_0_r4(scratch, reinterpret_cast<block_q4_0*>(row), nb); break;
+            case WeightType::Q8_0_R2: repack_row_q8_0_r2(static_cast<const block_q8_0*>(scratch), row, nb); break;
+            default: unpack_row_q8_0_r2(scratch, reinterpret_cast<block_q8_0*>(row), nb); break;
+        }
     }
     return true;
 }

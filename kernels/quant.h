@@ -117,8 +117,9 @@ void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, con
 // for the active level's SIMD kernels, same bytes per row, same results.
 //
 // The layout gemm_q of the active kernel level runs fastest for rows of `cols`
-// elements of file type w: Q4_0 -> Q4_0_R4 at avx512 (rows up to 32768
-// elements), otherwise w itself (nothing to gain: keep the file's bytes).
+// elements of file type w: at avx512 Q4_0 -> Q4_0_R4 (rows up to 32768
+// elements) and Q8_0 -> Q8_0_R2 (up to 21824), otherwise w itself (nothing
+// to gain: keep the file's bytes).
 // Every level computes every layout correctly (a level without a fast kernel
 // for a layout uses the reference), so switching levels after repacking stays
 // correct; it is only slower.
@@ -126,7 +127,7 @@ WeightType fast_layout(WeightType w, int64_t cols);
 
 // Rewrites `rows` rows of `cols` elements, row_stride bytes apart, from
 // layout `from` to layout `to` in place (either may be the file type or one
-// of its layouts, e.g. Q4_0 -> Q4_0_R4 or back). scratch must hold
+// of its layouts, e.g. Q4_0 -> Q4_0_R4, Q8_0_R2 -> Q8_0). scratch must hold
 // row_bytes(from, cols) bytes. Returns false (and changes nothing) when the
 // two are not layouts of one file type or cols is not a whole number of blocks.
 bool repack_rows(WeightType from, WeightType to, void* data, int64_t rows, int64_t cols, uint64_t row_stride,

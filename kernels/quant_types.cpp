@@ -49,6 +49,7 @@ constexpr Entry kTypes[] = {
 // In-memory layouts (kernels/ref/repack_ref.h): not file types.
 constexpr Entry kLayouts[] = {
     {63, {"q4_0_r4", 32, 18, true}},
+    {62, {"q8_0_r2", 32, 34, true}},
 };
 
 }  // namespace
@@ -66,7 +67,13 @@ const TypeTraits* type_traits(WeightType t) {
     return type_traits(id);
 }
 
-WeightType file_type(WeightType t) { return t == WeightType::Q4_0_R4 ? WeightType::Q4_0 : t; }
+WeightType file_type(WeightType t) {
+    switch (t) {
+        case WeightType::Q4_0_R4: return WeightType::Q4_0;
+        case WeightType::Q8_0_R2: return WeightType::Q8_0;
+        default: return t;
+    }
+}
 
 int64_t row_bytes(WeightType t, int64_t n) {
     const TypeTraits* tr = type_traits(t);

@@ -32,6 +32,7 @@ enum class WeightType : uint32_t {
     // type_traits(uint32_t) (a file's raw id) does not know them, so a file
     // that claims one is rejected as an unknown type.
     Q4_0_R4 = 63,
+    Q8_0_R2 = 62,
 };
 
 // Super-block size of the k-quants.
@@ -52,7 +53,8 @@ const TypeTraits* type_traits(uint32_t raw_type);
 // geometry and bytes per row as the file type they rearrange).
 const TypeTraits* type_traits(WeightType t);
 
-// The file type an in-memory layout rearranges (Q4_0_R4 -> Q4_0); any other
+// The file type an in-memory layout rearranges (Q4_0_R4 -> Q4_0, Q8_0_R2 ->
+// Q8_0); any other
 // type is returned unchanged.
 WeightType file_type(WeightType t);
 

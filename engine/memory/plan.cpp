@@ -404,8 +404,8 @@ std::string Plan::to_table() const {
     os << "\n" << cpu::numa_summary(numa_topology, numa) << "\n";
     os << "huge pages: " << huge_pages << " (expert slots in 2 MiB-aligned arenas advised MADV_HUGEPAGE)\n";
     os << "kernels: " << kernels << "; "
-       << (repacked_bytes ? format_bytes(repacked_bytes) + " of q4_0 rows repacked on load into the kernels' layout, "
-                                                           "in place (no extra bytes)"
+       << (repacked_bytes ? format_bytes(repacked_bytes) + " of q4_0/q8_0 rows repacked on load into the kernels' "
+                                                           "layout, in place (no extra bytes)"
                           : std::string("weights kept in the file's layout (no faster layout for this level)"))
        << "\n";
     os << "\n" << reason << "\n";

@@ -45,7 +45,7 @@ struct Matrix {
 };
 
 // Rewrites m's rows into the layout the active CPU kernels multiply fastest
-// (kernels::fast_layout: q4_0 rows for the AVX-512 kernels) and sets m.type.
+// (kernels::fast_layout: q4_0 and q8_0 rows for the AVX-512 kernels) and sets m.type.
 // `copy` is m's bytes in memory the caller owns (a fast-tier copy, never the
 // file mapping); m.data must point into it. The layout has the file type's
 // bytes per row, so nothing grows and the ledger's figures hold; results are

@@ -16,7 +16,8 @@ void quantize_activation_ref(WeightType w, const float* x, void* xq, int64_t n) 
         case WeightType::Q4_0:
         case WeightType::Q4_0_R4:
         case WeightType::Q5_0:
-        case WeightType::Q8_0: return quantize_act_q8_0_ref(x, static_cast<block_q8_0*>(xq), n);
+        case WeightType::Q8_0:
+        case WeightType::Q8_0_R2: return quantize_act_q8_0_ref(x, static_cast<block_q8_0*>(xq), n);
         case WeightType::Q4_1:
         case WeightType::Q5_1: return quantize_act_q8_1_ref(x, static_cast<block_q8_1*>(xq), n);
         case WeightType::Q2_K:
@@ -39,6 +40,7 @@ float dot_row_q_ref(WeightType w, const void* wrow, const void* xq, int64_t n) {
         case WeightType::Q4_0:
             return vec_dot_q4_0_q8_0_ref(static_cast<const block_q4_0*>(wrow), static_cast<const block_q8_0*>(xq), n);
         case WeightType::Q4_0_R4: return vec_dot_q4_0_r4_q8_0_ref(wrow, static_cast<const block_q8_0*>(xq), n);
+        case WeightType::Q8_0_R2: return vec_dot_q8_0_r2_q8_0_ref(wrow, static_cast<const block_q8_0*>(xq), n);
         case WeightType::Q4_1:
             return vec_dot_q4_1_q8_1_ref(static_cast<const block_q4_1*>(wrow), static_cast<const block_q8_1*>(xq), n);
         case WeightType::Q5_0:
@@ -70,6 +72,7 @@ float dot_row_ref(WeightType t, const void* w, const float* x, int64_t n) {
         case WeightType::BF16: return dot_bf16_f32_ref(static_cast<const uint16_t*>(w), x, n);
         case WeightType::Q4_0: return dot_q4_0_f32_ref(static_cast<const block_q4_0*>(w), x, n);
         case WeightType::Q4_0_R4: return dot_q4_0_r4_f32_ref(w, x, n);
+        case WeightType::Q8_0_R2: return dot_q8_0_r2_f32_ref(w, x, n);
         case WeightType::Q4_1: return dot_q4_1_f32_ref(static_cast<const block_q4_1*>(w), x, n);
         case WeightType::Q5_0: return dot_q5_0_f32_ref(static_cast<const block_q5_0*>(w), x, n);
         case WeightType::Q5_1: return dot_q5_1_f32_ref(static_cast<const block_q5_1*>(w), x, n);

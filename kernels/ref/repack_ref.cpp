@@ -99,4 +99,93 @@ float vec_dot_q4_0_r4_q8_0_ref(const void* w, const block_q8_0* x, int64_t n) {
     return vec_dot_q4_0_q8_0_blocks([&](int64_t i) { return q4_0_r4_block(w, nb, i); }, x, n);
 }
 
+// ---------------------------------------------------------------------------
+// Q8_0_R2
+
+namespace {
+
+constexpr int64_t kPairQs = 2 * QK8_0;  // 64 quant bytes per pair
+constexpr int64_t kPairD = 2 * 2;       // 2 fp16 scales per pair
+
+struct R2Row {
+    const uint8_t* qs;
+    const uint8_t* d;
+    const uint8_t* tail;
+    int64_t pairs;
+};
+
+R2Row r2_row(const void* row, int64_t nb) {
+    const auto* p = static_cast<const uint8_t*>(row);
+    const int64_t q = nb / 2;
+    return {p, p + q * kPairQs, p + q * (kPairQs + kPairD), q};
+}
+
+// Block i's quants and scale into their places in an R2 row.
+void put_r2_block(const R2Row& r, const block_q8_0& b, int64_t i) {
+    auto* qs = const_cast<uint8_t*>(r.qs) + i * QK8_0;
+    for (int j = 0; j < QK8_0; ++j) qs[j] = static_cast<uint8_t>(b.qs[j]) ^ 0x80u;
+    std::memcpy(const_cast<uint8_t*>(r.d) + i * 2, &b.d, sizeof b.d);
+}
+
+}  // namespace
+
+block_q8_0 q8_0_r2_block(const void* row, int64_t nb, int64_t i) {
+    const R2Row r = r2_row(row, nb);
+    block_q8_0 b;
+    if (i < 2 * r.pairs) {
+        std::memcpy(&b.d, r.d + i * 2, sizeof b.d);
+        for (int j = 0; j < QK8_0; ++j) b.qs[j] = static_cast<int8_t>(r.qs[i * QK8_0 + j] ^ 0x80u);
+    } else {
+        std::memcpy(&b, r.tail + (i - 2 * r.pairs) * static_cast<int64_t>(sizeof(block_q8_0)), sizeof b);
+    }
+    return b;
+}
+
+void repack_row_q8_0_r2(const block_q8_0* src, void* dst, int64_t nb) {
+    const R2Row r = r2_row(dst, nb);
+    for (int64_t i = 0; i < 2 * r.pairs; ++i) put_r2_block(r, src[i], i);
+    std::memcpy(const_cast<uint8_t*>(r.tail), src + 2 * r.pairs, static_cast<size_t>(nb - 2 * r.pairs) * sizeof(block_q8_0));
+}
+
+void unpack_row_q8_0_r2(const void* src, block_q8_0* dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i) dst[i] = q8_0_r2_block(src, nb, i);
+}
+
+void dequantize_row_q8_0_r2_ref(const void* x, float* y, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    for (int64_t i = 0; i < nb; ++i) {
+        const block_q8_0 b = q8_0_r2_block(x, nb, i);
+        dequantize_row_q8_0_ref(&b, y + i * QK8_0, QK8_0);
+    }
+}
+
+float dot_q8_0_r2_f32_ref(const void* w, const float* x, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    ref_detail::LaneAcc acc;
+    float buf[QK8_0];
+    for (int64_t i = 0; i < nb; ++i) {
+        const block_q8_0 b = q8_0_r2_block(w, nb, i);
+        dequantize_row_q8_0_ref(&b, buf, QK8_0);
+        acc.add(buf, x + i * QK8_0, QK8_0);
+    }
+    return acc.sum();
+}
+
+void quantize_row_q8_0_r2_ref(const float* x, void* y, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    const R2Row r = r2_row(y, nb);
+    for (int64_t i = 0; i < 2 * r.pairs; ++i) {
+        block_q8_0 b;
+        quantize_row_q8_0_ref(x + i * QK8_0, &b, QK8_0);
+        put_r2_block(r, b, i);
+    }
+    quantize_row_q8_0_ref(x + 2 * r.pairs * QK8_0, reinterpret_cast<block_q8_0*>(const_cast<uint8_t*>(r.tail)),
+                          n - 2 * r.pairs * QK8_0);
+}
+
+float vec_dot_q8_0_r2_q8_0_ref(const void* w, const block_q8_0* x, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    return vec_dot_q8_0_q8_0_blocks([&](int64_t i) { return q8_0_r2_block(w, nb, i); }, x, n);
+}
+
 }  // namespace strata::kernels

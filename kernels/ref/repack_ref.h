@@ -16,6 +16,17 @@
 // a quad with one load instead of four loads and three inserts, and its
 // scales with one 8-byte load instead of four 16-bit inserts. The arithmetic
 // is the q4_0 kernel's, so a repacked row gives the same bits.
+//
+// Q8_0_R2 (a row of nb q8_0 blocks, p = nb / 2 whole pairs):
+//
+//   [p x 64 bytes]  pair j: the 32 quants of block 2j, then of block 2j+1,
+//                   each stored as q + 128 (the byte q ^ 0x80: unsigned)
+//   [p x  4 bytes]  pair j: the two fp16 scales d
+//   [nb % 2 blocks] the last block, in q8_0's own layout (34 bytes)
+//
+// The 512-bit q8_0 kernel multiplies unsigned weight bytes (vpdpbusd); it
+// loads a pair with one load instead of two loads and an insert, needs no
+// flip, and loads both scales at once. Same arithmetic, same bits.
 #pragma once
 
 #include <cstdint>
@@ -37,5 +48,14 @@ void dequantize_row_q4_0_r4_ref(const void* x, float* y, int64_t n);
 float dot_q4_0_r4_f32_ref(const void* w, const float* x, int64_t n);
 void quantize_row_q4_0_r4_ref(const float* x, void* y, int64_t n);
 float vec_dot_q4_0_r4_q8_0_ref(const void* w, const block_q8_0* x, int64_t n);
+
+// The same for Q8_0_R2 and q8_0.
+block_q8_0 q8_0_r2_block(const void* row, int64_t nb, int64_t i);
+void repack_row_q8_0_r2(const block_q8_0* src, void* dst, int64_t nb);
+void unpack_row_q8_0_r2(const void* src, block_q8_0* dst, int64_t nb);
+void dequantize_row_q8_0_r2_ref(const void* x, float* y, int64_t n);
+float dot_q8_0_r2_f32_ref(const void* w, const float* x, int64_t n);
+void quantize_row_q8_0_r2_ref(const float* x, void* y, int64_t n);
+float vec_dot_q8_0_r2_q8_0_ref(const void* w, const block_q8_0* x, int64_t n);
 
 }  // namespace strata::kernels

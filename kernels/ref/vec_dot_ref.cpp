@@ -192,15 +192,7 @@ float vec_dot_q5_1_q8_1_ref(const block_q5_1* x, const block_q8_1* y, int64_t n)
 }
 
 float vec_dot_q8_0_q8_0_ref(const block_q8_0* x, const block_q8_0* y, int64_t n) {
-    constexpr int qk = QK8_0;
-    const int64_t nb = n / qk;
-    float sumf = 0;
-    for (int64_t ib = 0; ib < nb; ++ib) {
-        int sumi = 0;
-        for (int j = 0; j < qk; ++j) sumi += x[ib].qs[j] * y[ib].qs[j];
-        sumf += static_cast<float>(sumi) * (h2f(x[ib].d) * h2f(y[ib].d));
-    }
-    return sumf;
+    return vec_dot_q8_0_q8_0_blocks([x](int64_t i) -> const block_q8_0& { return x[i]; }, y, n);
 }
 
 // ---------------------------------------------------------------------------

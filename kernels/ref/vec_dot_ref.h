@@ -104,6 +104,21 @@ float vec_dot_q4_0_q8_0_blocks(BlockAt block_at, const block_q8_0* y, int64_t n)
     }
     return sumf;
 }
+
+// ggml's q8_0 x q8_0 loop over blocks that block_at(i) returns (as above).
+template <class BlockAt>
+float vec_dot_q8_0_q8_0_blocks(BlockAt block_at, const block_q8_0* y, int64_t n) {
+    constexpr int qk = QK8_0;
+    const int64_t nb = n / qk;
+    float sumf = 0;
+    for (int64_t ib = 0; ib < nb; ++ib) {
+        const block_q8_0& x = block_at(ib);
+        int sumi = 0;
+        for (int j = 0; j < qk; ++j) sumi += x.qs[j] * y[ib].qs[j];
+        sumf += static_cast<float>(sumi) * (fp16_to_fp32_ref(x.d) * fp16_to_fp32_ref(y[ib].d));
+    }
+    return sumf;
+}
 float vec_dot_q4_1_q8_1_ref(const block_q4_1* w, const block_q8_1* x, int64_t n);
 float vec_dot_q5_0_q8_0_ref(const block_q5_0* w, const block_q8_0* x, int64_t n);
 float vec_dot_q5_1_q8_1_ref(const block_q5_1* w, const block_q8_1* x, int64_t n);

@@ -258,12 +258,19 @@ private Q_SLOTS:
     }
 
     // Calibration -> pin file -> pinned experts stay resident.
-    // q4_0 weights are repacked on load (kernels::fast_layout) where the
-    // kernels have a faster layout: in the resident copy and in every expert
-    // slot, also after slots move when the cache shrinks. The results must be
-    // the file layout's bit for bit (a context straight on the file mapping,
-    // which is never repacked). Rows of 11, 7 and 5 blocks: every quad tail.
-    void repacked_q4_0_is_exact() {
+    void repacked_weights_are_exact_data() {
+        QTest::addColumn<int>("type");
+        QTest::newRow("q4_0") << int(kernels::WeightType::Q4_0);
+        QTest::newRow("q8_0") << int(kernels::WeightType::Q8_0);
+    }
+
+    // q4_0 and q8_0 weights are repacked on load (kernels::fast_layout) where
+    // the kernels have a faster layout: in the resident copy and in every
+    // expert slot, also after slots move when the cache shrinks. The results
+    // must be the file layout's bit for bit (a context straight on the file
+    // mapping, which is never repacked). Rows of 11, 7 and 5 blocks: every tail.
+    void repacked_weights_are_exact() {
+        QFETCH(int, type);
         QTemporaryDir dir;
         const std::string path = (dir.path() + "/q4.gguf").toStdString();
         model::MakeModelSpec spec;
@@ -276,7 +283,7 @@ private Q_SLOTS:
         spec.expert_ff = 160;
         spec.dense_layers = 1;
         spec.ff = 224;
-        spec.type = kernels::WeightType::Q4_0;
+        spec.type = static_cast<kernels::WeightType>(type);
         spec.threads = 2;
         model::make_model(spec, path);
 
@@ -295,14 +302,14 @@ private Q_SLOTS:
         most.expert_cache_fraction = 0.75;
         auto b = core::Engine::load(path, most);  // shrunk and grown while it decodes
         auto c = core::Engine::load(path, quarter);
-        const bool repacks = kernels::fast_layout(kernels::WeightType::Q4_0, spec.dim) != kernels::WeightType::Q4_0;
+        const bool repacks = kernels::fast_layout(spec.type, spec.dim) != spec.type;
         if (repacks) {
             QVERIFY(a->repacked_bytes() > 0);
             QVERIFY(c->repacked_bytes() > 0);
-            QCOMPARE(a->model().weights().layers[0].wq.type, kernels::WeightType::Q4_0);  // the file's view is untouched
+            QCOMPARE(a->model().weights().layers[0].wq.type, spec.type);  // the file's view is untouched
         } else {
             QCOMPARE(a->repacked_bytes(), uint64_t(0));
-            qInfo("kernel level %s keeps q4_0's layout: this compares the unrepacked paths only",
+            qInfo("kernel level %s keeps the file's layout: this compares the unrepacked paths only",
                   kernels::kernel_level_name(kernels::kernel_level()));
         }
         const int64_t V = m->config().n_vocab;

@@ -818,6 +818,7 @@ void TestGguf::writerRejectsBadInput() {
     EXPECT_THROWS_WITH(tensor("x", WeightType::F32, {1ll << 40, 1ll << 40, 1ll << 40}, 0), "more than 2^62 elements");
     EXPECT_THROWS_WITH(tensor("x", static_cast<WeightType>(4), {8}, 32), "unknown tensor type 4");
     EXPECT_THROWS_WITH(tensor("x", WeightType::Q4_0_R4, {32}, 18), "q4_0_r4 is an in-memory layout, not a file type");
+    EXPECT_THROWS_WITH(tensor("x", WeightType::Q8_0_R2, {32}, 34), "write its rows as q8_0");
     EXPECT_THROWS_WITH(Writer().add_tensor_view("x", WeightType::F32, {1}, nullptr, 4), "data pointer is null");
 
     auto meta = [](const std::string& key, Value v) { Writer().set(key, std::move(v)); };
@@ -1276,8 +1277,8 @@ void TestGguf::corruptTensors() {
     EXPECT_ERROR(with({{"t1.offset", 0}}), "same.gguf", {"overlaps tensor 'a.weight' [0, 32)"});
     EXPECT_ERROR(with({{"t1.offset", 33}}), "misaligned.gguf",
                  {"tensor 'b.weight': data offset 33 is not a multiple of the alignment 32"});
-    // 63: Strata's in-memory q4_0 layout (Q4_0_R4), never a file type.
-    for (uint32_t t : {4u, 5u, 31u, 36u, 63u, 1000u, 0xFFFFFFFFu}) {
+    // 62, 63: Strata's in-memory q8_0 and q4_0 layouts, never file types.
+    for (uint32_t t : {4u, 5u, 31u, 36u, 62u, 63u, 1000u, 0xFFFFFFFFu}) {
         EXPECT_ERROR(with({}, {{"t1.type", t}}), "type.gguf",
                      {("tensor 'b.weight': unknown tensor type " + std::to_string(t)).c_str()});
     }

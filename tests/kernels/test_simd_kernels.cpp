@@ -48,7 +48,8 @@ namespace {
 const WeightType kWeightTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q4_0,
                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_0,
                                    WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                   WeightType::Q6_K, WeightType::Q8_K, WeightType::Q4_0_R4};
+                                   WeightType::Q6_K, WeightType::Q8_K, WeightType::Q4_0_R4,
+                                   WeightType::Q8_0_R2};
 
 const char* type_name(WeightType t) { return type_traits(t)->name; }
 int64_t block_elems(WeightType t) { return type_traits(t)->block_elems; }
@@ -121,10 +122,11 @@ void put_half(uint8_t* p, float f) {
 // random bytes with sane scales (every quant bit pattern, negative and
 // mixed-sign scales, q8_0's -128).
 std::vector<uint8_t> weight_row(std::mt19937& rng, WeightType t, int64_t n, int mode) {
-    if (t == WeightType::Q4_0_R4) {  // an in-memory layout: a q4_0 row, repacked
-        std::vector<uint8_t> w = weight_row(rng, WeightType::Q4_0, n, mode);
-        std::vector<uint8_t> r(w.size());
-        repack_row_q4_0_r4(reinterpret_cast<const block_q4_0*>(w.data()), r.data(), n / QK4_0);
+    if (file_type(t) != t) {  // an in-memory layout: a row of its file type, repacked
+        std::vector<uint8_t> w = weight_row(rng, file_type(t), n, mode);
+        std::vector<uint8_t> r(w.size()), scratch(w.size());
+        r = w;
+        if (!repack_rows(file_type(t), t, r.data(), 1, n, r.size(), scratch.data())) return {};
         return r;
     }
     std::vector<uint8_t> w(static_cast<size_t>(row_bytes(t, n)));
