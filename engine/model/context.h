@@ -14,6 +14,14 @@
 // RMSNorm -> FFN (dense SwiGLU, or router softmax/top-k -> tokens grouped by
 // expert -> each chosen expert applied once to all its tokens -> weighted sum,
 // plus an optional gated shared expert) -> residual.
+//
+// Threads: each step is a few parallel regions of the pool. A one-token step
+// whose KV heads (and ready experts) split evenly over the threads runs a KV
+// head's Q/K/V, RoPE, K/V write and attention on one thread, and an expert's
+// whole FFN on one thread; other steps share out the rows of Q/K/V, of the
+// experts' gate/up and of their down projections region by region. Both give
+// the same bits (gemm_q is batch-invariant, the rest acts per head or per
+// element), which the tests check across thread counts.
 #pragma once
 
 #include <cstdint>
