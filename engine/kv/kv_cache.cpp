@@ -391,6 +391,34 @@ void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) cons
     }
 }
 
+void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_q, int64_t n_keys,
+                           float scale, float* scores, float* out) const {
+    const int64_t hd = p_.head_dim;
+    if (p_.type != KvType::F32) {
+        for (int64_t h = 0; h < n_q; ++h) attend(s, layer, kv_head, qv + h * hd, n_keys, scale, scores, out + h * hd);
+        return;
+    }
+    // The same kernel calls as attend() per head (per block, keys in order),
+    // only with the heads inside the block loop.
+    const Seq& q = seqs_[static_cast<size_t>(s)];
+    const int64_t bt = p_.block_tokens;
+    const int64_t n_blocks = (n_keys + bt - 1) / bt;
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        const int32_t b = q.blocks[static_cast<size_t>(bi)];
+        const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
+        const int64_t m = std::min(bt, n_keys - bi * bt);
+        for (int64_t h = 0; h < n_q; ++h) ops::attn_scores(qv + h * hd, K, m, hd, scale, scores + h * n_keys + bi * bt);
+    }
+    for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
+    std::fill(out, out + n_q * hd, 0.0f);
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        const int32_t b = q.blocks[static_cast<size_t>(bi)];
+        const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
+        const int64_t m = std::min(bt, n_keys - bi * bt);
+        for (int64_t h = 0; h < n_q; ++h) ops::attn_accumulate(scores + h * n_keys + bi * bt, V, m, hd, out + h * hd);
+    }
+}
+
 void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_keys, float scale,
                      float* scores, float* out) const {
     const Seq& q = seqs_[static_cast<size_t>(s)];

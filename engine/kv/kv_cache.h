@@ -141,6 +141,15 @@ public:
     void attend(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_keys, float scale,
                 float* scores, float* out) const;
 
+    // attend() for n_q query heads that share kv_head (grouped-query
+    // attention): q holds them one after another (head_dim apart), out
+    // receives theirs the same way, scores is scratch of n_q * n_keys floats.
+    // Each result is attend()'s for that head, bit for bit; f32 K/V are
+    // visited block by block for all the heads at once, so each 4 KiB piece
+    // comes from memory once and from the core's L1 for the other heads.
+    void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
+                      float* scores, float* out) const;
+
     // Reads one position back as floats (tests, debugging).
     void read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const;
 

@@ -89,7 +89,8 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     shared_gate_.resize(B);
     max_cols_ = std::max({c.n_embd, q_dim, ff});
     act_scratch_.resize(B * static_cast<size_t>(max_cols_) * sizeof(float));
-    score_scratch_.resize(static_cast<size_t>(pool_->size() * n_ctx_));
+    // Per thread: the scores of a KV head's query group (attend_group).
+    score_scratch_.resize(static_cast<size_t>(pool_->size() * n_ctx_ * std::max<int64_t>(1, c.n_head / std::max<int64_t>(1, c.n_head_kv))));
 }
 
 Context::~Context() = default;
@@ -503,22 +504,21 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t group = c.n_head / c.n_head_kv;
     // Work items of `per_item` query heads that share a KV head: a whole group
-    // runs on one thread, back to back, so its keys and values come from
-    // memory once and from that core's cache for the rest of the group (+4.5%
-    // decode on the 1.2B Q4_0 model at ~150 tokens of context, +10% at ~450).
-    // With fewer groups than threads (one token of a model with 1 or 2 KV
-    // heads) the heads are shared out one by one instead.
+    // runs on one thread (attend_group), so its keys and values come from
+    // memory once and from that core's L1 for the rest of the group (+4.5%
+    // decode on the 1.2B Q4_0 model at ~150 tokens of context, +10% at ~450,
+    // for the group on one thread). With fewer groups than threads (one token
+    // of a model with 1 or 2 KV heads) the heads are shared out one by one.
     const int64_t per_item = n * c.n_head_kv >= pool_->size() ? group : 1;
     pool_->parallel_for(n * c.n_head / per_item, 1, [&](int64_t b, int64_t e, int thread) {
-        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_;
+        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_ * group;
         for (int64_t item = b; item < e; ++item) {
-            for (int64_t th = item * per_item; th < (item + 1) * per_item; ++th) {
-                const int64_t t = th / c.n_head;
-                const int64_t h = th % c.n_head;
-                const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
-                kv_->attend(tok_seq_[t], L.index, h / group, q_.data() + t * q_dim + h * hd, n_keys, scale, scores,
-                            attn_.data() + t * q_dim + h * hd);
-            }
+            const int64_t th = item * per_item;  // the item's first (token, head)
+            const int64_t t = th / c.n_head;
+            const int64_t h = th % c.n_head;
+            const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
+            kv_->attend_group(tok_seq_[t], L.index, h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
+                              scores, attn_.data() + t * q_dim + h * hd);
         }
     });
     output_projection(L, n);
@@ -551,7 +551,7 @@ bool Context::attention_fused_one_token(const LayerWeights& L) {
     kernels::quantize_activation(type, h_.data(), xq, d);
     const kv::KvCache::Row row = kv_->row(tok_seq_[0], tok_pos_[0]);  // throws here, not on a worker
     pool_->parallel_for(c.n_head_kv, 1, [&](int64_t b, int64_t e, int thread) {
-        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_;
+        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_ * (c.n_head / c.n_head_kv);
         for (int64_t g = b; g < e; ++g) attention_kv_group(L, g, xq, row, scores);
     });
     return true;
@@ -585,8 +585,8 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t
     kv_->write_head(row, L.index, g, k, v);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t n_keys = tok_pos_[0] + 1;
-    for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        kv_->attend(tok_seq_[0], L.index, g, q_.data() + h * hd, n_keys, scale, scores, attn_.data() + h * hd);
+    kv_->attend_group(tok_seq_[0], L.index, g, q_.data() + g * group * hd, group, n_keys, scale, scores,
+                      attn_.data() + g * group * hd);
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {

@@ -5,6 +5,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -123,6 +124,46 @@ private Q_SLOTS:
         QVERIFY(c.append(s, ids(40, 3)));
         fill(c, s, 0);
         QCOMPARE(max_error(c, s), 0.0f);
+    }
+
+    // attend_group (a KV head's query heads together) gives each head what
+    // attend gives it alone, bit for bit; head-by-head writes (write_head at
+    // a resolved row) store what write stores. Key counts across block ends.
+    void attend_group_and_write_head_equal_per_head_calls() {
+        for (kv::KvType type : {kv::KvType::F32, kv::KvType::Q8}) {
+            KvCache a(shape(8, type)), b(shape(8, type));
+            const auto sa = a.create_sequence(), sb = b.create_sequence();
+            QVERIFY(a.append(sa, ids(40, 3)) && b.append(sb, ids(40, 3)));
+            fill(a, sa, 0);
+            const int64_t hd = 8, heads = 2, dim = heads * hd;
+            std::vector<float> k(static_cast<size_t>(dim)), v(k);
+            for (int64_t pos = 0; pos < 40; ++pos)
+                for (int64_t L = 0; L < 3; ++L) {
+                    kv_for(3 + static_cast<int32_t>(pos), L, pos, k.data(), v.data(), dim);
+                    const KvCache::Row r = b.row(sb, pos);
+                    for (int64_t h = heads - 1; h >= 0; --h) b.write_head(r, L, h, k.data() + h * hd, v.data() + h * hd);
+                }
+            std::vector<float> ka(static_cast<size_t>(dim)), va(ka), kb(ka), vb(ka);
+            for (int64_t pos = 0; pos < 40; ++pos) {
+                a.read(sa, 1, pos, ka.data(), va.data());
+                b.read(sb, 1, pos, kb.data(), vb.data());
+                QVERIFY(ka == kb && va == vb);
+            }
+            QVERIFY_THROWS_EXCEPTION(Error, b.row(sb, 40));  // not appended
+            const int64_t n_q = 3;
+            std::vector<float> q(static_cast<size_t>(n_q * hd));
+            for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.3f * static_cast<float>(i)) * 2.0f;
+            for (int64_t n_keys : {1, 15, 16, 17, 33, 40}) {
+                std::vector<float> scores(static_cast<size_t>(n_q * n_keys)), group(static_cast<size_t>(n_q * hd));
+                a.attend_group(sa, 2, 1, q.data(), n_q, n_keys, 0.35f, scores.data(), group.data());
+                for (int64_t h = 0; h < n_q; ++h) {
+                    std::vector<float> one(static_cast<size_t>(hd)), sc(static_cast<size_t>(n_keys));
+                    a.attend(sa, 2, 1, q.data() + h * hd, n_keys, 0.35f, sc.data(), one.data());
+                    QVERIFY2(std::memcmp(one.data(), group.data() + h * hd, static_cast<size_t>(hd) * sizeof(float)) == 0,
+                             qPrintable(QString("%1 keys, head %2").arg(n_keys).arg(h)));
+                }
+            }
+        }
     }
 
     void q8_error_within_one_step_of_block_absmax() {
