@@ -190,8 +190,7 @@ bool KvCache::detach_last(Seq& q) {
     if (ob.refs > 1) {
         const int32_t nb = take_block();
         if (nb < 0) return false;
-        std::memcpy(pool_.data() + static_cast<uint64_t>(nb) * block_bytes_,
-                    pool_.data() + static_cast<uint64_t>(old) * block_bytes_, block_bytes_);
+        copy_block(old, nb);
         blocks_[static_cast<size_t>(nb)].refs = 1;
         unref(old);
         q.blocks.back() = nb;
@@ -310,15 +309,49 @@ int64_t KvCache::attach_prefix(SeqId s, std::span<const int32_t> prompt) {
 
 // --- K/V data ----------------------------------------------------------------
 
+void KvCache::copy_block(int32_t from, int32_t to) {
+    const uint64_t piece = static_cast<uint64_t>(p_.block_tokens * p_.head_dim) * (p_.type == KvType::Q8 ? 1 : 4);
+    for (int64_t layer = 0; layer < p_.n_layer; ++layer)
+        for (int which = 0; which < 2; ++which)
+            for (int64_t h = 0; h < p_.n_head_kv; ++h) {
+                std::memcpy(pool_.data() + part_offset(to, layer, which, h), pool_.data() + part_offset(from, layer, which, h),
+                            piece);
+                if (p_.type == KvType::Q8) *scale_at(to, layer, which, h) = *scale_at(from, layer, which, h);
+            }
+}
+
+// The pool is cut into runs of kRunBlocks consecutive blocks (the last run
+// may be shorter), each (blocks in it) * block_bytes_ long, so the pool's
+// size is n_blocks * block_bytes_ as before. Inside a run the data is
+// part-major: a part (one layer's K or V of one KV head) has its blocks'
+// pieces next to one another, then come the run's scales (q8), block by
+// block. A sequence's blocks are mostly consecutive (the free list hands them
+// out in order), so attention over one head reads one contiguous stretch per
+// run instead of a 4 KiB piece every block_bytes_ (1.2B Q4_0 model, 2
+// threads: decode +4% on average over 8 alternating pairs at 200 and 600
+// tokens of context); a new sequence touches one run's pages, not the pool's.
+namespace {
+constexpr int64_t kRunBlocks = 16;
+}
+
+KvCache::RunPlace KvCache::run_place(int32_t block) const {
+    const int64_t run = block / kRunBlocks;
+    const int64_t first = run * kRunBlocks;
+    return {static_cast<uint64_t>(first) * block_bytes_, std::min<int64_t>(kRunBlocks, p_.n_blocks - first), block - first};
+}
+
 uint64_t KvCache::part_offset(int32_t block, int64_t layer, int which, int64_t head) const {
-    const uint64_t elt = p_.type == KvType::Q8 ? 1 : 4;
-    const uint64_t part = static_cast<uint64_t>(((layer * 2 + which) * p_.n_head_kv + head) * p_.block_tokens * p_.head_dim);
-    return static_cast<uint64_t>(block) * block_bytes_ + part * elt;
+    const uint64_t piece = static_cast<uint64_t>(p_.block_tokens * p_.head_dim) * (p_.type == KvType::Q8 ? 1 : 4);
+    const auto part = static_cast<uint64_t>((layer * 2 + which) * p_.n_head_kv + head);
+    const RunPlace r = run_place(block);
+    return r.base + (part * static_cast<uint64_t>(r.blocks) + static_cast<uint64_t>(r.index)) * piece;
 }
 
 float* KvCache::scale_at(int32_t block, int64_t layer, int which, int64_t head) {
-    return reinterpret_cast<float*>(pool_.data() + static_cast<uint64_t>(block) * block_bytes_ + data_bytes_) +
-           (layer * 2 + which) * p_.n_head_kv + head;
+    const RunPlace r = run_place(block);
+    const auto parts = static_cast<uint64_t>(p_.n_layer * 2 * p_.n_head_kv);
+    uint8_t* scales = pool_.data() + r.base + static_cast<uint64_t>(r.blocks) * data_bytes_;
+    return reinterpret_cast<float*>(scales) + static_cast<uint64_t>(r.index) * parts + (layer * 2 + which) * p_.n_head_kv + head;
 }
 
 float KvCache::scale_at(int32_t block, int64_t layer, int which, int64_t head) const {

@@ -2,8 +2,10 @@
 // fixed pool of blocks (vLLM's PagedAttention layout, as plain data).
 //
 // - A block holds `block_tokens` consecutive positions of one sequence for
-//   every layer: [layer][K|V][kv head][token][head_dim], so one head's keys in
-//   a block are contiguous for the attention loop.
+//   every layer, as pieces [token][head_dim] per (layer, K|V, kv head). The
+//   pool groups blocks in runs of 16 and stores a run part by part, so one
+//   head's pieces of consecutive blocks are adjacent: attention over a head
+//   reads long contiguous stretches (kv_cache.cpp, KvCache::part_offset).
 // - Each sequence has a block table (its blocks in position order) and a
 //   length. Blocks come from a free list; the pool is one allocation made up
 //   front and reserved in the ledger (account kv.pages), so a KV cache can
@@ -179,8 +181,15 @@ private:
     const Seq& seq(SeqId s) const;
     void update_ledger();
 
-    // Addressing inside a block.
+    // Addressing (kv_cache.cpp explains the layout).
+    struct RunPlace {
+        uint64_t base;   // the run's first byte
+        int64_t blocks;  // blocks in the run
+        int64_t index;   // the block's place in it
+    };
+    RunPlace run_place(int32_t block) const;
     uint64_t part_offset(int32_t block, int64_t layer, int which, int64_t head) const;  // which: 0 K, 1 V
+    void copy_block(int32_t from, int32_t to);
     float* scale_at(int32_t block, int64_t layer, int which, int64_t head);
     float scale_at(int32_t block, int64_t layer, int which, int64_t head) const;
     void store_row(int32_t block, int64_t layer, int which, int64_t head, int64_t slot, const float* x);
