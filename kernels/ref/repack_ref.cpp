@@ -55,25 +55,46 @@ void unpack_row_q4_0_r4(const void* src, block_q4_0* dst, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i) dst[i] = q4_0_r4_block(src, nb, i);
 }
 
-void dequantize_row_q4_0_r4_ref(const void* x, float* y, int64_t n) {
-    const int64_t nb = n / QK4_0;
+namespace {
+
+// A layout's row seen through its file type's reference kernels, block by
+// block: block_at(row, nb, i) gives block i, dequantize the file type's
+// decoder. dot follows dot_blocks' order (the same lane accumulator).
+template <class Block>
+using BlockAt = Block (*)(const void*, int64_t, int64_t);
+template <class Block>
+using Dequantize = void (*)(const Block*, float*, int64_t);
+
+template <class Block>
+void dequantize_layout(const void* x, float* y, int64_t n, BlockAt<Block> block_at, Dequantize<Block> dequantize) {
+    const int64_t nb = n / 32;
     for (int64_t i = 0; i < nb; ++i) {
-        const block_q4_0 b = q4_0_r4_block(x, nb, i);
-        dequantize_row_q4_0_ref(&b, y + i * QK4_0, QK4_0);
+        const Block b = block_at(x, nb, i);
+        dequantize(&b, y + i * 32, 32);
     }
 }
 
-float dot_q4_0_r4_f32_ref(const void* w, const float* x, int64_t n) {
-    // dot_blocks' order: the same lane accumulator over the decoded blocks.
-    const int64_t nb = n / QK4_0;
+template <class Block>
+float dot_layout_f32(const void* w, const float* x, int64_t n, BlockAt<Block> block_at, Dequantize<Block> dequantize) {
+    const int64_t nb = n / 32;
     ref_detail::LaneAcc acc;
-    float buf[QK4_0];
+    float buf[32];
     for (int64_t i = 0; i < nb; ++i) {
-        const block_q4_0 b = q4_0_r4_block(w, nb, i);
-        dequantize_row_q4_0_ref(&b, buf, QK4_0);
-        acc.add(buf, x + i * QK4_0, QK4_0);
+        const Block b = block_at(w, nb, i);
+        dequantize(&b, buf, 32);
+        acc.add(buf, x + i * 32, 32);
     }
     return acc.sum();
+}
+
+}  // namespace
+
+void dequantize_row_q4_0_r4_ref(const void* x, float* y, int64_t n) {
+    dequantize_layout<block_q4_0>(x, y, n, &q4_0_r4_block, &dequantize_row_q4_0_ref);
+}
+
+float dot_q4_0_r4_f32_ref(const void* w, const float* x, int64_t n) {
+    return dot_layout_f32<block_q4_0>(w, x, n, &q4_0_r4_block, &dequantize_row_q4_0_ref);
 }
 
 void quantize_row_q4_0_r4_ref(const float* x, void* y, int64_t n) {
@@ -152,23 +173,11 @@ void unpack_row_q8_0_r2(const void* src, block_q8_0* dst, int64_t nb) {
 }
 
 void dequantize_row_q8_0_r2_ref(const void* x, float* y, int64_t n) {
-    const int64_t nb = n / QK8_0;
-    for (int64_t i = 0; i < nb; ++i) {
-        const block_q8_0 b = q8_0_r2_block(x, nb, i);
-        dequantize_row_q8_0_ref(&b, y + i * QK8_0, QK8_0);
-    }
+    dequantize_layout<block_q8_0>(x, y, n, &q8_0_r2_block, &dequantize_row_q8_0_ref);
 }
 
 float dot_q8_0_r2_f32_ref(const void* w, const float* x, int64_t n) {
-    const int64_t nb = n / QK8_0;
-    ref_detail::LaneAcc acc;
-    float buf[QK8_0];
-    for (int64_t i = 0; i < nb; ++i) {
-        const block_q8_0 b = q8_0_r2_block(w, nb, i);
-        dequantize_row_q8_0_ref(&b, buf, QK8_0);
-        acc.add(buf, x + i * QK8_0, QK8_0);
-    }
-    return acc.sum();
+    return dot_layout_f32<block_q8_0>(w, x, n, &q8_0_r2_block, &dequantize_row_q8_0_ref);
 }
 
 void quantize_row_q8_0_r2_ref(const float* x, void* y, int64_t n) {
