@@ -46,6 +46,8 @@ int cmd_bench(int argc, char** argv) {
            "then N decode steps (greedy, or sampled with --temp). Expert figures cover the decode steps only.\n"
            "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth (the\n"
            "better of a measurement before the model loads and one right after the decode).\n"
+           "kernel_stream_gbs = what the weight kernel alone streams over a large buffer of the model's bulk\n"
+           "weight type on the same threads (no forward pass), measured after the decode.\n"
            "With --concurrency C (or --draft D): the serving benchmark instead: R requests of P prompt and G\n"
            "generated tokens, C at a time through continuous batching (or one at a time through speculative\n"
            "decoding), reporting throughput, time to first token, inter-token latency and expert bytes per token.");
@@ -134,6 +136,17 @@ int cmd_bench(int argc, char** argv) {
     // after the decode and keep the better figure (the roofline is a ceiling).
     const uint64_t peak_rss = peak_rss_bytes();
     read_gbs = std::max(read_gbs, core::measure_read_gbs(threads, 256ull << 20));
+    // The weight kernel alone on the model's bulk weight type (its experts',
+    // else its attention's): does it keep up with the memory?
+    kernels::WeightType bulk = kernels::WeightType::F32;
+    for (const model::LayerWeights& L : engine->model().weights().layers) {
+        const model::Matrix& m = L.ffn == model::FfnKind::Moe ? L.expert(0).gate : L.wq;
+        if (m) {
+            bulk = m.type;
+            break;
+        }
+    }
+    const double kernel_gbs = core::measure_gemm_gbs(threads, bulk);
     if (auto* store = engine->expert_store()) s1 = store->stats();
     experts::PredictionCounts pc = engine->prediction_counts();
     pc.predicted -= p0.predicted;
@@ -174,6 +187,7 @@ int cmd_bench(int argc, char** argv) {
        << ", \"prefill_vs_decode\": " << prefill_tok_s / decode_tok_s << ", \"decode_tok_s\": " << decode_tok_s
        << ", \"active_weight_bytes_per_token\": " << sz.bytes_active << ", \"machine_read_gbs\": " << read_gbs
        << ", \"achieved_read_gbs\": " << achieved_gbs << ", \"roofline_fraction\": " << achieved_gbs / read_gbs
+       << ", \"kernel_stream_gbs\": " << kernel_gbs
        << ", \"expert_slots\": " << slots << ", \"experts_total\": " << experts_total
        << ", \"expert_cache_fraction\": " << (experts_total ? double(slots) / experts_total : 0.0)
        << ", \"policy\": \"" << engine->settings().policy << "\", \"prefetch\": "
@@ -197,6 +211,9 @@ int cmd_bench(int argc, char** argv) {
                 100.0 * achieved_gbs / read_gbs, achieved_gbs, read_gbs, human_bytes(sz.bytes_active).c_str());
     std::printf("kernels             %s, %s of weights repacked in place on load\n",
                 kernels::kernel_level_name(kernels::kernel_level()), human_bytes(engine->repacked_bytes()).c_str());
+    if (kernel_gbs > 0)
+        std::printf("kernel alone        %.2f GB/s of %s weights (gemm over a large buffer, no forward pass)\n", kernel_gbs,
+                    kernels::type_traits(bulk)->name);
     if (store) {
         std::printf("expert cache        %lld of %lld experts, policy %s, prefetch %s\n", static_cast<long long>(slots),
                     static_cast<long long>(experts_total), engine->settings().policy.c_str(),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/thread_pool.h"
+#include "kernels/quant.h"
 
 namespace strata::core {
 
@@ -66,6 +67,51 @@ double measure_read_gbs(int threads, uint64_t bytes) {
     // Keep the sums observable so the reads are not optimised away.
     volatile uint64_t sink = 0;
     for (uint64_t v : sums) sink = sink + v;
+    (void)sink;
+    return best;
+}
+
+double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes) {
+    constexpr int64_t kCols = 1024, kTileRows = 1024;
+    if (type == kernels::WeightType::F32 || !kernels::has_kernels(type)) return 0.0;
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int64_t rb = kernels::row_bytes(type, kCols);
+    if (rb <= 0) return 0.0;
+    // One matrix of quantized random rows, copied over the whole buffer (the
+    // kernel's speed does not depend on the values), then repacked in place.
+    std::vector<float> x(static_cast<size_t>(kCols));
+    std::vector<uint8_t> tile(static_cast<size_t>(rb * kTileRows));
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int64_t r = 0; r < kTileRows; ++r) {
+        for (float& v : x) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            v = static_cast<float>(static_cast<int64_t>(seed >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
+        }
+        kernels::quantize_row(type, x.data(), tile.data() + r * rb, kCols);
+    }
+    const int64_t rows = std::max<int64_t>(kTileRows, static_cast<int64_t>(bytes / static_cast<uint64_t>(rb)) / kTileRows * kTileRows);
+    std::vector<uint8_t> w(static_cast<size_t>(rows * rb));
+    for (int64_t r = 0; r < rows; r += kTileRows) std::memcpy(w.data() + r * rb, tile.data(), tile.size());
+    const kernels::WeightType layout = kernels::fast_layout(type, kCols);
+    std::vector<uint8_t> scratch(static_cast<size_t>(rb));
+    kernels::repack_rows(type, layout, w.data(), rows, kCols, static_cast<uint64_t>(rb), scratch.data());
+    // One token's activations, and room for every row's result.
+    const int64_t ab = kernels::activation_row_bytes(type, kCols);
+    std::vector<uint8_t> xq(static_cast<size_t>(ab));
+    kernels::quantize_activation(type, x.data(), xq.data(), kCols);
+    std::vector<float> y(static_cast<size_t>(rows));
+    cpu::ThreadPool pool(threads);
+    double best = 0.0;
+    for (int pass = 0; pass < 4; ++pass) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(rows, 48, [&](int64_t r0, int64_t r1, int) {
+            kernels::gemm_q(layout, w.data() + r0 * rb, static_cast<uint64_t>(rb), r1 - r0, xq.data(), ab, 1, kCols,
+                            y.data() + r0, rows);
+        });
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (pass > 0) best = std::max(best, static_cast<double>(w.size()) / s / 1e9);  // the first pass warms up
+    }
+    volatile float sink = y[static_cast<size_t>(rows / 2)];
     (void)sink;
     return best;
 }

@@ -5,9 +5,20 @@
 
 #include <cstdint>
 
+#include "kernels/quant_types.h"
+
 namespace strata::core {
 
 // GB/s (1e9 bytes per second), best of several passes over `bytes`.
 double measure_read_gbs(int threads, uint64_t bytes = 512ull << 20);
+
+// The weight kernel alone: GB/s of weight rows (1024 elements of `type`, in
+// the layout the engine would repack them to) that gemm_q streams for one
+// token on `threads` threads, split into chunks as the forward pass splits a
+// matrix; best of several passes over about `bytes`. Next to
+// measure_read_gbs it says whether the kernel keeps up with the memory: what
+// decode loses beyond that is in the rest of the forward pass. 0 for a type
+// without quantized kernels (f32).
+double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes = 256ull << 20);
 
 }  // namespace strata::core
