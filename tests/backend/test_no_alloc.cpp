@@ -5,7 +5,9 @@
 //   (a) a bare model::Context,
 //   (b) a core::Engine holding every expert,
 //   (c) a core::Engine with half the experts cached and prefetch on (loads,
-//       evictions and predictions on every token).
+//       evictions and predictions on every token),
+//   (d) a core::Engine on a q4_0 model made for the test: repacked weights,
+//       and each KV head's Q/K/V and attention on one thread.
 // Each must be zero.
 #include <QtTest>
 
@@ -18,7 +20,11 @@
 #include <cstring>
 #include <new>
 
+#include <QTemporaryDir>
+
 #include "core/engine.h"
+#include "kernels/quant_types.h"
+#include "model/make_model.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "test_support.h"
@@ -208,6 +214,28 @@ private Q_SLOTS:
         QVERIFY(st.demand_loads > 0);
         QVERIFY(st.prefetch_loads > 0);
         check("offloaded engine", n);
+    }
+
+    void engineQ4RepackedPerHeadAttention() {
+        QTemporaryDir dir;
+        const std::string path = (dir.path() + "/q4.gguf").toStdString();
+        model::MakeModelSpec spec;
+        spec.layers = 2;
+        spec.dim = 256;
+        spec.heads = 8;
+        spec.kv_heads = 4;
+        spec.experts = 8;
+        spec.used = 4;
+        spec.expert_ff = 128;
+        spec.type = kernels::WeightType::Q4_0;
+        model::make_model(spec, path);
+        EngineSettings s;
+        s.n_ctx = 512;
+        s.threads = 2;
+        auto e = core::Engine::load(path, s);
+        e->expert_store()->fill_free_slots();
+        e->wait_idle();
+        check("q4_0 engine", allocations_per_run(e->context(), e->vocab(), e->model().config().n_vocab));
     }
 };
 
