@@ -129,4 +129,23 @@ Panel {
             Item { implicitHeight: 2 }
         }
     }
+
+    // Which CPU kernels run, and how much of the model's weights the engine
+    // rewrites in place (no extra bytes) into their layout as they load.
+    Label {
+        visible: telemetry.hasData && telemetry.kernels !== ""
+        Layout.fillWidth: true
+        elide: Text.ElideRight
+        color: Theme.textFaint
+        font.pixelSize: Theme.tiny
+        text: "CPU kernels: " + telemetry.kernels
+              + (telemetry.repackedBytes > 0 ? " · " + TextUtil.formatBytes(telemetry.repackedBytes)
+                                               + " of weights repacked in place" : "")
+        ToolTip.visible: kernelsTip.containsMouse
+        ToolTip.text: telemetry.repackedBytes > 0
+                      ? "The engine rewrites these weights, as they load, into the layout its "
+                        + telemetry.kernels + " kernels read fastest: same bytes, same results, no extra memory."
+                      : "The weights stay in the model file's layout: these kernels have no faster one for them."
+        MouseArea { id: kernelsTip; anchors.fill: parent; hoverEnabled: true }
+    }
 }

@@ -196,7 +196,8 @@ int cmd_bench(int argc, char** argv) {
        << ", \"prefetch_precision\": " << pf_precision << ", \"prefetch_recall\": " << pf_recall
        << ", \"prefetch_loads_per_token\": " << double(pf_loads) / n_decode
        << ", \"prefetch_loads_used\": " << (pf_loads ? double(pf_used) / double(pf_loads) : 0.0)
-       << ", \"kernels\": \"" << kernels::kernel_level_name(kernels::kernel_level()) << "\", \"repacked_bytes\": " << engine->repacked_bytes()
+       << ", \"kernels\": \"" << kernels::kernel_level_name(kernels::kernel_level()) << "\", \"repacked_weight_bytes\": " << engine->plan().repacked_bytes
+       << ", \"repacked_bytes\": " << engine->repacked_bytes()
        << ", \"peak_rss_bytes\": " << peak_rss
        << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast) << "}";
     if (a.flag_set("--json")) {
@@ -209,8 +210,9 @@ int cmd_bench(int argc, char** argv) {
     std::printf("decode              %.1f tok/s (%lld tokens)\n", decode_tok_s, static_cast<long long>(n_decode));
     std::printf("roofline            %.1f%% (%.2f GB/s of %.2f GB/s measured, %s per token)\n",
                 100.0 * achieved_gbs / read_gbs, achieved_gbs, read_gbs, human_bytes(sz.bytes_active).c_str());
-    std::printf("kernels             %s, %s of weights repacked in place on load\n",
-                kernels::kernel_level_name(kernels::kernel_level()), human_bytes(engine->repacked_bytes()).c_str());
+    std::printf("kernels             %s, %s of the weights repacked in place as they load (%s so far, reloads included)\n",
+                kernels::kernel_level_name(kernels::kernel_level()), human_bytes(engine->plan().repacked_bytes).c_str(),
+                human_bytes(engine->repacked_bytes()).c_str());
     if (kernel_gbs > 0)
         std::printf("kernel alone        %.2f GB/s of %s weights (gemm over a large buffer, no forward pass)\n", kernel_gbs,
                     kernels::type_traits(bulk)->name);

@@ -100,6 +100,8 @@ QVariantMap TelemetryModel::figures() const {
     m[QStringLiteral("pinnedExperts")] = pinned_;
     m[QStringLiteral("maxHeat")] = max_heat_;
     m[QStringLiteral("ledger")] = ledger_;
+    m[QStringLiteral("kernels")] = kernels();
+    m[QStringLiteral("repackedBytes")] = repackedBytes();
     auto list = [](const QList<qreal>& h) {
         QVariantList l;
         for (qreal v : h) l.append(v);

@@ -38,6 +38,9 @@ class TelemetryModel : public QObject {
     Q_PROPERTY(int pinnedExperts READ pinnedExperts NOTIFY updated)
     Q_PROPERTY(int loadingExperts READ loadingExperts NOTIFY updated)
     Q_PROPERTY(double maxHeat READ maxHeat NOTIFY updated)
+    // The CPU kernel level and the weight bytes repacked in place for it.
+    Q_PROPERTY(QString kernels READ kernels NOTIFY updated)
+    Q_PROPERTY(double repackedBytes READ repackedBytes NOTIFY updated)
     // [{tier, description, budget (0: none), reserved, used, accounts: [{account, reserved, used}]}]
     Q_PROPERTY(QVariantList ledger READ ledger NOTIFY updated)
     Q_PROPERTY(QList<qreal> hitRateHistory READ hitRateHistory NOTIFY updated)
@@ -73,6 +76,8 @@ public:
     int pinnedExperts() const { return pinned_; }
     int loadingExperts() const { return loading_; }
     double maxHeat() const { return max_heat_; }
+    QString kernels() const { return QString::fromStdString(snap_.kernels); }
+    double repackedBytes() const { return double(snap_.repacked_bytes); }
     QVariantList ledger() const { return ledger_; }
     QList<qreal> hitRateHistory() const { return hit_hist_; }
     QList<qreal> bytesPerTokenHistory() const { return bytes_hist_; }

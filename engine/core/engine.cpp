@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "kernels/dispatch.h"
 
 namespace strata {
 
@@ -395,6 +396,8 @@ uint64_t Engine::repacked_bytes() const {
 
 TelemetrySnapshot Engine::snapshot() const {
     TelemetrySnapshot t;
+    t.kernels = kernels::kernel_level_name(kernels::kernel_level());
+    t.repacked_bytes = plan_.repacked_bytes;
     const model::ModelConfig& c = model_->config();
     {
         std::lock_guard<std::mutex> lock(tele_mu_);

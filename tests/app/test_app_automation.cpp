@@ -87,6 +87,10 @@ private Q_SLOTS:
         QVERIFY(ledger[0].toObject()[QStringLiteral("reserved")].toDouble() > 0);
         QVERIFY(ledger[0].toObject()[QStringLiteral("used")].toDouble() > 0);
         QVERIFY(ledger[0].toObject()[QStringLiteral("accounts")].toArray().size() >= 4);
+        // the CPU kernels (the demo model's q8_0 experts are repacked where the level has a layout for them)
+        QVERIFY(!t[QStringLiteral("kernels")].toString().isEmpty());
+        if (t[QStringLiteral("kernels")].toString() == QStringLiteral("avx512"))
+            QVERIFY(t[QStringLiteral("repackedBytes")].toDouble() > 0);
         // heat map
         QVERIFY(t[QStringLiteral("maxHeat")].toDouble() > 0);
         QVERIFY(t[QStringLiteral("residentExperts")].toDouble() + t[QStringLiteral("pinnedExperts")].toDouble() > 0);

@@ -235,7 +235,12 @@ private Q_SLOTS:
         s.residency = {0, 0, 0, 0, 2, 3, 1, 0};
         s.ledger = {{"weights.shared", "fast", 1000, 1000}, {"experts.cache", "fast", 500, 250}, {"experts.home", "slow", 800, 800}};
         s.fast_budget = 4000;
+        s.kernels = "avx512";
+        s.repacked_bytes = 2048;
         t.push(s);  // right after load: no tokens yet
+        QCOMPARE(t.kernels(), QStringLiteral("avx512"));
+        QCOMPARE(t.repackedBytes(), 2048.0);
+        QCOMPARE(t.figures()[QStringLiteral("kernels")].toString(), QStringLiteral("avx512"));
         QVERIFY(t.hasData());
         QVERIFY(t.tokensPerSecondHistory().isEmpty());
         QCOMPARE(t.residentExperts(), 1);

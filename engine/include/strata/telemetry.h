@@ -44,6 +44,13 @@ struct TelemetrySnapshot {
     std::vector<LedgerEntry> ledger;
     uint64_t fast_budget = 0;           // 0 = none
     uint64_t slow_budget = 0;
+
+    // The CPU kernels: their level ("avx512", "avx2", "ref") and how many of
+    // the model's weight bytes are rewritten in place into their layout as
+    // they load (the shared weights once, each expert on every load into the
+    // cache; 0 where the file's layout is kept).
+    std::string kernels;
+    uint64_t repacked_bytes = 0;
 };
 
 }  // namespace strata
