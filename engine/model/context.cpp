@@ -14,7 +14,20 @@
 #include "kernels/ops.h"
 #include "kernels/ref/ops_ref.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace strata::model {
+
+namespace {
+// A CPU hint that this thread is spinning on another's progress.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+}  // namespace
 
 namespace ops = kernels::ops;  // SIMD where the CPU has it, else the scalar reference
 
@@ -62,6 +75,8 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     batch_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.n_expert, 1) + 4));
     batch_start_.reserve(static_cast<size_t>(2 * std::max<int64_t>(c.n_expert, 1) + 5));
     ready_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
+    down_ready_ = std::make_unique<std::atomic<uint32_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
+    down_chunks_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     tok_seq_.resize(B);
     tok_pos_.resize(B);
     rope_cs_.resize(B * static_cast<size_t>(std::max<int64_t>(c.n_rot, 2)));
@@ -392,10 +407,32 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     // in its own part of act_scratch_, which holds n_batch rows of the widest
     // matrix in floats; the small path has at most n_batch expert rows.
     const auto act_per_row = static_cast<uint64_t>(2 * std::max(d, ff));
-    pool_->parallel_for(k, 1, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) {
+    // Each thread owns whole experts (gate, up, SiLU*mul, then its down rows
+    // from the front); a thread with no expert left takes down rows of the
+    // others from the back, so the threads finish within a chunk of each
+    // other instead of within an expert. (Measured on the 1.2B q4_0 model:
+    // the main thread's wait at the end of this region fell from 26-32 to
+    // 2-5 Mcycles per 160 tokens, and decode was ahead in 3 of 3 pairs.)
+    const int64_t n_chunks = (d + kDownChunkRows - 1) / kDownChunkRows;
+    for (int64_t i = 0; i < k; ++i) {
+        down_ready_[i].store(0, std::memory_order_relaxed);
+        down_chunks_[i].store(static_cast<uint64_t>(n_chunks) << 32, std::memory_order_relaxed);
+    }
+    std::atomic<int64_t> next_owner{0};
+    pool_->parallel_for(threads, 1, [&](int64_t, int64_t, int) {
+        for (int64_t i; (i = next_owner.fetch_add(1, std::memory_order_relaxed)) < k;) {
             const ReadyExpert& r = ready_[static_cast<size_t>(i)];
-            expert_ffn_on_one_thread(r, n, ff, act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row);
+            uint8_t* act = act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row;
+            expert_up_on_one_thread(r, n, ff, act);
+            down_ready_[i].store(1, std::memory_order_release);
+            for (int64_t c; (c = take_down_chunk(i, true)) >= 0;) expert_down_rows(r, ff, act, c);
+        }
+        for (int64_t i = 0; i < k; ++i) {  // help with the others' down rows
+            if (take_down_chunk(i, false, /*peek=*/true) < 0) continue;
+            while (down_ready_[i].load(std::memory_order_acquire) == 0) cpu_relax();
+            const ReadyExpert& r = ready_[static_cast<size_t>(i)];
+            uint8_t* act = act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row;
+            for (int64_t c; (c = take_down_chunk(i, false)) >= 0;) expert_down_rows(r, ff, act, c);
         }
     });
     for (const ReadyExpert& r : ready_) {
@@ -407,7 +444,8 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     return true;
 }
 
-void Context::expert_ffn_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act) {
+// Gate and up, SiLU*mul, and the down projection's input quantized into act.
+void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act) {
     const int64_t d = cfg_.n_embd;
     const int64_t m = expert_count_[r.e];
     const float* X = m == n ? h_.data() : xe_.data() + r.base * d;  // every token routed here: its rows are h_ itself
@@ -416,7 +454,41 @@ void Context::expert_ffn_on_one_thread(const ReadyExpert& r, int64_t n, int64_t 
     gemm_on_one_thread(r.mats.gate, X, m, g, act);
     gemm_on_one_thread(r.mats.up, X, m, u, act);
     ops::swiglu(g, u, g, m * ff);
-    gemm_on_one_thread(r.mats.down, g, m, ye_.data() + r.base * d, act);
+    const Matrix& W = r.mats.down;
+    if (W.type == kernels::WeightType::F32) return;
+    const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
+    for (int64_t t = 0; t < m; ++t) kernels::quantize_activation(W.type, g + t * W.cols, act + t * ab, W.cols);
+}
+
+// Down rows [c * kDownChunkRows, ...) of expert r for all its tokens, from the input in act.
+void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c) {
+    const Matrix& W = r.mats.down;
+    const int64_t m = expert_count_[r.e];
+    const int64_t r0 = c * kDownChunkRows, r1 = std::min(W.rows, r0 + kDownChunkRows);
+    float* Y = ye_.data() + r.base * cfg_.n_embd;
+    if (W.type == kernels::WeightType::F32) {
+        const float* g = ge_.data() + r.base * ff;
+        for (int64_t row = r0; row < r1; ++row)
+            for (int64_t t = 0; t < m; ++t)
+                Y[t * W.rows + row] = ops::dot_f32(reinterpret_cast<const float*>(W.row(row)), g + t * W.cols, W.cols);
+        return;
+    }
+    const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
+    kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, m, W.cols, Y + r0, W.rows);
+}
+
+// The next chunk of expert i's down rows: the front one for its owner, the
+// back one for a helper; -1 when none is left. peek: only says whether one is.
+int64_t Context::take_down_chunk(int64_t i, bool front, bool peek) {
+    std::atomic<uint64_t>& w = down_chunks_[i];
+    uint64_t v = w.load(std::memory_order_relaxed);
+    for (;;) {
+        const auto lo = static_cast<uint32_t>(v), hi = static_cast<uint32_t>(v >> 32);
+        if (lo >= hi) return -1;
+        if (peek) return lo;
+        const uint64_t next = front ? (v + 1) : (static_cast<uint64_t>(hi - 1) << 32 | lo);
+        if (w.compare_exchange_weak(v, next, std::memory_order_relaxed)) return front ? lo : hi - 1;
+    }
 }
 
 // matmul's arithmetic on the calling thread: Y[t * rows + r] for all rows.

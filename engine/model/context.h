@@ -18,12 +18,14 @@
 // Threads: each step is a few parallel regions of the pool. A one-token step
 // whose KV heads (and ready experts) split evenly over the threads runs a KV
 // head's Q/K/V, RoPE, K/V write and attention on one thread, and an expert's
-// whole FFN on one thread; other steps share out the rows of Q/K/V, of the
+// whole FFN on one thread (a thread that runs out of experts takes the
+// others' last down rows); other steps share out the rows of Q/K/V, of the
 // experts' gate/up and of their down projections region by region. Both give
 // the same bits (gemm_q is batch-invariant, the rest acts per head or per
 // element), which the tests check across thread counts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -186,7 +188,10 @@ private:
     void attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t* xq, kv::KvCache::Row row, float* scores);
     struct ReadyExpert;
     bool ffn_moe_experts_fused(const LayerWeights& L, int64_t n);
-    void expert_ffn_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);
+    void expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);
+    void expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t chunk);
+    int64_t take_down_chunk(int64_t i, bool front, bool peek = false);
+    static constexpr int64_t kDownChunkRows = 64;  // down rows taken at a time in the per-expert region
     void gemm_on_one_thread(const Matrix& W, const float* X, int64_t n, float* Y, uint8_t* act);
     void ffn_moe_experts_each(const LayerWeights& L, int64_t n);
 
@@ -238,6 +243,12 @@ private:
         int64_t base;  // first row of its tokens in the xe_/ge_/ue_/ye_ scratch
     };
     std::vector<ReadyExpert> ready_;
+    // The per-expert FFN region's shared state, one entry per ready expert:
+    // its down projection's input is ready, and its down rows not yet taken
+    // (chunks [front, back) packed in one word; the owner takes from the
+    // front, a thread that ran out of experts from the back).
+    std::unique_ptr<std::atomic<uint32_t>[]> down_ready_;
+    std::unique_ptr<std::atomic<uint64_t>[]> down_chunks_;
     int64_t max_cols_ = 0;
 };
 
