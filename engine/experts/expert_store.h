@@ -58,8 +58,8 @@ struct ExpertStoreStats {
     uint64_t prefetch_dropped = 0;// prefetch requests dropped (no room, or superseded)
     uint64_t evictions = 0;
     uint64_t bytes_loaded = 0;
-    uint64_t bytes_repacked = 0;
-    uint64_t slots_moved = 0;     // cached experts moved to a lower cell when the cache shrank  // rewritten in place into the CPU kernels' layout (model::repack_for_kernels)
+    uint64_t bytes_repacked = 0;  // rewritten in place into the CPU kernels' layout (model::repack_for_kernels)
+    uint64_t slots_moved = 0;     // cached experts moved to a lower cell when the cache shrank
     double stall_seconds = 0.0;   // forward pass blocked waiting for loads
     double hit_rate() const { return demanded ? double(hits) / double(demanded) : 0.0; }
 };
