@@ -105,7 +105,8 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     max_cols_ = std::max({c.n_embd, q_dim, ff});
     act_scratch_.resize(B * static_cast<size_t>(max_cols_) * sizeof(float));
     // Per thread: the scores of a KV head's query group (attend_group).
-    score_scratch_.resize(static_cast<size_t>(pool_->size() * n_ctx_ * std::max<int64_t>(1, c.n_head / std::max<int64_t>(1, c.n_head_kv))));
+    scores_per_thread_ = n_ctx_ * std::max<int64_t>(1, c.n_head / std::max<int64_t>(1, c.n_head_kv));
+    score_scratch_.resize(static_cast<size_t>(pool_->size() * scores_per_thread_));
 }
 
 Context::~Context() = default;
@@ -225,20 +226,11 @@ uint64_t Context::scratch_bytes() const {
 }
 
 void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
-    const int64_t rows = W.rows;
-    const int64_t cols = W.cols;
     // The smallest chunk; the pool hands out shrinking chunks (guided), so
     // threads stream long runs of rows and still finish together.
     const int64_t grain = 8;
     if (W.type == kernels::WeightType::F32) {
-        // One dot product per (row, token), the same call whatever n is, so a
-        // token's result does not depend on the batch it is in.
-        pool_->parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
-            for (int64_t r = r0; r < r1; ++r) {
-                const float* row = reinterpret_cast<const float*>(W.row(r));
-                for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = ops::dot_f32(row, X + t * cols, cols);
-            }
-        });
+        pool_->parallel_for(W.rows, grain, [&](int64_t r0, int64_t r1, int) { rows_product(W, X, nullptr, n, r0, r1, Y); });
         return;
     }
     // Quantized and half-precision weights: quantize each activation row once
@@ -451,30 +443,21 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
     const float* X = m == n ? h_.data() : xe_.data() + r.base * d;  // every token routed here: its rows are h_ itself
     float* g = ge_.data() + r.base * ff;
     float* u = ue_.data() + r.base * ff;
-    gemm_on_one_thread(r.mats.gate, X, m, g, act);
-    gemm_on_one_thread(r.mats.up, X, m, u, act);
+    const Matrix &gate = r.mats.gate, &up = r.mats.up;
+    quantize_for(gate, X, m, act);
+    rows_product(gate, X, act, m, 0, gate.rows, g);
+    if (up.type != gate.type) quantize_for(up, X, m, act);  // the same activation rows otherwise
+    rows_product(up, X, act, m, 0, up.rows, u);
     ops::swiglu(g, u, g, m * ff);
-    const Matrix& W = r.mats.down;
-    if (W.type == kernels::WeightType::F32) return;
-    const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
-    for (int64_t t = 0; t < m; ++t) kernels::quantize_activation(W.type, g + t * W.cols, act + t * ab, W.cols);
+    quantize_for(r.mats.down, g, m, act);
 }
 
 // Down rows [c * kDownChunkRows, ...) of expert r for all its tokens, from the input in act.
 void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c) {
     const Matrix& W = r.mats.down;
-    const int64_t m = expert_count_[r.e];
-    const int64_t r0 = c * kDownChunkRows, r1 = std::min(W.rows, r0 + kDownChunkRows);
-    float* Y = ye_.data() + r.base * cfg_.n_embd;
-    if (W.type == kernels::WeightType::F32) {
-        const float* g = ge_.data() + r.base * ff;
-        for (int64_t row = r0; row < r1; ++row)
-            for (int64_t t = 0; t < m; ++t)
-                Y[t * W.rows + row] = ops::dot_f32(reinterpret_cast<const float*>(W.row(row)), g + t * W.cols, W.cols);
-        return;
-    }
-    const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
-    kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, m, W.cols, Y + r0, W.rows);
+    const int64_t r0 = c * kDownChunkRows;
+    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, r0 + kDownChunkRows),
+                 ye_.data() + r.base * cfg_.n_embd);
 }
 
 // The next chunk of expert i's down rows: the front one for its owner, the
@@ -491,18 +474,25 @@ int64_t Context::take_down_chunk(int64_t i, bool front, bool peek) {
     }
 }
 
-// matmul's arithmetic on the calling thread: Y[t * rows + r] for all rows.
-void Context::gemm_on_one_thread(const Matrix& W, const float* X, int64_t n, float* Y, uint8_t* act) {
+void Context::quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act) {
+    if (W.type == kernels::WeightType::F32) return;  // f32 rows take X as it is
+    const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
+    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(W.type, X + t * W.cols, act + t * ab, W.cols);
+}
+
+void Context::rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1,
+                           float* Y) {
     if (W.type == kernels::WeightType::F32) {
-        for (int64_t r = 0; r < W.rows; ++r) {
+        // One dot product per (row, token), the same call whatever n is, so a
+        // token's result does not depend on the batch it is in.
+        for (int64_t r = r0; r < r1; ++r) {
             const float* row = reinterpret_cast<const float*>(W.row(r));
             for (int64_t t = 0; t < n; ++t) Y[t * W.rows + r] = ops::dot_f32(row, X + t * W.cols, W.cols);
         }
         return;
     }
     const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
-    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(W.type, X + t * W.cols, act + t * ab, W.cols);
-    kernels::gemm_q(W.type, W.data, W.row_bytes, W.rows, act, ab, n, W.cols, Y, W.rows);
+    kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, n, W.cols, Y + r0, W.rows);
 }
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
@@ -583,7 +573,7 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     // of a model with 1 or 2 KV heads) the heads are shared out one by one.
     const int64_t per_item = n * c.n_head_kv >= pool_->size() ? group : 1;
     pool_->parallel_for(n * c.n_head / per_item, 1, [&](int64_t b, int64_t e, int thread) {
-        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_ * group;
+        float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);
         for (int64_t item = b; item < e; ++item) {
             const int64_t th = item * per_item;  // the item's first (token, head)
             const int64_t t = th / c.n_head;
@@ -623,7 +613,7 @@ bool Context::attention_fused_one_token(const LayerWeights& L) {
     kernels::quantize_activation(type, h_.data(), xq, d);
     const kv::KvCache::Row row = kv_->row(tok_seq_[0], tok_pos_[0]);  // throws here, not on a worker
     pool_->parallel_for(c.n_head_kv, 1, [&](int64_t b, int64_t e, int thread) {
-        float* scores = score_scratch_.data() + static_cast<size_t>(thread) * n_ctx_ * (c.n_head / c.n_head_kv);
+        float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);
         for (int64_t g = b; g < e; ++g) attention_kv_group(L, g, xq, row, scores);
     });
     return true;

@@ -192,7 +192,11 @@ private:
     void expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t chunk);
     int64_t take_down_chunk(int64_t i, bool front, bool peek = false);
     static constexpr int64_t kDownChunkRows = 64;  // down rows taken at a time in the per-expert region
-    void gemm_on_one_thread(const Matrix& W, const float* X, int64_t n, float* Y, uint8_t* act);
+    // n activation rows X quantized for W's kernels into act (nothing for f32 weights).
+    void quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act);
+    // Rows [r0, r1) of W times n tokens on the calling thread, Y[t * W.rows + r]:
+    // f32 weights take X, the others act from quantize_for.
+    void rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1, float* Y);
     void ffn_moe_experts_each(const LayerWeights& L, int64_t n);
 
     const Model& model_;
@@ -233,6 +237,7 @@ private:
     std::vector<float> shared_gate_;
     std::vector<uint8_t> act_scratch_;  // activations quantized for the weight type
     std::vector<float> score_scratch_;  // per thread: attention scores
+    int64_t scores_per_thread_ = 0;     // a query group's scores over n_ctx keys
     std::vector<float> logits_;
     std::vector<float> look_h_, look_probs_;
     std::vector<MatIn> batch_;
