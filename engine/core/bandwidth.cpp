@@ -13,6 +13,11 @@ namespace strata::core {
 
 namespace {
 
+// 0 or less: every hardware thread.
+int threads_or_all(int threads) {
+    return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // One timed pass: every thread streams its chunks, a cache line per step,
 // asking for the line `Ahead` bytes further on (as the weight kernels do;
 // without a prefetch the loop measures less than the kernels achieve and the
@@ -47,7 +52,7 @@ double read_pass(cpu::ThreadPool& pool, const std::vector<uint64_t>& buf, std::v
 }  // namespace
 
 double measure_read_gbs(int threads, uint64_t bytes) {
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = threads_or_all(threads);
     const size_t n = static_cast<size_t>(bytes / sizeof(uint64_t));
     std::vector<uint64_t> buf(n);
     // Touch every page (and give the words distinct values) before timing.
@@ -74,7 +79,7 @@ double measure_read_gbs(int threads, uint64_t bytes) {
 double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes) {
     constexpr int64_t kCols = 1024, kTileRows = 1024;
     if (type == kernels::WeightType::F32 || !kernels::has_kernels(type)) return 0.0;
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = threads_or_all(threads);
     const int64_t rb = kernels::row_bytes(type, kCols);
     if (rb <= 0) return 0.0;
     // One matrix of quantized random rows, copied over the whole buffer (the
