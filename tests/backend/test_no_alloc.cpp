@@ -25,6 +25,7 @@
 #include "core/engine.h"
 #include "kernels/quant_types.h"
 #include "model/make_model.h"
+#include "small_moe.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "test_support.h"
@@ -219,16 +220,7 @@ private Q_SLOTS:
     void engineQ4RepackedPerHeadAttention() {
         QTemporaryDir dir;
         const std::string path = (dir.path() + "/q4.gguf").toStdString();
-        model::MakeModelSpec spec;
-        spec.layers = 2;
-        spec.dim = 256;
-        spec.heads = 8;
-        spec.kv_heads = 4;
-        spec.experts = 8;
-        spec.used = 4;
-        spec.expert_ff = 128;
-        spec.type = kernels::WeightType::Q4_0;
-        model::make_model(spec, path);
+        model::make_model(test::small_moe_spec(kernels::WeightType::Q4_0), path);
         EngineSettings s;
         s.n_ctx = 512;
         s.threads = 2;

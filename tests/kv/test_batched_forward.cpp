@@ -13,6 +13,7 @@
 
 #include "model/context.h"
 #include "model/make_model.h"
+#include "small_moe.h"
 #include "model/model.h"
 #include "common/error.h"
 #include "reference_files.h"
@@ -124,17 +125,8 @@ private Q_SLOTS:
         QTemporaryDir dir;
         std::string path = kDemo;
         if (!arch.isEmpty()) {
-            model::MakeModelSpec spec;
-            spec.arch = arch.toStdString();
-            spec.layers = 2;
-            spec.dim = 256;
-            spec.heads = 8;
-            spec.kv_heads = 4;
-            spec.experts = 8;
-            spec.used = 4;
-            spec.expert_ff = 128;
+            model::MakeModelSpec spec = test::small_moe_spec(static_cast<kernels::WeightType>(type), arch.toStdString());
             if (arch == "qwen2moe") spec.shared_ff = 96;
-            spec.type = static_cast<kernels::WeightType>(type);
             path = (dir.path() + "/m.gguf").toStdString();
             model::make_model(spec, path);
         }
