@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
-#include <thread>
 
 #include "common.h"
 #include "common/error.h"
@@ -174,9 +173,7 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
     js.precision(6);
     js << "{\"model\": \"" << json_escape(a.pos("MODEL")) << "\", \"mode\": \"" << (spec ? "speculative" : "batched")
        << "\", \"arrival\": \"" << arrival << "\", \"concurrency\": " << conc << ", \"requests\": " << n_req << ", \"prompt_len\": " << plen
-       << ", \"gen_len\": " << glen << ", \"threads\": "
-       << (settings.threads > 0 ? settings.threads : static_cast<int>(std::thread::hardware_concurrency()))
-       << ", \"machine_read_gbs\": " << read_gbs
+       << ", \"gen_len\": " << glen << ", \"threads\": " << settings.threads << ", \"machine_read_gbs\": " << read_gbs
        << ", \"throughput_tok_s\": " << generated / wall << ", \"tokens_generated\": " << generated
        << ", \"tokens_forwarded\": " << forwarded << ", \"forward_passes\": " << steps
        << ", \"mean_tokens_per_pass\": " << (steps ? double(forwarded) / steps : 0.0)

@@ -65,14 +65,16 @@ int cmd_bench(int argc, char** argv) {
     const int64_t n_decode = a.integer("--n-predict", 1, 1 << 20);
     const int64_t prompt_len = a.integer("--prompt-len", 1, 1 << 20);
     const int64_t warmup = a.integer("--warmup", 0, 1 << 20);
-    const EngineSettings settings = engine_settings(a);
+    EngineSettings settings = engine_settings(a);
+    // 0 means every core; resolved here once so every figure names the count.
+    if (settings.threads <= 0) settings.threads = static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = settings.threads;
     sched::SamplingParams sp;
     sp.temperature = static_cast<float>(a.number("--temp", 0.0, 100.0));
     sp.seed = static_cast<uint64_t>(a.integer("--seed", 0, INT64_MAX));
     sp.top_k = 0;
     sp.top_p = 1.0f;
     sp.min_p = 0.0f;
-    const int threads = settings.threads > 0 ? settings.threads : static_cast<int>(std::thread::hardware_concurrency());
 
     double read_gbs = core::measure_read_gbs(threads);
     // The bandwidth buffer is gone; restart the peak-RSS count (Linux >= 4.0) so
