@@ -46,10 +46,16 @@ constexpr Entry kTypes[] = {
     {35, {"tq2_0", 256, 66, false}},
 };
 
-// In-memory layouts (kernels/ref/repack_ref.h): not file types.
-constexpr Entry kLayouts[] = {
-    {63, {"q4_0_r4", 32, 18, true}},
-    {62, {"q8_0_r2", 32, 34, true}},
+// In-memory layouts (kernels/ref/repack_ref.h): not file types. Each has
+// the block geometry of the file type it rearranges.
+struct Layout {
+    WeightType id;
+    WeightType file;
+    TypeTraits traits;
+};
+constexpr Layout kLayouts[] = {
+    {WeightType::Q4_0_R4, WeightType::Q4_0, {"q4_0_r4", 32, 18, true}},
+    {WeightType::Q8_0_R2, WeightType::Q8_0, {"q8_0_r2", 32, 34, true}},
 };
 
 }  // namespace
@@ -61,18 +67,15 @@ const TypeTraits* type_traits(uint32_t raw_type) {
 }
 
 const TypeTraits* type_traits(WeightType t) {
-    const auto id = static_cast<uint32_t>(t);
-    for (const Entry& e : kLayouts)
-        if (e.id == id) return &e.traits;
-    return type_traits(id);
+    for (const Layout& l : kLayouts)
+        if (l.id == t) return &l.traits;
+    return type_traits(static_cast<uint32_t>(t));
 }
 
 WeightType file_type(WeightType t) {
-    switch (t) {
-        case WeightType::Q4_0_R4: return WeightType::Q4_0;
-        case WeightType::Q8_0_R2: return WeightType::Q8_0;
-        default: return t;
-    }
+    for (const Layout& l : kLayouts)
+        if (l.id == t) return l.file;
+    return t;
 }
 
 int64_t row_bytes(WeightType t, int64_t n) {

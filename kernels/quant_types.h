@@ -54,8 +54,7 @@ const TypeTraits* type_traits(uint32_t raw_type);
 const TypeTraits* type_traits(WeightType t);
 
 // The file type an in-memory layout rearranges (Q4_0_R4 -> Q4_0, Q8_0_R2 ->
-// Q8_0); any other
-// type is returned unchanged.
+// Q8_0); any other type is returned unchanged.
 WeightType file_type(WeightType t);
 
 // Bytes of one row of n elements; -1 when n is not a multiple of the block size
