@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -140,14 +141,11 @@ int cmd_bench(int argc, char** argv) {
     read_gbs = std::max(read_gbs, core::measure_read_gbs(threads, 256ull << 20));
     // The weight kernel alone on the model's bulk weight type (its experts',
     // else its attention's): does it keep up with the memory?
-    kernels::WeightType bulk = kernels::WeightType::F32;
-    for (const model::LayerWeights& L : engine->model().weights().layers) {
-        const model::Matrix& m = L.ffn == model::FfnKind::Moe ? L.expert(0).gate : L.wq;
-        if (m) {
-            bulk = m.type;
-            break;
-        }
-    }
+    const auto& layers = engine->model().weights().layers;
+    const auto moe = std::find_if(layers.begin(), layers.end(), [](const model::LayerWeights& L) { return L.ffn == model::FfnKind::Moe; });
+    const kernels::WeightType bulk = moe != layers.end() ? moe->expert(0).gate.type
+                                     : layers.empty()    ? kernels::WeightType::F32
+                                                         : layers[0].wq.type;
     const double kernel_gbs = core::measure_gemm_gbs(threads, bulk);
     if (auto* store = engine->expert_store()) s1 = store->stats();
     experts::PredictionCounts pc = engine->prediction_counts();

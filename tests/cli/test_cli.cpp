@@ -121,6 +121,24 @@ private Q_SLOTS:
         }
     }
 
+    // bench names the kernels, the bytes repacked for them (as plan counts
+    // them) and what the weight kernel alone streams, for the model's expert
+    // type even when dense layers with f32 weights come first (the demo model:
+    // two f32 dense layers, q8_0 experts).
+    void bench_reports_the_kernels() {
+        const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+        const Run b = cli({"bench", demo, "-n", "4", "--prompt-len", "4", "--warmup", "0", "--threads", "2", "--json"});
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        const QJsonObject o = QJsonDocument::fromJson(b.out.toUtf8()).object();
+        QCOMPARE(o["threads"].toInt(), 2);
+        QVERIFY(!o["kernels"].toString().isEmpty());
+        QVERIFY(o["kernel_stream_gbs"].toDouble() > 0);
+        const Run p = cli({"plan", demo, "--json"});
+        QCOMPARE(p.code, 0);
+        QCOMPARE(o["repacked_weight_bytes"].toDouble(), QJsonDocument::fromJson(p.out.toUtf8()).object()["repacked_bytes"].toDouble());
+        QVERIFY(o["repacked_bytes"].toDouble() >= o["repacked_weight_bytes"].toDouble());
+    }
+
     void routing_stats_fixture() {
         STRATA_REQUIRE_FIXTURES();
         const QString models = strata::test::fixtures_dir() + "/models/";
