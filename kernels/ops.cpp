@@ -28,12 +28,14 @@ float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels
 
 void axpy(float a, const float* x, float* y, int64_t n) { active_kernels().axpy(a, x, y, n); }
 
-void attn_scores(const float* q, const float* k, int64_t m, int64_t hd, float scale, float* out) {
-    active_kernels().attn_scores(q, k, m, hd, scale, out);
+void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
+                 int64_t out_stride) {
+    active_kernels().attn_scores(q, n_q, k, m, hd, scale, out, out_stride);
 }
 
-void attn_accumulate(const float* p, const float* v, int64_t m, int64_t hd, float* out) {
-    active_kernels().attn_accumulate(p, v, m, hd, out);
+void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
+                     float* out) {
+    active_kernels().attn_accumulate(p, p_stride, n_q, v, m, hd, out);
 }
 
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) {

@@ -42,13 +42,17 @@ float dot_f32(const float* a, const float* b, int64_t n);
 // y += a * x
 void axpy(float a, const float* x, float* y, int64_t n);
 
-// Attention over m cached keys of one head (rows of hd floats, contiguous):
-// out[j] = dot_f32(q, k + j*hd, hd) * scale. Bit-identical to dot_f32 per key.
-void attn_scores(const float* q, const float* k, int64_t m, int64_t hd, float scale, float* out);
+// Attention of n_q query heads (rows of hd floats, contiguous: the heads that
+// share one KV head) over m cached keys (rows of hd floats, contiguous):
+// out[h * out_stride + j] = dot_f32(q + h*hd, k + j*hd, hd) * scale.
+// Bit-identical to dot_f32 per (head, key).
+void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
+                 int64_t out_stride);
 
-// out[0..hd) += sum_j p[j] * v[j*hd ..], keys in order, each as one axpy:
-// bit-identical to m calls of axpy.
-void attn_accumulate(const float* p, const float* v, int64_t m, int64_t hd, float* out);
+// For each of n_q heads: out[h*hd ..][0..hd) += sum_j p[h * p_stride + j] * v[j*hd ..],
+// keys in order, each as one axpy: bit-identical to n_q * m calls of axpy.
+void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
+                     float* out);
 
 // The router: softmax over n_expert logits in place (logits become the
 // probabilities), then the k most probable experts, best first (ties to the

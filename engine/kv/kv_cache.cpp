@@ -431,8 +431,9 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
         for (int64_t h = 0; h < n_q; ++h) attend(s, layer, kv_head, qv + h * hd, n_keys, scale, scores, out + h * hd);
         return;
     }
-    // The same kernel calls as attend() per head (per block, keys in order),
-    // only with the heads inside the block loop.
+    // Per block, keys in order, all n_q heads in one kernel call: each head's
+    // scores and sums are attend()'s bits (the kernels' contract), and the
+    // block comes from memory once for the group.
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t bt = p_.block_tokens;
     const int64_t n_blocks = (n_keys + bt - 1) / bt;
@@ -440,7 +441,7 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
         const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
         const int64_t m = std::min(bt, n_keys - bi * bt);
-        for (int64_t h = 0; h < n_q; ++h) ops::attn_scores(qv + h * hd, K, m, hd, scale, scores + h * n_keys + bi * bt);
+        ops::attn_scores(qv, n_q, K, m, hd, scale, scores + bi * bt, n_keys);
     }
     for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
     std::fill(out, out + n_q * hd, 0.0f);
@@ -448,31 +449,17 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
         const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
         const int64_t m = std::min(bt, n_keys - bi * bt);
-        for (int64_t h = 0; h < n_q; ++h) ops::attn_accumulate(scores + h * n_keys + bi * bt, V, m, hd, out + h * hd);
+        ops::attn_accumulate(scores + bi * bt, n_keys, n_q, V, m, hd, out);
     }
 }
 
 void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_keys, float scale,
                      float* scores, float* out) const {
+    if (p_.type == KvType::F32) return attend_group(s, layer, kv_head, qv, 1, n_keys, scale, scores, out);
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t hd = p_.head_dim;
     const int64_t bt = p_.block_tokens;
     const int64_t n_blocks = (n_keys + bt - 1) / bt;
-    if (p_.type == KvType::F32) {
-        for (int64_t bi = 0; bi < n_blocks; ++bi) {
-            const int32_t b = q.blocks[static_cast<size_t>(bi)];
-            const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
-            ops::attn_scores(qv, K, std::min(bt, n_keys - bi * bt), hd, scale, scores + bi * bt);
-        }
-        ops::softmax(scores, n_keys);
-        std::fill(out, out + hd, 0.0f);
-        for (int64_t bi = 0; bi < n_blocks; ++bi) {
-            const int32_t b = q.blocks[static_cast<size_t>(bi)];
-            const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
-            ops::attn_accumulate(scores + bi * bt, V, std::min(bt, n_keys - bi * bt), hd, out);
-        }
-        return;
-    }
     // Q8: integer rows times the block's scale.
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
         const int32_t b = q.blocks[static_cast<size_t>(bi)];

@@ -88,12 +88,16 @@ void axpy(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void attn_scores(const float* q, const float* k, int64_t m, int64_t hd, float scale, float* out) {
-    for (int64_t j = 0; j < m; ++j) out[j] = dot_f32(q, k + j * hd, hd) * scale;
+void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
+                 int64_t out_stride) {
+    for (int64_t h = 0; h < n_q; ++h)
+        for (int64_t j = 0; j < m; ++j) out[h * out_stride + j] = dot_f32(q + h * hd, k + j * hd, hd) * scale;
 }
 
-void attn_accumulate(const float* p, const float* v, int64_t m, int64_t hd, float* out) {
-    for (int64_t j = 0; j < m; ++j) axpy(p[j], v + j * hd, out, hd);
+void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
+                     float* out) {
+    for (int64_t h = 0; h < n_q; ++h)
+        for (int64_t j = 0; j < m; ++j) axpy(p[h * p_stride + j], v + j * hd, out + h * hd, hd);
 }
 
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) {

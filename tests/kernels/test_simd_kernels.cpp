@@ -710,27 +710,33 @@ void TestSimdKernels::rope_vs_ref() {
                 }
 }
 
-// Attention over a block of keys: bit-identical to the reference (per key the
-// same dot product and axpy). The router: the same experts in the same order
+// Attention of a group of query heads over a block of keys: bit-identical to
+// the reference (per head and key the same dot product and axpy), for group
+// sizes that fill, split and pad the 512-bit kernels' head pairs and passes,
+// strided score rows, and head sizes with and without a specialised kernel.
+// The router: the same experts in the same order
 // (probabilities within the softmax's few-ulp bound), with ties, masks and
 // fewer allowed experts than asked for.
 void TestSimdKernels::attention_and_router_vs_ref() {
     FETCH_TABLE(t);
     std::mt19937 rng(91);
-    for (int64_t hd : {8, 16, 60, 64, 128, 136, 200, 256, 272})
-        for (int64_t m : {1, 2, 7, 12, 16, 33}) {
-            const std::vector<float> q = gaussian(rng, hd), k = gaussian(rng, m * hd), v = gaussian(rng, m * hd);
-            std::vector<float> s1(static_cast<size_t>(m)), s2(s1.size());
-            t->attn_scores(q.data(), k.data(), m, hd, 0.125f, s1.data());
-            ref::attn_scores(q.data(), k.data(), m, hd, 0.125f, s2.data());
-            QVERIFY2(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0,
-                     qPrintable(QString("attn_scores hd=%1 m=%2").arg(hd).arg(m)));
-            std::vector<float> o1 = gaussian(rng, hd), o2 = o1;
-            t->attn_accumulate(s1.data(), v.data(), m, hd, o1.data());
-            ref::attn_accumulate(s1.data(), v.data(), m, hd, o2.data());
-            QVERIFY2(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)) == 0,
-                     qPrintable(QString("attn_accumulate hd=%1 m=%2").arg(hd).arg(m)));
-        }
+    for (int64_t hd : {8, 16, 32, 60, 64, 80, 96, 128, 136, 200, 256, 272})
+        for (int64_t m : {1, 2, 7, 12, 16, 33})
+            for (int64_t n_q : {1, 2, 3, 4, 5, 8}) {
+                const int64_t stride = m + 3;  // score rows with a gap between heads
+                const std::vector<float> q = gaussian(rng, n_q * hd), k = gaussian(rng, m * hd), v = gaussian(rng, m * hd);
+                std::vector<float> s1(static_cast<size_t>(n_q * stride), -7.0f), s2(s1);
+                t->attn_scores(q.data(), n_q, k.data(), m, hd, 0.125f, s1.data(), stride);
+                ref::attn_scores(q.data(), n_q, k.data(), m, hd, 0.125f, s2.data(), stride);
+                const QString what = QString("hd=%1 m=%2 n_q=%3").arg(hd).arg(m).arg(n_q);
+                QVERIFY2(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0, qPrintable("attn_scores " + what));
+                QCOMPARE(s1.back(), -7.0f);  // the gaps stay untouched
+                std::vector<float> o1 = gaussian(rng, n_q * hd), o2 = o1;
+                t->attn_accumulate(s1.data(), stride, n_q, v.data(), m, hd, o1.data());
+                ref::attn_accumulate(s1.data(), stride, n_q, v.data(), m, hd, o2.data());
+                QVERIFY2(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)) == 0,
+                         qPrintable("attn_accumulate " + what));
+            }
     for (int64_t E : {4, 8, 16, 60, 64, 128})
         for (int64_t k : {1, 2, 4, 8}) {
             if (k > E) continue;
