@@ -31,6 +31,15 @@ KvCacheParams shape(int64_t blocks, kv::KvType type = kv::KvType::F32, int64_t b
     return p;
 }
 
+// This process's resident set (VmRSS), in bytes.
+uint64_t resident_bytes() {
+    QFile f("/proc/self/status");
+    if (!f.open(QIODevice::ReadOnly)) return 0;
+    for (const QByteArray& line : f.readAll().split('\n'))
+        if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').first().toULongLong() * 1024;
+    return 0;
+}
+
 std::vector<int32_t> ids(int n, int start = 0) {
     std::vector<int32_t> v(static_cast<size_t>(n));
     std::iota(v.begin(), v.end(), start);
@@ -93,6 +102,21 @@ private Q_SLOTS:
         c.free_sequence(s);
         QCOMPARE(ledger.used(memory::Account::KvPages, memory::Tier::Fast), uint64_t{0});
         QVERIFY(ledger.used(memory::Tier::Fast) <= ledger.reserved(memory::Tier::Fast));
+    }
+
+    // The pool's pages are committed when the cache is made, not one fault at
+    // a time in the decode steps that first write a block.
+    void pool_pages_are_committed_at_creation() {
+        if (resident_bytes() == 0) QSKIP("no /proc/self/status here to read the resident set from");
+        KvCacheParams p = shape(16);
+        p.n_layer = 16;
+        p.n_head_kv = 8;
+        p.head_dim = 128;  // 16 blocks of 2 MiB
+        const uint64_t before = resident_bytes();
+        KvCache c(p);
+        const uint64_t grown = resident_bytes() - before;
+        QVERIFY2(grown >= c.pool_bytes() * 9 / 10,
+                 qPrintable(QString("resident set grew by %1 bytes for a %2-byte pool").arg(grown).arg(c.pool_bytes())));
     }
 
     void pool_over_budget_is_refused() {
