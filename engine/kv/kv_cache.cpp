@@ -443,7 +443,22 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t bt = p_.block_tokens;
     const int64_t n_blocks = (n_keys + bt - 1) / bt;
+    // The pieces are read in the order K[0..n), V[0..n); the next one is
+    // asked for while the current one is worked on. Attention computes
+    // little per byte and its few KiB per head come from a cold cache, so
+    // with the hardware prefetcher alone it waited on memory: on the 1.2B
+    // Q4_0 model at ~170 keys this took 27-33% less time (cycle counters,
+    // 4 + 4 runs); two pieces ahead was as good, four worse.
+    const uint64_t piece = static_cast<uint64_t>(bt * hd) * sizeof(float);
+    auto prefetch_step = [&](int64_t step) {
+        if (step >= 2 * n_blocks) return;
+        const int which = step < n_blocks ? 0 : 1;
+        const uint8_t* p = pool_.data() + part_offset(q.blocks[static_cast<size_t>(step % n_blocks)], layer, which, kv_head);
+        for (uint64_t o = 0; o < piece; o += 64) __builtin_prefetch(p + o, 0, 3);
+    };
+    prefetch_step(0);
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        prefetch_step(bi + 1);
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
         const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
         const int64_t m = std::min(bt, n_keys - bi * bt);
@@ -452,6 +467,7 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
     std::fill(out, out + n_q * hd, 0.0f);
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        prefetch_step(n_blocks + bi + 1);
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
         const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
         const int64_t m = std::min(bt, n_keys - bi * bt);
