@@ -436,6 +436,16 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     return true;
 }
 
+// Asks for the first 8 KiB of a stream that starts soon (into L2): the
+// kernels prefetch 8 KiB ahead of where they read, so otherwise a stream's
+// first 8 KiB arrive one demand miss at a time. On the 1.2B Q4_0 model with
+// the host at ~75 GB/s: each thread's down rows 180-188 -> 170-176 and K/V
+// rows 11.5 -> 10.5 Mcycles per 160 tokens (cycle counters, 3 + 3 runs).
+static void prefetch_head(const uint8_t* p, uint64_t bytes) {
+    const uint64_t n = std::min<uint64_t>(bytes, 8192);
+    for (uint64_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
 // Gate and up, SiLU*mul, and the down projection's input quantized into act.
 void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act) {
     const int64_t d = cfg_.n_embd;
@@ -444,6 +454,8 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
     float* g = ge_.data() + r.base * ff;
     float* u = ue_.data() + r.base * ff;
     const Matrix &gate = r.mats.gate, &up = r.mats.up;
+    prefetch_head(up.row(0), static_cast<uint64_t>(up.rows) * up.row_bytes);
+    prefetch_head(r.mats.down.row(0), static_cast<uint64_t>(r.mats.down.rows) * r.mats.down.row_bytes);
     quantize_for(gate, X, m, act);
     rows_product(gate, X, act, m, 0, gate.rows, g);
     if (up.type != gate.type) quantize_for(up, X, m, act);  // the same activation rows otherwise
@@ -631,6 +643,8 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t
     float* q = q_.data() + q0;
     float* k = k_.data() + k0;
     float* v = v_.data() + k0;
+    prefetch_head(L.wk.row(k0), static_cast<uint64_t>(hd) * L.wk.row_bytes);
+    prefetch_head(L.wv.row(k0), static_cast<uint64_t>(hd) * L.wv.row_bytes);
     kernels::gemm_q(type, L.wq.row(q0), L.wq.row_bytes, group * hd, xq, ab, 1, d, q, L.wq.rows);
     kernels::gemm_q(type, L.wk.row(k0), L.wk.row_bytes, hd, xq, ab, 1, d, k, L.wk.rows);
     kernels::gemm_q(type, L.wv.row(k0), L.wv.row_bytes, hd, xq, ab, 1, d, v, L.wv.rows);
