@@ -28,9 +28,8 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : n_threads_(std::m
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
-        ++generation_;
-        published_.store(generation_, std::memory_order_release);
+        stop_.store(true, std::memory_order_relaxed);
+        published_.fetch_add(1, std::memory_order_seq_cst);  // a worker that sees it sees stop_
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -62,23 +61,29 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
         for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain), 0);
         return;
     }
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        fn_ = &fn;
-        n_ = n;
-        grain_ = grain;
-        next_.store(0, std::memory_order_relaxed);
-        active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-        ++generation_;
-        published_.store(generation_, std::memory_order_release);
+    // The job's fields, then its number: a worker that sees the number sees
+    // the fields. No worker reads them before: the previous job ended with
+    // every worker done (active_ == 0).
+    fn_ = &fn;
+    n_ = n;
+    grain_ = grain;
+    next_.store(0, std::memory_order_relaxed);
+    active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    published_.fetch_add(1, std::memory_order_seq_cst);
+    // A worker going to sleep counts itself in sleepers_ and then checks
+    // published_ (seq_cst both): it sees this job or is counted here.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        std::lock_guard<std::mutex> lock(mutex_);  // it is waiting, or about to re-check under the lock
+        wake_.notify_all();
     }
-    wake_.notify_all();
     run_chunks(0);
     // Wait for workers to finish their chunks (spin first: ops are short).
     for (int spin = 0; spin < kSpinIterations && active_.load(std::memory_order_acquire) != 0; ++spin) spin_pause();
     if (active_.load(std::memory_order_acquire) != 0) {
         std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
+        caller_asleep_.store(true, std::memory_order_seq_cst);
+        done_.wait(lock, [this] { return active_.load(std::memory_order_seq_cst) == 0; });
+        caller_asleep_.store(false, std::memory_order_relaxed);
     }
 }
 
@@ -92,14 +97,18 @@ void ThreadPool::worker_main(int index) {
         // Spin briefly for the next job, then sleep.
         for (int spin = 0; spin < kSpinIterations && published_.load(std::memory_order_acquire) == seen; ++spin)
             spin_pause();
-        {
+        if (published_.load(std::memory_order_acquire) == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return generation_ != seen; });
-            seen = generation_;
-            if (stop_) return;
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            wake_.wait(lock, [&] { return published_.load(std::memory_order_seq_cst) != seen; });
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
         }
+        seen = published_.load(std::memory_order_acquire);
+        if (stop_.load(std::memory_order_relaxed)) return;
         run_chunks(index);
-        if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // The last worker out wakes the caller if it went to sleep; the
+        // caller marks itself asleep and then re-checks active_ (seq_cst both).
+        if (active_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_asleep_.load(std::memory_order_seq_cst)) {
             std::lock_guard<std::mutex> lock(mutex_);
             done_.notify_all();
         }

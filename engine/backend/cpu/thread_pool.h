@@ -3,7 +3,9 @@
 // work (a few experts with many tokens) still keeps every core busy; chunks
 // shrink as the work runs out (guided scheduling, `grain` the smallest). Workers
 // spin briefly after a job before they sleep, so back-to-back ops of one token
-// do not pay a futex wake-up each.
+// do not pay a futex wake-up each; while they spin, a job starts and ends
+// through atomics alone (the mutex and condition variables are only for
+// threads that went to sleep).
 #pragma once
 
 #include <atomic>
@@ -58,19 +60,23 @@ private:
     int n_threads_;
     std::vector<int> cpus_;
     std::vector<std::thread> workers_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::condition_variable done_;
-    uint64_t generation_ = 0;   // bumped per job, guarded by mutex_
-    std::atomic<uint64_t> published_{0};
-    bool stop_ = false;
+    std::mutex mutex_;               // only for sleeping and waking
+    std::condition_variable wake_;   // workers asleep wait here for a job
+    std::condition_variable done_;   // the caller asleep waits here for the workers
+    std::atomic<bool> stop_{false};  // set once, before the last job number
 
-    // Current job.
+    // Current job: written by the caller before it publishes the job.
     const ChunkFn* fn_ = nullptr;
     int64_t n_ = 0;
     int64_t grain_ = 1;
     std::atomic<int64_t> next_{0};
-    std::atomic<int> active_{0};
+    // Each on its own cache line: workers spin on published_ between jobs and
+    // the caller on active_ at the end of one, and neither should pull in the
+    // line the other is writing.
+    alignas(64) std::atomic<uint64_t> published_{0};  // the job's number
+    alignas(64) std::atomic<int> active_{0};          // workers still in the job
+    alignas(64) std::atomic<int> sleepers_{0};        // workers asleep on wake_
+    std::atomic<bool> caller_asleep_{false};          // the caller is on done_
 };
 
 }  // namespace strata::cpu
