@@ -495,18 +495,8 @@ void Context::quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* 
 void Context::rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1,
                            float* Y) {
     if (W.type == kernels::WeightType::F32) {
-        // One dot_f32 per (row, token), whatever n is, so a token's result
-        // does not depend on the batch it is in. Contiguous rows go through
-        // attn_scores with scale 1 (exact): dot_f32 per row bit for bit, four
-        // rows at a time, so four add chains run at once where one row's
-        // chain kept the core waiting (a 32 x 1024 router: ~450 -> ~80
-        // cycles a row).
-        if (W.row_bytes == static_cast<uint64_t>(W.cols) * sizeof(float)) {
-            for (int64_t t = 0; t < n; ++t)
-                ops::attn_scores(X + t * W.cols, 1, reinterpret_cast<const float*>(W.row(r0)), r1 - r0, W.cols, 1.0f,
-                                 Y + t * W.rows + r0, 0);
-            return;
-        }
+        // One dot product per (row, token), the same call whatever n is, so a
+        // token's result does not depend on the batch it is in.
         for (int64_t r = r0; r < r1; ++r) {
             const float* row = reinterpret_cast<const float*>(W.row(r));
             for (int64_t t = 0; t < n; ++t) Y[t * W.rows + r] = ops::dot_f32(row, X + t * W.cols, W.cols);
