@@ -417,14 +417,14 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
             uint8_t* act = act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row;
             expert_up_on_one_thread(r, n, ff, act);
             down_ready_[i].store(1, std::memory_order_release);
-            for (int64_t c; (c = take_down_chunk(i, true)) >= 0;) expert_down_rows(r, ff, act, c);
+            for (Chunks c; (c = take_down_chunks(i, true)).begin < c.end;) expert_down_rows(r, ff, act, c.begin, c.end);
         }
         for (int64_t i = 0; i < k; ++i) {  // help with the others' down rows
-            if (take_down_chunk(i, false, /*peek=*/true) < 0) continue;
+            if (!down_left(i)) continue;
             while (down_ready_[i].load(std::memory_order_acquire) == 0) cpu_relax();
             const ReadyExpert& r = ready_[static_cast<size_t>(i)];
             uint8_t* act = act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row;
-            for (int64_t c; (c = take_down_chunk(i, false)) >= 0;) expert_down_rows(r, ff, act, c);
+            for (Chunks c; (c = take_down_chunks(i, false)).begin < c.end;) expert_down_rows(r, ff, act, c.begin, c.end);
         }
     });
     for (const ReadyExpert& r : ready_) {
@@ -464,26 +464,37 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
     quantize_for(r.mats.down, g, m, act);
 }
 
-// Down rows [c * kDownChunkRows, ...) of expert r for all its tokens, from the input in act.
-void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c) {
+// Down rows of chunks [c0, c1) of expert r for all its tokens, from the input in act.
+void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c0, int64_t c1) {
     const Matrix& W = r.mats.down;
-    const int64_t r0 = c * kDownChunkRows;
-    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, r0 + kDownChunkRows),
+    const int64_t r0 = c0 * kDownChunkRows;
+    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, c1 * kDownChunkRows),
                  ye_.data() + r.base * cfg_.n_embd);
 }
 
-// The next chunk of expert i's down rows: the front one for its owner, the
-// back one for a helper; -1 when none is left. peek: only says whether one is.
-int64_t Context::take_down_chunk(int64_t i, bool front, bool peek) {
+// Chunks of expert i's down rows: for its owner (front) half of those left,
+// at least one, so it streams long runs while a helper is still far away;
+// for a helper (back) one chunk. Empty when none is left. The owner's runs
+// shrink as the helper closes in, so the two still end within a chunk of
+// each other. (One chunk per call before: the owner's 16 calls and stream
+// starts per expert made its down rows ~10% slower than its gate rows.)
+Context::Chunks Context::take_down_chunks(int64_t i, bool front) {
     std::atomic<uint64_t>& w = down_chunks_[i];
     uint64_t v = w.load(std::memory_order_relaxed);
     for (;;) {
         const auto lo = static_cast<uint32_t>(v), hi = static_cast<uint32_t>(v >> 32);
-        if (lo >= hi) return -1;
-        if (peek) return lo;
-        const uint64_t next = front ? (v + 1) : (static_cast<uint64_t>(hi - 1) << 32 | lo);
-        if (w.compare_exchange_weak(v, next, std::memory_order_relaxed)) return front ? lo : hi - 1;
+        if (lo >= hi) return {};
+        const uint32_t take = front ? std::max<uint32_t>(1, (hi - lo) / 2) : 1;
+        const uint64_t next = front ? (v + take) : (static_cast<uint64_t>(hi - 1) << 32 | lo);
+        if (w.compare_exchange_weak(v, next, std::memory_order_relaxed))
+            return front ? Chunks{lo, lo + take} : Chunks{hi - 1, hi};
     }
+}
+
+// Whether any of expert i's down rows are still untaken.
+bool Context::down_left(int64_t i) const {
+    const uint64_t v = down_chunks_[i].load(std::memory_order_relaxed);
+    return static_cast<uint32_t>(v) < static_cast<uint32_t>(v >> 32);
 }
 
 void Context::quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act) {

@@ -189,8 +189,12 @@ private:
     struct ReadyExpert;
     bool ffn_moe_experts_fused(const LayerWeights& L, int64_t n);
     void expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);
-    void expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t chunk);
-    int64_t take_down_chunk(int64_t i, bool front, bool peek = false);
+    void expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c0, int64_t c1);
+    struct Chunks {
+        int64_t begin = 0, end = 0;  // [begin, end) of kDownChunkRows-row chunks; empty: none left
+    };
+    Chunks take_down_chunks(int64_t i, bool front);
+    bool down_left(int64_t i) const;
     static constexpr int64_t kDownChunkRows = 64;  // down rows taken at a time in the per-expert region
     // n activation rows X quantized for W's kernels into act (nothing for f32 weights).
     void quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act);
