@@ -147,8 +147,9 @@ public:
     // attention): q holds them one after another (head_dim apart), out
     // receives theirs the same way, scores is scratch of n_q * n_keys floats.
     // Each result is attend()'s for that head, bit for bit; f32 K/V are
-    // visited block by block for all the heads at once, so each 4 KiB piece
-    // comes from memory once and from the core's L1 for the other heads.
+    // visited block by block for all the heads at once (one kernel call per
+    // piece), so each 4 KiB piece comes from memory once, and the next piece
+    // is asked for while the current one is worked on.
     void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
                       float* scores, float* out) const;
 
