@@ -385,6 +385,11 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
         if (expert_count_[r.e] != m) return false;
     const int64_t d = cfg_.n_embd;
     const int64_t U = n_used_;
+    // An expert with one token writes its down rows straight into that
+    // token's row of expert_out_ (decode: no copy after the region); with
+    // more, into ye_, copied out after the region.
+    for (ReadyExpert& r : ready_)
+        r.out = m == 1 ? expert_out_.data() + expert_tokens_[expert_offset_[r.e]] * d : ye_.data() + r.base * d;
     // Each expert's rows of xe_ (its tokens), as the two-region path gathers them.
     for (const ReadyExpert& r : ready_) {
         if (m == n) continue;
@@ -429,6 +434,7 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     });
     for (const ReadyExpert& r : ready_) {
         experts_->release(L.index, r.e);
+        if (m == 1) continue;  // written in place
         const int32_t* slots = expert_tokens_.data() + expert_offset_[r.e];
         for (int64_t i = 0; i < m; ++i)
             std::copy(ye_.begin() + (r.base + i) * d, ye_.begin() + (r.base + i + 1) * d, expert_out_.begin() + slots[i] * d);
@@ -468,8 +474,7 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
 void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c0, int64_t c1) {
     const Matrix& W = r.mats.down;
     const int64_t r0 = c0 * kDownChunkRows;
-    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, c1 * kDownChunkRows),
-                 ye_.data() + r.base * cfg_.n_embd);
+    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, c1 * kDownChunkRows), r.out);
 }
 
 // Chunks of expert i's down rows: for its owner (front) half of those left,

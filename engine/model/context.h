@@ -250,6 +250,7 @@ private:
         int32_t e;
         FfnMatrices mats;
         int64_t base;  // first row of its tokens in the xe_/ge_/ue_/ye_ scratch
+        float* out = nullptr;  // where the per-expert region writes its down rows
     };
     std::vector<ReadyExpert> ready_;
     // The per-expert FFN region's shared state, one entry per ready expert:
