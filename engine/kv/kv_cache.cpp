@@ -40,8 +40,7 @@ uint64_t chain_hash(uint64_t parent, const int32_t* ids, int64_t n) {
 }  // namespace
 
 uint64_t KvCacheParams::data_bytes() const {
-    const uint64_t elems = static_cast<uint64_t>(n_layer * 2 * n_head_kv * block_tokens * head_dim);
-    return round_up(elems * (type == KvType::Q8 ? 1 : 4), 4);
+    return round_up(static_cast<uint64_t>(n_layer * 2 * n_head_kv) * piece_bytes(), 4);
 }
 
 uint64_t KvCacheParams::block_bytes() const {
@@ -316,7 +315,7 @@ int64_t KvCache::attach_prefix(SeqId s, std::span<const int32_t> prompt) {
 // --- K/V data ----------------------------------------------------------------
 
 void KvCache::copy_block(int32_t from, int32_t to) {
-    const uint64_t piece = static_cast<uint64_t>(p_.block_tokens * p_.head_dim) * (p_.type == KvType::Q8 ? 1 : 4);
+    const uint64_t piece = p_.piece_bytes();
     for (int64_t layer = 0; layer < p_.n_layer; ++layer)
         for (int which = 0; which < 2; ++which)
             for (int64_t h = 0; h < p_.n_head_kv; ++h) {
@@ -347,7 +346,7 @@ KvCache::RunPlace KvCache::run_place(int32_t block) const {
 }
 
 uint64_t KvCache::part_offset(int32_t block, int64_t layer, int which, int64_t head) const {
-    const uint64_t piece = static_cast<uint64_t>(p_.block_tokens * p_.head_dim) * (p_.type == KvType::Q8 ? 1 : 4);
+    const uint64_t piece = p_.piece_bytes();
     const auto part = static_cast<uint64_t>((layer * 2 + which) * p_.n_head_kv + head);
     const RunPlace r = run_place(block);
     return r.base + (part * static_cast<uint64_t>(r.blocks) + static_cast<uint64_t>(r.index)) * piece;
@@ -449,7 +448,7 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     // with the hardware prefetcher alone it waited on memory: on the 1.2B
     // Q4_0 model at ~170 keys this took 27-33% less time (cycle counters,
     // 4 + 4 runs); two pieces ahead was as good, four worse.
-    const uint64_t piece = static_cast<uint64_t>(bt * hd) * sizeof(float);
+    const uint64_t piece = p_.piece_bytes();
     auto prefetch_step = [&](int64_t step) {
         if (step >= 2 * n_blocks) return;
         const int which = step < n_blocks ? 0 : 1;

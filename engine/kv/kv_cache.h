@@ -54,6 +54,8 @@ struct KvCacheParams {
     int64_t n_blocks = 0;
     KvType type = KvType::F32;
 
+    // Bytes of one piece: a block's positions of one layer's K or V for one KV head.
+    uint64_t piece_bytes() const { return static_cast<uint64_t>(block_tokens * head_dim) * (type == KvType::Q8 ? 1 : 4); }
     // Bytes of one block (all layers, K and V, scales included).
     uint64_t block_bytes() const;
     // Of those, the K/V elements (rounded up to 4): the scales follow them.
