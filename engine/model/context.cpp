@@ -77,6 +77,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     ready_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     down_ready_ = std::make_unique<std::atomic<uint32_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     down_chunks_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
+    qkv_done_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_head_kv, 1)));
     tok_seq_.resize(B);
     tok_pos_.resize(B);
     rope_cs_.resize(B * static_cast<size_t>(std::max<int64_t>(c.n_rot, 2)));
@@ -620,50 +621,93 @@ void Context::output_projection(const LayerWeights& L, int64_t n) {
         for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.bo.data(), tmp_.data() + t * cfg_.n_embd, cfg_.n_embd);
 }
 
-// One token, its KV heads split evenly over the threads: each thread computes
-// a KV head's Q rows (its query group), K and V rows, their biases, norms
-// and RoPE, writes that head's K/V and attends with its query heads, in one
-// region (instead of a QKV region, serial per-token work and an attention
-// region). Every value is computed as in the general path (gemm_q is
+// One token's attention in one region (instead of a QKV region, serial
+// per-token work and an attention region), in two phases that need no
+// barrier between them:
+//  1. the Q/K/V rows, ordered by KV head (head g's query group's Q rows, its
+//     K row block, its V row block, then head g + 1's), taken by the threads
+//     in shrinking chunks as a region over rows takes them, so both stream
+//     until the rows run out however unevenly the host runs them;
+//  2. per KV head, once all its rows are done: biases, norms and RoPE, its
+//     K/V written to the cache, attention with its query heads.
+// Whole KV heads per thread before: the threads ended up to ~13% of the
+// region apart. Every value is computed as in the general path (gemm_q is
 // batch-invariant; the per-head ops act on each head alone), so the same
-// bits. False (nothing done) where that split does not apply: KV heads not a
-// multiple of the threads, Q/K/V of different types or in f32, or a Q/K norm
-// over the whole vector.
+// bits. False (nothing done) where this does not apply: one thread, Q/K/V
+// of different types or in f32, or a Q/K norm over the whole vector.
 bool Context::attention_fused_one_token(const LayerWeights& L) {
     const ModelConfig& c = cfg_;
-    const int64_t threads = pool_->size();
-    if (threads < 2 || c.n_head_kv % threads != 0) return false;
+    if (pool_->size() < 2) return false;
     const kernels::WeightType type = L.wq.type;
     if (type == kernels::WeightType::F32 || L.wk.type != type || L.wv.type != type) return false;
     if (!L.q_norm.empty() && c.traits.qk_norm != QkNorm::PerHead) return false;
-    const int64_t d = c.n_embd;
     uint8_t* xq = act_scratch_.data();
-    kernels::quantize_activation(type, h_.data(), xq, d);
+    kernels::quantize_activation(type, h_.data(), xq, c.n_embd);
     const kv::KvCache::Row row = kv_->row(tok_seq_[0], tok_pos_[0]);  // throws here, not on a worker
-    pool_->parallel_for(c.n_head_kv, 1, [&](int64_t b, int64_t e, int thread) {
+    const int64_t per_head = (c.n_head / c.n_head_kv + 2) * c.head_dim;  // Q, K and V rows of one KV head
+    const int64_t total = c.n_head_kv * per_head;
+    const int64_t parts = pool_->size();
+    qkv_next_.store(0, std::memory_order_relaxed);
+    attend_next_.store(0, std::memory_order_relaxed);
+    for (int64_t g = 0; g < c.n_head_kv; ++g) qkv_done_[g].store(0, std::memory_order_relaxed);
+    pool_->parallel_for(parts, 1, [&](int64_t, int64_t, int thread) {
+        // Chunks as ThreadPool::run_chunks sizes them: 1/threads of what is left, at least 48 rows.
+        for (int64_t r0 = qkv_next_.load(std::memory_order_relaxed); r0 < total;) {
+            const int64_t size = std::max<int64_t>(48, (total - r0) / parts);
+            if (!qkv_next_.compare_exchange_weak(r0, r0 + size, std::memory_order_relaxed)) continue;
+            const int64_t r1 = std::min(total, r0 + size);
+            for (int64_t a = r0; a < r1;) {  // per KV head the chunk covers
+                const int64_t g = a / per_head, e = std::min(r1, (g + 1) * per_head);
+                attention_qkv_rows(L, xq, a, e);
+                qkv_done_[g].fetch_add(e - a, std::memory_order_release);
+                a = e;
+            }
+            r0 = qkv_next_.load(std::memory_order_relaxed);
+        }
         float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);
-        for (int64_t g = b; g < e; ++g) attention_kv_group(L, g, xq, row, scores);
+        for (int64_t g; (g = attend_next_.fetch_add(1, std::memory_order_relaxed)) < c.n_head_kv;) {
+            while (qkv_done_[g].load(std::memory_order_acquire) < per_head) cpu_relax();
+            attention_kv_group(L, g, row, scores);
+        }
     });
     return true;
 }
 
-void Context::attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t* xq, kv::KvCache::Row row,
-                                 float* scores) {
+// Rows [r0, r1) of the one-token attention's Q/K/V rows in KV-head order
+// (attention_fused_one_token), all of one KV head: its Q rows, then K, then V.
+void Context::attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64_t r0, int64_t r1) {
+    const ModelConfig& c = cfg_;
+    const int64_t hd = c.head_dim, q_rows = c.n_head / c.n_head_kv * hd;
+    const int64_t per_head = q_rows + 2 * hd;
+    const int64_t g = r0 / per_head;
+    const int64_t ab = kernels::activation_row_bytes(L.wq.type, c.n_embd);
+    // Each piece: the matrix, its first row in the matrix, where the piece starts among the head's rows, the output.
+    const struct Piece {
+        const Matrix* W;
+        int64_t first, begin, end;
+        float* out;
+    } pieces[3] = {{&L.wq, g * q_rows, 0, q_rows, q_.data()},
+                   {&L.wk, g * hd, q_rows, q_rows + hd, k_.data()},
+                   {&L.wv, g * hd, q_rows + hd, per_head, v_.data()}};
+    const int64_t a = r0 - g * per_head, b = r1 - g * per_head;
+    for (const Piece& p : pieces) {
+        const int64_t lo = std::max(a, p.begin), hi = std::min(b, p.end);
+        if (lo >= hi) continue;
+        const int64_t row = p.first + lo - p.begin;
+        kernels::gemm_q(L.wq.type, p.W->row(row), p.W->row_bytes, hi - lo, xq, ab, 1, c.n_embd, p.out + row, p.W->rows);
+    }
+}
+
+// KV head g of one token, once its Q/K/V rows are done: biases, per-head
+// norms, RoPE, its K/V into the cache, attention with its query group.
+void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores) {
     const ModelConfig& c = cfg_;
     const int64_t hd = c.head_dim;
     const int64_t group = c.n_head / c.n_head_kv;
-    const int64_t d = c.n_embd;
-    const kernels::WeightType type = L.wq.type;
-    const int64_t ab = kernels::activation_row_bytes(type, d);
     const int64_t q0 = g * group * hd, k0 = g * hd;  // this group's first Q row, its K/V rows
     float* q = q_.data() + q0;
     float* k = k_.data() + k0;
     float* v = v_.data() + k0;
-    prefetch_head(L.wk.row(k0), static_cast<uint64_t>(hd) * L.wk.row_bytes);
-    prefetch_head(L.wv.row(k0), static_cast<uint64_t>(hd) * L.wv.row_bytes);
-    kernels::gemm_q(type, L.wq.row(q0), L.wq.row_bytes, group * hd, xq, ab, 1, d, q, L.wq.rows);
-    kernels::gemm_q(type, L.wk.row(k0), L.wk.row_bytes, hd, xq, ab, 1, d, k, L.wk.rows);
-    kernels::gemm_q(type, L.wv.row(k0), L.wv.row_bytes, hd, xq, ab, 1, d, v, L.wv.rows);
     if (!L.bq.empty()) ops::axpy(1.0f, L.bq.data() + q0, q, group * hd);
     if (!L.bk.empty()) ops::axpy(1.0f, L.bk.data() + k0, k, hd);
     if (!L.bv.empty()) ops::axpy(1.0f, L.bv.data() + k0, v, hd);
@@ -677,8 +721,7 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t
     kv_->write_head(row, L.index, g, k, v);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t n_keys = tok_pos_[0] + 1;
-    kv_->attend_group(tok_seq_[0], L.index, g, q_.data() + g * group * hd, group, n_keys, scale, scores,
-                      attn_.data() + g * group * hd);
+    kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0);
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {

@@ -185,7 +185,8 @@ private:
     void ffn_moe_experts_small(const LayerWeights& L, int64_t n);
     bool attention_fused_one_token(const LayerWeights& L);
     void output_projection(const LayerWeights& L, int64_t n);
-    void attention_kv_group(const LayerWeights& L, int64_t g, const uint8_t* xq, kv::KvCache::Row row, float* scores);
+    void attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64_t r0, int64_t r1);
+    void attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores);
     struct ReadyExpert;
     bool ffn_moe_experts_fused(const LayerWeights& L, int64_t n);
     void expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);
@@ -259,6 +260,11 @@ private:
     // front, a thread that ran out of experts from the back).
     std::unique_ptr<std::atomic<uint32_t>[]> down_ready_;
     std::unique_ptr<std::atomic<uint64_t>[]> down_chunks_;
+    // The one-token attention region's shared state: the next of its Q/K/V
+    // rows to take, each KV head's rows done, the next KV head to attend with.
+    alignas(64) std::atomic<int64_t> qkv_next_{0};
+    std::unique_ptr<std::atomic<int64_t>[]> qkv_done_;
+    alignas(64) std::atomic<int64_t> attend_next_{0};
     int64_t max_cols_ = 0;
 };
 
