@@ -565,7 +565,9 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const int64_t hd = c.head_dim;
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
-    if (n == 1 && attention_fused_one_token(L)) return output_projection(L, n);
+    if (n == 1)
+        if (const Fused f = attention_fused_one_token(L); f != Fused::No)
+            return output_projection(L, n, f == Fused::AttentionAndOutput);
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
     const bool neox = c.traits.rope == RopeType::NeoX;
     for (int64_t t = 0; t < n; ++t) {
@@ -615,40 +617,51 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     output_projection(L, n);
 }
 
-void Context::output_projection(const LayerWeights& L, int64_t n) {
-    matmul(L.wo, attn_.data(), n, tmp_.data());
+// tmp_ = attn_ x wo (+ bias); product_done: the product is in tmp_ already.
+void Context::output_projection(const LayerWeights& L, int64_t n, bool product_done) {
+    if (!product_done) matmul(L.wo, attn_.data(), n, tmp_.data());
     if (!L.bo.empty())
         for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.bo.data(), tmp_.data() + t * cfg_.n_embd, cfg_.n_embd);
 }
 
 // One token's attention in one region (instead of a QKV region, serial
-// per-token work and an attention region), in two phases that need no
-// barrier between them:
+// per-token work, an attention region, serial quantizing and a wo region),
+// in phases that need no barrier between them:
 //  1. the Q/K/V rows, ordered by KV head (head g's query group's Q rows, its
 //     K row block, its V row block, then head g + 1's), taken by the threads
 //     in shrinking chunks as a region over rows takes them, so both stream
 //     until the rows run out however unevenly the host runs them;
 //  2. per KV head, once all its rows are done: biases, norms and RoPE, its
-//     K/V written to the cache, attention with its query heads.
+//     K/V written to the cache, attention with its query heads, and (where
+//     output_fuses) its part of the attention output quantized for wo;
+//  3. (where output_fuses) once every head's part is quantized, wo's rows
+//     in shrinking chunks into tmp_.
 // Whole KV heads per thread before: the threads ended up to ~13% of the
 // region apart. Every value is computed as in the general path (gemm_q is
-// batch-invariant; the per-head ops act on each head alone), so the same
-// bits. False (nothing done) where this does not apply: one thread, Q/K/V
-// of different types or in f32, or a Q/K norm over the whole vector.
-bool Context::attention_fused_one_token(const LayerWeights& L) {
+// batch-invariant, the per-head ops act on each head alone, and quantizing
+// is per block), so the same bits. No (nothing done) where this does not
+// apply: one thread, Q/K/V of different types or in f32, or a Q/K norm over
+// the whole vector.
+Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
     const ModelConfig& c = cfg_;
-    if (pool_->size() < 2) return false;
+    if (pool_->size() < 2) return Fused::No;
     const kernels::WeightType type = L.wq.type;
-    if (type == kernels::WeightType::F32 || L.wk.type != type || L.wv.type != type) return false;
-    if (!L.q_norm.empty() && c.traits.qk_norm != QkNorm::PerHead) return false;
+    if (type == kernels::WeightType::F32 || L.wk.type != type || L.wv.type != type) return Fused::No;
+    if (!L.q_norm.empty() && c.traits.qk_norm != QkNorm::PerHead) return Fused::No;
     uint8_t* xq = act_scratch_.data();
     kernels::quantize_activation(type, h_.data(), xq, c.n_embd);
     const kv::KvCache::Row row = kv_->row(tok_seq_[0], tok_pos_[0]);  // throws here, not on a worker
-    const int64_t per_head = (c.n_head / c.n_head_kv + 2) * c.head_dim;  // Q, K and V rows of one KV head
+    const int64_t group_dims = c.n_head / c.n_head_kv * c.head_dim;  // one KV head's query group
+    const int64_t per_head = group_dims + 2 * c.head_dim;           // its Q, K and V rows
     const int64_t total = c.n_head_kv * per_head;
     const int64_t parts = pool_->size();
+    const bool wo_here = output_fuses(L);
+    // wo's input after the Q/K/V input (act_scratch_ holds n_batch >= 1 rows of the widest matrix in floats).
+    uint8_t* xo = xq + ((kernels::activation_row_bytes(type, c.n_embd) + 63) & ~int64_t{63});
     qkv_next_.store(0, std::memory_order_relaxed);
     attend_next_.store(0, std::memory_order_relaxed);
+    attended_.store(0, std::memory_order_relaxed);
+    wo_next_.store(0, std::memory_order_relaxed);
     for (int64_t g = 0; g < c.n_head_kv; ++g) qkv_done_[g].store(0, std::memory_order_relaxed);
     pool_->parallel_for(parts, 1, [&](int64_t, int64_t, int thread) {
         // Chunks as ThreadPool::run_chunks sizes them: 1/threads of what is left, at least 48 rows.
@@ -668,9 +681,35 @@ bool Context::attention_fused_one_token(const LayerWeights& L) {
         for (int64_t g; (g = attend_next_.fetch_add(1, std::memory_order_relaxed)) < c.n_head_kv;) {
             while (qkv_done_[g].load(std::memory_order_acquire) < per_head) cpu_relax();
             attention_kv_group(L, g, row, scores);
+            if (!wo_here) continue;
+            const int64_t d0 = g * group_dims;
+            kernels::quantize_activation(L.wo.type, attn_.data() + d0, xo + kernels::activation_row_bytes(L.wo.type, d0),
+                                         group_dims);
+            attended_.fetch_add(1, std::memory_order_release);
+        }
+        if (!wo_here) return;
+        while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
+        const int64_t rows = L.wo.rows, cols = L.wo.cols;
+        const int64_t ab = kernels::activation_row_bytes(L.wo.type, cols);
+        for (int64_t r0 = wo_next_.load(std::memory_order_relaxed); r0 < rows;) {
+            const int64_t size = std::max<int64_t>(48, (rows - r0) / parts);
+            if (!wo_next_.compare_exchange_weak(r0, r0 + size, std::memory_order_relaxed)) continue;
+            const int64_t r1 = std::min(rows, r0 + size);
+            kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, cols, tmp_.data() + r0, rows);
+            r0 = wo_next_.load(std::memory_order_relaxed);
         }
     });
-    return true;
+    return wo_here ? Fused::AttentionAndOutput : Fused::Attention;
+}
+
+// Whether the one-token attention region also runs wo (its phase 3): a
+// quantized wo whose activation blocks do not straddle query groups, so
+// each group's part of the attention output quantizes on its own.
+bool Context::output_fuses(const LayerWeights& L) const {
+    const kernels::WeightType t = L.wo.type;
+    if (t == kernels::WeightType::F32 || !kernels::has_kernels(t)) return false;
+    const int64_t group_dims = cfg_.n_head / cfg_.n_head_kv * cfg_.head_dim;
+    return kernels::activation_row_bytes(t, group_dims) > 0 && L.wo.cols == cfg_.n_head * cfg_.head_dim;
 }
 
 // Rows [r0, r1) of the one-token attention's Q/K/V rows in KV-head order

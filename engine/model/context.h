@@ -183,8 +183,10 @@ private:
     void gemm_region(std::span<MatIn> mats);
     // A MoE layer with few tokens: the ready experts' gate/up in one region, their downs in another.
     void ffn_moe_experts_small(const LayerWeights& L, int64_t n);
-    bool attention_fused_one_token(const LayerWeights& L);
-    void output_projection(const LayerWeights& L, int64_t n);
+    enum class Fused { No, Attention, AttentionAndOutput };
+    Fused attention_fused_one_token(const LayerWeights& L);
+    bool output_fuses(const LayerWeights& L) const;
+    void output_projection(const LayerWeights& L, int64_t n, bool product_done = false);
     void attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64_t r0, int64_t r1);
     void attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores);
     struct ReadyExpert;
@@ -265,6 +267,8 @@ private:
     alignas(64) std::atomic<int64_t> qkv_next_{0};
     std::unique_ptr<std::atomic<int64_t>[]> qkv_done_;
     alignas(64) std::atomic<int64_t> attend_next_{0};
+    alignas(64) std::atomic<int64_t> attended_{0};  // KV heads whose attention output is quantized for wo
+    alignas(64) std::atomic<int64_t> wo_next_{0};
     int64_t max_cols_ = 0;
 };
 
