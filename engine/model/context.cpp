@@ -624,6 +624,21 @@ void Context::output_projection(const LayerWeights& L, int64_t n, bool product_d
         for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.bo.data(), tmp_.data() + t * cfg_.n_embd, cfg_.n_embd);
 }
 
+// A chunk [*r0, *r1) of [0, total) from the shared cursor `next`, sized as
+// ThreadPool::run_chunks sizes them (1/parts of what is left, at least
+// grain: long streams first, short ones at the end); false once none is left.
+static bool take_chunk(std::atomic<int64_t>& next, int64_t total, int64_t grain, int64_t parts, int64_t* r0, int64_t* r1) {
+    for (int64_t b = next.load(std::memory_order_relaxed); b < total;) {
+        const int64_t size = std::max(grain, (total - b) / parts);
+        if (next.compare_exchange_weak(b, b + size, std::memory_order_relaxed)) {
+            *r0 = b;
+            *r1 = std::min(total, b + size);
+            return true;
+        }
+    }
+    return false;
+}
+
 // One token's attention in one region (instead of a QKV region, serial
 // per-token work, an attention region, serial quantizing and a wo region),
 // in phases that need no barrier between them:
@@ -664,18 +679,13 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
     wo_next_.store(0, std::memory_order_relaxed);
     for (int64_t g = 0; g < c.n_head_kv; ++g) qkv_done_[g].store(0, std::memory_order_relaxed);
     pool_->parallel_for(parts, 1, [&](int64_t, int64_t, int thread) {
-        // Chunks as ThreadPool::run_chunks sizes them: 1/threads of what is left, at least 48 rows.
-        for (int64_t r0 = qkv_next_.load(std::memory_order_relaxed); r0 < total;) {
-            const int64_t size = std::max<int64_t>(48, (total - r0) / parts);
-            if (!qkv_next_.compare_exchange_weak(r0, r0 + size, std::memory_order_relaxed)) continue;
-            const int64_t r1 = std::min(total, r0 + size);
+        for (int64_t r0, r1; take_chunk(qkv_next_, total, 48, parts, &r0, &r1);) {
             for (int64_t a = r0; a < r1;) {  // per KV head the chunk covers
                 const int64_t g = a / per_head, e = std::min(r1, (g + 1) * per_head);
                 attention_qkv_rows(L, xq, a, e);
                 qkv_done_[g].fetch_add(e - a, std::memory_order_release);
                 a = e;
             }
-            r0 = qkv_next_.load(std::memory_order_relaxed);
         }
         float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);
         for (int64_t g; (g = attend_next_.fetch_add(1, std::memory_order_relaxed)) < c.n_head_kv;) {
@@ -689,15 +699,9 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         }
         if (!wo_here) return;
         while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
-        const int64_t rows = L.wo.rows, cols = L.wo.cols;
-        const int64_t ab = kernels::activation_row_bytes(L.wo.type, cols);
-        for (int64_t r0 = wo_next_.load(std::memory_order_relaxed); r0 < rows;) {
-            const int64_t size = std::max<int64_t>(48, (rows - r0) / parts);
-            if (!wo_next_.compare_exchange_weak(r0, r0 + size, std::memory_order_relaxed)) continue;
-            const int64_t r1 = std::min(rows, r0 + size);
-            kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, cols, tmp_.data() + r0, rows);
-            r0 = wo_next_.load(std::memory_order_relaxed);
-        }
+        const int64_t ab = kernels::activation_row_bytes(L.wo.type, L.wo.cols);
+        for (int64_t r0, r1; take_chunk(wo_next_, L.wo.rows, 48, parts, &r0, &r1);)
+            kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, L.wo.cols, tmp_.data() + r0, L.wo.rows);
     });
     return wo_here ? Fused::AttentionAndOutput : Fused::Attention;
 }
