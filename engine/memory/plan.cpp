@@ -77,6 +77,14 @@ struct Totals {
     int64_t total = 0, moe_layers = 0;
 };
 
+// A buffer of `bytes` on 2 MiB huge pages from 2 MiB up (the KV pool, the
+// resident shared and router weights), as AlignedBuffer reserves it: whole
+// huge pages from 2 MiB up, else `bytes` rounded to `small_page`.
+uint64_t reserved_bytes(uint64_t bytes, uint64_t small_page) {
+    const uint64_t page = bytes >= AlignedBuffer::kHugePage ? AlignedBuffer::kHugePage : small_page;
+    return (bytes + page - 1) / page * page;
+}
+
 Totals measure(const model::Model& m) {
     Totals t;
     for (const model::LayerWeights& L : m.weights().layers) {
@@ -89,7 +97,9 @@ Totals measure(const model::Model& m) {
     }
     const model::Model::Sizes sz = m.sizes();
     t.experts = sz.bytes_experts;
-    t.shared = sz.bytes_total - sz.bytes_experts - t.router;
+    // Small weight buffers are counted by their bytes (the file's tensors add up exactly).
+    t.shared = reserved_bytes(sz.bytes_total - sz.bytes_experts - t.router, 1);
+    t.router = reserved_bytes(t.router, 1);
     return t;
 }
 
@@ -196,10 +206,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     p.kv_block_tokens = s.kv_block_tokens;
     p.kv_type = s.kv_type;
     p.kv_blocks = kvp.blocks_for(s.kv_tokens > 0 ? s.kv_tokens : p.n_ctx);
-    // As AlignedBuffer reserves the pool: 2 MiB huge pages from 2 MiB up, else 4 KiB pages.
-    const uint64_t kv_raw = mul(kvp.block_bytes(), p.kv_blocks);
-    const uint64_t kv_page = kv_raw >= AlignedBuffer::kHugePage ? AlignedBuffer::kHugePage : 4096;
-    const uint64_t kv = (kv_raw + kv_page - 1) / kv_page * kv_page;
+    const uint64_t kv = reserved_bytes(mul(kvp.block_bytes(), p.kv_blocks), 4096);
     const uint64_t act = activation_bytes(c, p.n_batch, p.n_ctx, p.threads);
     const uint64_t pinned = mul(t.slot, p.pinned_experts);
     // Everything but the expert slots; slots are counted as expert_slots_bytes().
@@ -402,7 +409,7 @@ std::string Plan::to_table() const {
         os << "\nexpert cache: " << expert_slots << " of " << experts_total << " slots (" << pct(cache_fraction)
            << ")" << (pinned_experts ? ", " + std::to_string(pinned_experts) + " pinned" : std::string()) << "\n";
     os << "\n" << cpu::numa_summary(numa_topology, numa) << "\n";
-    os << "huge pages: " << huge_pages << " (expert slots in 2 MiB-aligned arenas advised MADV_HUGEPAGE)\n";
+    os << "huge pages: " << huge_pages << " (expert slots in 2 MiB-aligned arenas, the shared weights and the KV pool from 2 MiB up: advised MADV_HUGEPAGE)\n";
     os << "kernels: " << kernels << "; "
        << (repacked_bytes ? format_bytes(repacked_bytes) + " of q4_0/q8_0 rows repacked on load into the kernels' "
                                                            "layout, in place (no extra bytes)"
