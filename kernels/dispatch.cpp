@@ -70,6 +70,7 @@ KernelTable make_ref_table() {
     t.quantize_act[static_cast<int>(WeightType::Q8_K)] = &ref_quantize<WeightType::Q8_K>;
     t.dot_f32 = &ref::dot_f32;
     t.axpy = &ref::axpy;
+    t.scale_i8 = &ref::scale_i8;
     t.rmsnorm = &ref::rmsnorm;
     t.softmax = &ref::softmax;
     t.swiglu = &ref::swiglu;

@@ -79,6 +79,7 @@ struct KernelTable {
     // Float ops (kernels/ops.h).
     float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
     void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;
+    void (*scale_i8)(const int8_t* x, float s, float* y, int64_t n) = nullptr;
     void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps) = nullptr;
     void (*softmax)(float* x, int64_t n) = nullptr;
     void (*swiglu)(const float* g, const float* u, float* y, int64_t n) = nullptr;

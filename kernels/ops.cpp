@@ -28,6 +28,8 @@ float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels
 
 void axpy(float a, const float* x, float* y, int64_t n) { active_kernels().axpy(a, x, y, n); }
 
+void scale_i8(const int8_t* x, float s, float* y, int64_t n) { active_kernels().scale_i8(x, s, y, n); }
+
 void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
                  int64_t out_stride) {
     active_kernels().attn_scores(q, n_q, k, m, hd, scale, out, out_stride);

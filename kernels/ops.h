@@ -6,7 +6,7 @@
 //   namespace ops = kernels::ops;   // was kernels::ref
 //
 // Agreement with the reference (tests/kernels/test_simd_kernels.cpp):
-// dot_f32, axpy and rope_apply bit-identical; rmsnorm within 2 ulp; softmax
+// dot_f32, axpy, scale_i8 and rope_apply bit-identical; rmsnorm within 2 ulp; softmax
 // and swiglu within a few ulp (a polynomial exp instead of std::exp);
 // rope_table (once per position) is the reference itself.
 #pragma once
@@ -41,6 +41,10 @@ float dot_f32(const float* a, const float* b, int64_t n);
 
 // y += a * x
 void axpy(float a, const float* x, float* y, int64_t n);
+
+// y[i] = float(x[i]) * s: int8 values (an int8 KV block) to floats. One
+// rounding per element (the conversion is exact): bit-identical everywhere.
+void scale_i8(const int8_t* x, float s, float* y, int64_t n);
 
 // Attention of n_q query heads (rows of hd floats, contiguous: the heads that
 // share one KV head) over m cached keys (rows of hd floats, contiguous):

@@ -50,6 +50,8 @@ uint64_t KvCacheParams::block_bytes() const {
 
 std::string KvCacheParams::validate() const {
     if (n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0) return "the KV cache needs a model shape (layers, KV heads, head size)";
+    if (head_dim > kMaxHeadDim)
+        return "KV head size " + std::to_string(head_dim) + " is out of range (1.." + std::to_string(kMaxHeadDim) + ")";
     if (block_tokens < 1 || block_tokens > 4096)
         return "KV block size " + std::to_string(block_tokens) + " is out of range (1..4096 tokens)";
     if (n_blocks < 1) return "the KV cache needs at least one block (got " + std::to_string(n_blocks) + ")";
@@ -432,13 +434,15 @@ void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) cons
 void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_q, int64_t n_keys,
                            float scale, float* scores, float* out) const {
     const int64_t hd = p_.head_dim;
-    if (p_.type != KvType::F32) {
-        for (int64_t h = 0; h < n_q; ++h) attend(s, layer, kv_head, qv + h * hd, n_keys, scale, scores, out + h * hd);
-        return;
-    }
     // Per block, keys in order, all n_q heads in one kernel call: each head's
     // scores and sums are attend()'s bits (the kernels' contract), and the
-    // block comes from memory once for the group.
+    // block comes from memory once for the group. Q8 blocks are turned into
+    // floats a few rows at a time (their int8 values times the block's
+    // scale, scale_i8) and go through the same kernels: the attention over
+    // those float rows, a quarter of f32's bytes from memory.
+    const bool q8 = p_.type == KvType::Q8;
+    alignas(64) float rows_f32[kMaxHeadDim];
+    const int64_t per_pass = q8 ? std::max<int64_t>(1, kMaxHeadDim / hd) : 0;  // rows in rows_f32 at a time
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t bt = p_.block_tokens;
     const int64_t n_blocks = (n_keys + bt - 1) / bt;
@@ -459,54 +463,42 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
         prefetch_step(bi + 1);
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const float* K = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 0, kv_head));
+        const uint8_t* K = pool_.data() + part_offset(b, layer, 0, kv_head);
         const int64_t m = std::min(bt, n_keys - bi * bt);
-        ops::attn_scores(qv, n_q, K, m, hd, scale, scores + bi * bt, n_keys);
+        if (!q8) {
+            ops::attn_scores(qv, n_q, reinterpret_cast<const float*>(K), m, hd, scale, scores + bi * bt, n_keys);
+            continue;
+        }
+        const float ks = scale_at(b, layer, 0, kv_head);
+        for (int64_t j = 0; j < m; j += per_pass) {
+            const int64_t r = std::min(per_pass, m - j);
+            ops::scale_i8(reinterpret_cast<const int8_t*>(K) + j * hd, ks, rows_f32, r * hd);
+            ops::attn_scores(qv, n_q, rows_f32, r, hd, scale, scores + bi * bt + j, n_keys);
+        }
     }
     for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
     std::fill(out, out + n_q * hd, 0.0f);
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
         prefetch_step(n_blocks + bi + 1);
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const float* V = reinterpret_cast<const float*>(pool_.data() + part_offset(b, layer, 1, kv_head));
+        const uint8_t* V = pool_.data() + part_offset(b, layer, 1, kv_head);
         const int64_t m = std::min(bt, n_keys - bi * bt);
-        ops::attn_accumulate(scores + bi * bt, n_keys, n_q, V, m, hd, out);
+        if (!q8) {
+            ops::attn_accumulate(scores + bi * bt, n_keys, n_q, reinterpret_cast<const float*>(V), m, hd, out);
+            continue;
+        }
+        const float vs = scale_at(b, layer, 1, kv_head);
+        for (int64_t j = 0; j < m; j += per_pass) {
+            const int64_t r = std::min(per_pass, m - j);
+            ops::scale_i8(reinterpret_cast<const int8_t*>(V) + j * hd, vs, rows_f32, r * hd);
+            ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, rows_f32, r, hd, out);
+        }
     }
 }
 
 void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_keys, float scale,
                      float* scores, float* out) const {
-    if (p_.type == KvType::F32) return attend_group(s, layer, kv_head, qv, 1, n_keys, scale, scores, out);
-    const Seq& q = seqs_[static_cast<size_t>(s)];
-    const int64_t hd = p_.head_dim;
-    const int64_t bt = p_.block_tokens;
-    const int64_t n_blocks = (n_keys + bt - 1) / bt;
-    // Q8: integer rows times the block's scale.
-    for (int64_t bi = 0; bi < n_blocks; ++bi) {
-        const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const int8_t* K = reinterpret_cast<const int8_t*>(pool_.data() + part_offset(b, layer, 0, kv_head));
-        const float ks = scale_at(b, layer, 0, kv_head) * scale;
-        const int64_t m = std::min(bt, n_keys - bi * bt);
-        for (int64_t j = 0; j < m; ++j) {
-            const int8_t* row = K + j * hd;
-            float acc = 0.0f;
-            for (int64_t i = 0; i < hd; ++i) acc += qv[i] * static_cast<float>(row[i]);
-            scores[bi * bt + j] = acc * ks;
-        }
-    }
-    ops::softmax(scores, n_keys);
-    std::fill(out, out + hd, 0.0f);
-    for (int64_t bi = 0; bi < n_blocks; ++bi) {
-        const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const int8_t* V = reinterpret_cast<const int8_t*>(pool_.data() + part_offset(b, layer, 1, kv_head));
-        const float vs = scale_at(b, layer, 1, kv_head);
-        const int64_t m = std::min(bt, n_keys - bi * bt);
-        for (int64_t j = 0; j < m; ++j) {
-            const float w = scores[bi * bt + j] * vs;
-            const int8_t* row = V + j * hd;
-            for (int64_t i = 0; i < hd; ++i) out[i] += w * static_cast<float>(row[i]);
-        }
-    }
+    attend_group(s, layer, kv_head, qv, 1, n_keys, scale, scores, out);
 }
 
 }  // namespace strata::kv

@@ -46,6 +46,10 @@ const char* kv_type_name(KvType t);                 // "f32" / "q8"
 // "f32" / "q8" (also "int8"); throws strata::Error naming the value otherwise.
 KvType parse_kv_type(const std::string& s);
 
+// The largest head size a KV cache takes (attention turns int8 rows into
+// floats in a buffer of this many floats on the stack).
+constexpr int64_t kMaxHeadDim = 4096;
+
 struct KvCacheParams {
     int64_t n_layer = 0;
     int64_t n_head_kv = 0;
@@ -141,6 +145,8 @@ public:
 
     // One attention head over positions [0, n_keys) of sequence s:
     //   out[head_dim] = softmax(q . K_j * scale) . V_j
+    // where a q8 block's K_j / V_j are its int8 values times its scale, as
+    // floats (ops::scale_i8); attend_group with one head.
     // `scores` is scratch of at least n_keys floats.
     void attend(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_keys, float scale,
                 float* scores, float* out) const;
@@ -148,10 +154,10 @@ public:
     // attend() for n_q query heads that share kv_head (grouped-query
     // attention): q holds them one after another (head_dim apart), out
     // receives theirs the same way, scores is scratch of n_q * n_keys floats.
-    // Each result is attend()'s for that head, bit for bit; f32 K/V are
-    // visited block by block for all the heads at once (one kernel call per
-    // piece), so each 4 KiB piece comes from memory once, and the next piece
-    // is asked for while the current one is worked on.
+    // Each result is attend()'s for that head, bit for bit; K/V are visited
+    // block by block for all the heads at once (one kernel call per piece,
+    // or per few rows of a q8 piece), so each piece comes from memory once,
+    // and the next piece is asked for while the current one is worked on.
     void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
                       float* scores, float* out) const;
 

@@ -88,6 +88,10 @@ void axpy(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void scale_i8(const int8_t* x, float s, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]) * s;
+}
+
 void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
                  int64_t out_stride) {
     for (int64_t h = 0; h < n_q; ++h)

@@ -34,6 +34,7 @@ float dot_f32(const float* a, const float* b, int64_t n);
 
 // y += a * x
 void axpy(float a, const float* x, float* y, int64_t n);
+void scale_i8(const int8_t* x, float s, float* y, int64_t n);
 
 // Attention of n_q query heads (rows of hd floats, contiguous: the heads that
 // share one KV head) over m cached keys (rows of hd floats, contiguous):

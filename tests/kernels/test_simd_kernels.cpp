@@ -16,7 +16,7 @@
 //    each result bit-identical with gemm_q on that row and token alone (batch
 //    invariance), within the bound above of gemm_q_ref, nothing written
 //    outside Y's rows and columns;
-//  - float ops: dot_f32 and axpy bit-identical; rmsnorm within 2 ulp;
+//  - float ops: dot_f32, axpy and scale_i8 bit-identical; rmsnorm within 2 ulp;
 //    softmax and swiglu within 1e-6 relative (+1e-37 absolute, denormals),
 //    n = 1..300 and 4096, with -inf / large / tiny inputs;
 //  - front doors (quant.h, ops.h) call the active level's table.
@@ -346,7 +346,7 @@ void TestSimdKernels::tables_complete() {
         QVERIFY2(t->dot_q[idx(w)] && t->dot[idx(w)] && t->gemm_q[idx(w)], type_name(w));
         QVERIFY2(t->quantize_act[idx(activation_type(w))], type_name(w));
     }
-    QVERIFY(t->dot_f32 && t->axpy && t->rmsnorm && t->softmax && t->swiglu);
+    QVERIFY(t->dot_f32 && t->axpy && t->scale_i8 && t->rmsnorm && t->softmax && t->swiglu);
     QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk && t->rope_apply);
 }
 
@@ -585,6 +585,16 @@ void TestSimdKernels::ops_vs_ref() {
         t->axpy(0.37f, a.data(), y1.data(), n);
         ref::axpy(0.37f, a.data(), y2.data(), n);
         QVERIFY2(std::memcmp(y1.data(), y2.data(), un * sizeof(float)) == 0, qPrintable(QString("axpy n=%1").arg(n)));
+
+        // scale_i8: bit-identical, every int8 value (-128 included), ordinary and tiny scales.
+        std::vector<int8_t> xi(un);
+        for (size_t i = 0; i < un; ++i) xi[i] = static_cast<int8_t>(static_cast<int>(i * 37 + rng()) % 256 - 128);
+        for (float s : {0.0173f, -3.5f, 1e-39f}) {
+            std::vector<float> z1(un + 1, -7.f), z2(un + 1, -7.f);
+            t->scale_i8(xi.data(), s, z1.data(), n);
+            ref::scale_i8(xi.data(), s, z2.data(), n);
+            QVERIFY2(std::memcmp(z1.data(), z2.data(), (un + 1) * sizeof(float)) == 0, qPrintable(QString("scale_i8 n=%1").arg(n)));
+        }
 
         // rmsnorm, with and without weights, in place too: within 2 ulp.
         for (int with_w = 0; with_w < 2; ++with_w) {

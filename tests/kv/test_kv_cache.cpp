@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "memory/ledger.h"
 
@@ -133,11 +134,42 @@ private Q_SLOTS:
         QCOMPARE(ledger.reserved(memory::Tier::Fast), uint64_t{0});
     }
 
+    // A q8 cache attends over its rows as read() gives them back (int8 values
+    // times the block's scale, as floats), bit for bit: the same as the f32
+    // kernels over those rows in one piece. Key counts across block ends.
+    void q8_attention_is_over_its_float_rows() {
+        KvCache c(shape(8, kv::KvType::Q8));
+        const auto s = c.create_sequence();
+        QVERIFY(c.append(s, ids(40, 5)));
+        fill(c, s, 0);
+        const int64_t hd = 8, dim = 2 * hd, n_q = 2, layer = 2, head = 1;
+        std::vector<float> q(static_cast<size_t>(n_q * hd));
+        for (size_t i = 0; i < q.size(); ++i) q[i] = std::cos(0.7f * static_cast<float>(i)) * 1.5f;
+        std::vector<float> K(static_cast<size_t>(40 * hd)), V(K), k(static_cast<size_t>(dim)), v(k);
+        for (int64_t pos = 0; pos < 40; ++pos) {
+            c.read(s, layer, pos, k.data(), v.data());
+            std::copy(k.begin() + head * hd, k.begin() + (head + 1) * hd, K.begin() + pos * hd);
+            std::copy(v.begin() + head * hd, v.begin() + (head + 1) * hd, V.begin() + pos * hd);
+        }
+        for (int64_t n_keys : {1, 16, 17, 40}) {
+            std::vector<float> scores(static_cast<size_t>(n_q * n_keys)), got(static_cast<size_t>(n_q * hd));
+            c.attend_group(s, layer, head, q.data(), n_q, n_keys, 0.4f, scores.data(), got.data());
+            std::vector<float> p(static_cast<size_t>(n_q * n_keys)), want(static_cast<size_t>(n_q * hd), 0.0f);
+            kernels::ops::attn_scores(q.data(), n_q, K.data(), n_keys, hd, 0.4f, p.data(), n_keys);
+            for (int64_t h = 0; h < n_q; ++h) kernels::ops::softmax(p.data() + h * n_keys, n_keys);
+            kernels::ops::attn_accumulate(p.data(), n_keys, n_q, V.data(), n_keys, hd, want.data());
+            QVERIFY2(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0, qPrintable(QString("%1 keys").arg(n_keys)));
+        }
+    }
+
     void bad_params() {
         KvCacheParams p = shape(0);
         QVERIFY(!p.validate().empty());
         p = shape(4, kv::KvType::F32, 0);
         QVERIFY(!p.validate().empty());
+        p = shape(4);
+        p.head_dim = kv::kMaxHeadDim + 1;  // attention's int8-to-float buffer holds one row at the most
+        QVERIFY2(p.validate().find("head size") != std::string::npos, p.validate().c_str());
         QVERIFY_THROWS_EXCEPTION(Error, kv::parse_kv_type("fp8"));
         QCOMPARE(kv::parse_kv_type("int8"), kv::KvType::Q8);
     }
