@@ -624,27 +624,12 @@ void Context::output_projection(const LayerWeights& L, int64_t n, bool product_d
         for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.bo.data(), tmp_.data() + t * cfg_.n_embd, cfg_.n_embd);
 }
 
-// A chunk [*r0, *r1) of [0, total) from the shared cursor `next`, sized as
-// ThreadPool::run_chunks sizes them (1/parts of what is left, at least
-// grain: long streams first, short ones at the end); false once none is left.
-static bool take_chunk(std::atomic<int64_t>& next, int64_t total, int64_t grain, int64_t parts, int64_t* r0, int64_t* r1) {
-    for (int64_t b = next.load(std::memory_order_relaxed); b < total;) {
-        const int64_t size = std::max(grain, (total - b) / parts);
-        if (next.compare_exchange_weak(b, b + size, std::memory_order_relaxed)) {
-            *r0 = b;
-            *r1 = std::min(total, b + size);
-            return true;
-        }
-    }
-    return false;
-}
-
 // One token's attention in one region (instead of a QKV region, serial
 // per-token work, an attention region, serial quantizing and a wo region),
 // in phases that need no barrier between them:
 //  1. the Q/K/V rows, ordered by KV head (head g's query group's Q rows, its
 //     K row block, its V row block, then head g + 1's), taken by the threads
-//     in shrinking chunks as a region over rows takes them, so both stream
+//     in shrinking chunks as parallel_for hands them out, so both stream
 //     until the rows run out however unevenly the host runs them;
 //  2. per KV head, once all its rows are done: biases, norms and RoPE, its
 //     K/V written to the cache, attention with its query heads, and (where
@@ -679,7 +664,7 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
     wo_next_.store(0, std::memory_order_relaxed);
     for (int64_t g = 0; g < c.n_head_kv; ++g) qkv_done_[g].store(0, std::memory_order_relaxed);
     pool_->parallel_for(parts, 1, [&](int64_t, int64_t, int thread) {
-        for (int64_t r0, r1; take_chunk(qkv_next_, total, 48, parts, &r0, &r1);) {
+        for (int64_t r0, r1; cpu::take_guided_chunk(qkv_next_, total, 48, parts, &r0, &r1);) {
             for (int64_t a = r0; a < r1;) {  // per KV head the chunk covers
                 const int64_t g = a / per_head, e = std::min(r1, (g + 1) * per_head);
                 attention_qkv_rows(L, xq, a, e);
@@ -700,7 +685,7 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         if (!wo_here) return;
         while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
         const int64_t ab = kernels::activation_row_bytes(L.wo.type, L.wo.cols);
-        for (int64_t r0, r1; take_chunk(wo_next_, L.wo.rows, 48, parts, &r0, &r1);)
+        for (int64_t r0, r1; cpu::take_guided_chunk(wo_next_, L.wo.rows, 48, parts, &r0, &r1);)
             kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, L.wo.cols, tmp_.data() + r0, L.wo.rows);
     });
     return wo_here ? Fused::AttentionAndOutput : Fused::Attention;

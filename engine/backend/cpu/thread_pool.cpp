@@ -43,15 +43,7 @@ void ThreadPool::run_chunks(int thread_index) {
     // latency before the prefetch runs ahead, so fewer chunks pay: a
     // 1/(2 x threads) share made twice as many and decoded the 1.2B Q4_0
     // model 14% slower when the host gave ~75 GB/s.
-    const int64_t parts = static_cast<int64_t>(n_threads_);
-    int64_t begin = next_.load(std::memory_order_relaxed);
-    for (;;) {
-        if (begin >= n_) break;
-        const int64_t size = std::max(grain_, (n_ - begin) / parts);
-        if (!next_.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
-        (*fn_)(begin, std::min(n_, begin + size), thread_index);
-        begin = next_.load(std::memory_order_relaxed);
-    }
+    for (int64_t b, e; take_guided_chunk(next_, n_, grain_, n_threads_, &b, &e);) (*fn_)(b, e, thread_index);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {

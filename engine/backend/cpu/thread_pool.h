@@ -8,6 +8,7 @@
 // threads that went to sleep).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -34,6 +35,24 @@ private:
 };
 
 using ChunkFn = FunctionRef<void(int64_t, int64_t, int)>;
+
+// Guided scheduling, as parallel_for hands out [0, n): the next chunk
+// [*begin, *end) from the shared cursor `next`, a 1/parts share of what is
+// left and at least `grain` (long streams first, short ones at the end, so
+// the threads finish close together); false once none is left. For regions
+// that split several ranges among the threads themselves.
+inline bool take_guided_chunk(std::atomic<int64_t>& next, int64_t n, int64_t grain, int64_t parts, int64_t* begin,
+                              int64_t* end) {
+    for (int64_t b = next.load(std::memory_order_relaxed); b < n;) {
+        const int64_t size = std::max(grain, (n - b) / parts);
+        if (next.compare_exchange_weak(b, b + size, std::memory_order_relaxed)) {
+            *begin = b;
+            *end = std::min(n, b + size);
+            return true;
+        }
+    }
+    return false;
+}
 
 class ThreadPool {
 public:
