@@ -69,7 +69,7 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     block_bytes_ = p_.block_bytes();
     data_bytes_ = p_.data_bytes();
     // One mapping for the whole pool; from 2 MiB up it is huge-page advised
-    // (the plan rounds kv.pages the same way, kv_pool_bytes).
+    // (the plan rounds kv.pages the same way: reserved_bytes in memory/plan.cpp).
     pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
                                   /*huge_pages=*/true, /*zero=*/true);
     // Commit every page now, as llama.cpp clears its KV buffer at load. A
@@ -442,7 +442,7 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     // those float rows, a quarter of f32's bytes from memory.
     const bool q8 = p_.type == KvType::Q8;
     alignas(64) float rows_f32[kMaxHeadDim];
-    const int64_t per_pass = q8 ? std::max<int64_t>(1, kMaxHeadDim / hd) : 0;  // rows in rows_f32 at a time
+    const int64_t per_pass = std::max<int64_t>(1, kMaxHeadDim / hd);  // q8 rows in rows_f32 at a time
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t bt = p_.block_tokens;
     const int64_t n_blocks = (n_keys + bt - 1) / bt;
@@ -459,40 +459,34 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
         const uint8_t* p = pool_.data() + part_offset(q.blocks[static_cast<size_t>(step % n_blocks)], layer, which, kv_head);
         for (uint64_t o = 0; o < piece; o += 64) __builtin_prefetch(p + o, 0, 3);
     };
+    // fn(rows, count, first) over block bi's K (which 0) or V (1) piece as
+    // float rows: an f32 piece as it lies, a q8 piece per_pass rows at a time.
+    auto for_rows = [&](int64_t bi, int which, auto&& fn) {
+        const int32_t b = q.blocks[static_cast<size_t>(bi)];
+        const uint8_t* piece_at = pool_.data() + part_offset(b, layer, which, kv_head);
+        const int64_t m = std::min(bt, n_keys - bi * bt);
+        if (!q8) return fn(reinterpret_cast<const float*>(piece_at), m, int64_t{0});
+        const float sc = scale_at(b, layer, which, kv_head);
+        for (int64_t j = 0; j < m; j += per_pass) {
+            const int64_t r = std::min(per_pass, m - j);
+            ops::scale_i8(reinterpret_cast<const int8_t*>(piece_at) + j * hd, sc, rows_f32, r * hd);
+            fn(rows_f32, r, j);
+        }
+    };
     prefetch_step(0);
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
         prefetch_step(bi + 1);
-        const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const uint8_t* K = pool_.data() + part_offset(b, layer, 0, kv_head);
-        const int64_t m = std::min(bt, n_keys - bi * bt);
-        if (!q8) {
-            ops::attn_scores(qv, n_q, reinterpret_cast<const float*>(K), m, hd, scale, scores + bi * bt, n_keys);
-            continue;
-        }
-        const float ks = scale_at(b, layer, 0, kv_head);
-        for (int64_t j = 0; j < m; j += per_pass) {
-            const int64_t r = std::min(per_pass, m - j);
-            ops::scale_i8(reinterpret_cast<const int8_t*>(K) + j * hd, ks, rows_f32, r * hd);
-            ops::attn_scores(qv, n_q, rows_f32, r, hd, scale, scores + bi * bt + j, n_keys);
-        }
+        for_rows(bi, 0, [&](const float* K, int64_t r, int64_t j) {
+            ops::attn_scores(qv, n_q, K, r, hd, scale, scores + bi * bt + j, n_keys);
+        });
     }
     for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
     std::fill(out, out + n_q * hd, 0.0f);
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
         prefetch_step(n_blocks + bi + 1);
-        const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const uint8_t* V = pool_.data() + part_offset(b, layer, 1, kv_head);
-        const int64_t m = std::min(bt, n_keys - bi * bt);
-        if (!q8) {
-            ops::attn_accumulate(scores + bi * bt, n_keys, n_q, reinterpret_cast<const float*>(V), m, hd, out);
-            continue;
-        }
-        const float vs = scale_at(b, layer, 1, kv_head);
-        for (int64_t j = 0; j < m; j += per_pass) {
-            const int64_t r = std::min(per_pass, m - j);
-            ops::scale_i8(reinterpret_cast<const int8_t*>(V) + j * hd, vs, rows_f32, r * hd);
-            ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, rows_f32, r, hd, out);
-        }
+        for_rows(bi, 1, [&](const float* V, int64_t r, int64_t j) {
+            ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, V, r, hd, out);
+        });
     }
 }
 

@@ -1,7 +1,8 @@
 // A small MoE model spec for tests that make their own model: 2 layers, dim
-// 256, 8 query heads over 4 KV heads, 8 experts top-4 of width 128. At 2 and
-// 4 threads its KV heads and a token's experts split evenly, so decode takes
-// the per-KV-head and per-expert paths (model/context.h).
+// 256, 8 query heads over 4 KV heads, 8 experts top-4 of width 128. From 2
+// threads decode takes the one-region attention, and at 2 and 4 threads a
+// token's experts split evenly, so it takes the per-expert path too
+// (model/context.cpp).
 #pragma once
 
 #include <string>

@@ -116,9 +116,11 @@ private Q_SLOTS:
     }
 
     // The thread count changes how the work is split, never the logits. With
-    // 2 threads (and 4) a token's KV heads, and the experts of top-2 and
-    // top-4, split evenly, so each thread runs a KV head's Q/K/V and attention
-    // and each expert's whole FFN; with 1 or 3 the rows are shared out.
+    // 2 or more threads a decode step's attention is one region (Q/K/V and wo
+    // rows shared out in chunks, each KV head attended once its rows are
+    // done; 3 threads do not divide the 4 KV heads); with 2 threads (and 4)
+    // the experts of top-2 and top-4 split evenly, so each thread runs an
+    // expert's whole FFN; with 1 or 3 the experts' rows are shared out.
     void thread_count_does_not_change_logits() {
         QFETCH(QString, arch);
         QFETCH(int, type);
