@@ -38,6 +38,32 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One thread's decode time by what it did (seconds), from a DecodeProfile.
+struct ThreadShares {
+    double quant_s = 0, quant_gbs = 0, f32_s = 0, attention_s = 0, other_s = 0, outside_s = 0;
+};
+struct ProfileSummary {
+    std::vector<ThreadShares> threads;
+    double quant_gbs = 0;  // the threads' quantized-weight rates added up: the stream while all are in kernels
+};
+
+ProfileSummary summarize(const model::DecodeProfile& p, double decode_s) {
+    using P = model::DecodeProfile;
+    ProfileSummary s;
+    for (const P::Thread& t : p.threads) {
+        ThreadShares x;
+        x.quant_s = t.seconds[P::QuantWeights];
+        x.f32_s = t.seconds[P::F32Weights];
+        x.attention_s = t.seconds[P::Attention];
+        x.quant_gbs = x.quant_s > 0 ? static_cast<double>(t.bytes[P::QuantWeights]) / x.quant_s / 1e9 : 0.0;
+        x.other_s = std::max(0.0, t.in_regions - x.quant_s - x.f32_s - x.attention_s);
+        x.outside_s = std::max(0.0, decode_s - t.in_regions);
+        s.quant_gbs += x.quant_gbs;
+        s.threads.push_back(x);
+    }
+    return s;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -49,6 +75,10 @@ int cmd_bench(int argc, char** argv) {
            "better of a measurement before the model loads and one right after the decode).\n"
            "kernel_stream_gbs = what the weight kernel alone streams over a large buffer of the model's bulk\n"
            "weight type on the same threads (no forward pass), measured after the decode.\n"
+           "--profile adds where each compute thread's decode time went: quantized and f32 weight products\n"
+           "(with the GB/s the quantized ones streamed while they ran), the attention over the KV cache, the\n"
+           "rest of the parallel regions (norms, RoPE, SiLU, quantizing, waiting on the other threads) and\n"
+           "time outside them (thread 0: serial work and the benchmark's own sampling; others: idle).\n"
            "With --concurrency C (or --draft D): the serving benchmark instead: R requests of P prompt and G\n"
            "generated tokens, C at a time through continuous batching (or one at a time through speculative\n"
            "decoding), reporting throughput, time to first token, inter-token latency and expert bytes per token.");
@@ -60,6 +90,7 @@ int cmd_bench(int argc, char** argv) {
     a.option("--temp", "", "T", "decode sampling temperature (0: greedy); sampled text routes like real use", "0");
     a.option("--seed", "", "S", "sampling seed", "42");
     a.flag("--json", "print one JSON object");
+    a.flag("--profile", "also report where each thread's decode time went (see above)");
     add_engine_options(a);
     add_serving_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
@@ -129,12 +160,16 @@ int cmd_bench(int argc, char** argv) {
     experts::ExpertStoreStats s0{}, s1{};
     if (auto* store = engine->expert_store()) s0 = store->stats();
     const experts::PredictionCounts p0 = engine->prediction_counts();
+    model::DecodeProfile profile;
+    const bool profiling = a.flag_set("--profile");
+    if (profiling) ctx.set_profile(&profile);
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < n_decode; ++i) {
         const int32_t t = next_token(logits);
         logits = ctx.decode({&t, 1}, false);
     }
     const double decode_s = seconds_since(t0);
+    if (profiling) ctx.set_profile(nullptr);
     // The machine's bandwidth drifts on a shared host: measure it again right
     // after the decode and keep the better figure (the roofline is a ceiling).
     const uint64_t peak_rss = peak_rss_bytes();
@@ -199,7 +234,20 @@ int cmd_bench(int argc, char** argv) {
        << ", \"kernels\": \"" << kernels::kernel_level_name(kernels::kernel_level()) << "\", \"repacked_weight_bytes\": " << engine->plan().repacked_bytes
        << ", \"repacked_bytes\": " << engine->repacked_bytes()
        << ", \"peak_rss_bytes\": " << peak_rss
-       << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast) << "}";
+       << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast);
+    const ProfileSummary prof = profiling ? summarize(profile, decode_s) : ProfileSummary{};
+    if (profiling) {
+        js << ", \"profile\": {\"threads\": [";
+        for (size_t i = 0; i < prof.threads.size(); ++i) {
+            const ThreadShares& t = prof.threads[i];
+            js << (i ? ", " : "") << "{\"quant_weights_s\": " << t.quant_s << ", \"quant_weights_gbs\": " << t.quant_gbs
+               << ", \"f32_weights_s\": " << t.f32_s << ", \"attention_s\": " << t.attention_s
+               << ", \"other_in_regions_s\": " << t.other_s << ", \"outside_regions_s\": " << t.outside_s << "}";
+        }
+        js << "], \"quant_weights_gbs\": " << prof.quant_gbs << ", \"quant_weights_vs_machine\": " << prof.quant_gbs / read_gbs
+           << "}";
+    }
+    js << "}";
     if (a.flag_set("--json")) {
         std::printf("%s\n", js.str().c_str());
         return 0;
@@ -227,6 +275,18 @@ int cmd_bench(int argc, char** argv) {
                     pf_loads ? 100.0 * double(pf_used) / double(pf_loads) : 0.0);
     }
     std::printf("peak RSS            %s\n", human_bytes(peak_rss).c_str());
+    if (profiling) {
+        std::printf("profile             %% of decode time per thread: quantized weights / f32 weights / KV attention /\n"
+                    "                    rest of the parallel regions / outside them\n");
+        for (size_t i = 0; i < prof.threads.size(); ++i) {
+            const ThreadShares& t = prof.threads[i];
+            const double pct = 100.0 / decode_s;
+            std::printf("  thread %-10zu %.1f / %.1f / %.1f / %.1f / %.1f (quantized weights at %.2f GB/s)\n", i,
+                        t.quant_s * pct, t.f32_s * pct, t.attention_s * pct, t.other_s * pct, t.outside_s * pct, t.quant_gbs);
+        }
+        std::printf("  all threads       quantized weights streamed at %.2f GB/s while in their kernels, %.1f%% of the measured bandwidth\n",
+                    prof.quant_gbs, 100.0 * prof.quant_gbs / read_gbs);
+    }
     return 0;
 }
 

@@ -226,6 +226,28 @@ uint64_t Context::scratch_bytes() const {
                                      expert_tokens_.size()) * sizeof(int32_t);
 }
 
+void Context::set_profile(DecodeProfile* p) {
+    if (p) {
+        p->threads.assign(static_cast<size_t>(pool_->size()), DecodeProfile::Thread{});
+        pool_->set_busy_accounting(true);
+    } else if (profile_) {
+        const std::vector<double> busy = pool_->busy_seconds();
+        for (size_t i = 0; i < busy.size() && i < profile_->threads.size(); ++i) profile_->threads[i].in_regions = busy[i];
+        pool_->set_busy_accounting(false);
+    }
+    profile_ = p;
+}
+
+template <class F>
+void Context::profiled(DecodeProfile::Part part, uint64_t bytes, F&& fn) {
+    if (!profile_) return fn();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    DecodeProfile::Thread& t = profile_->threads[static_cast<size_t>(cpu::ThreadPool::thread_index())];
+    t.seconds[part] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.bytes[part] += bytes;
+}
+
 void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     // The smallest chunk; the pool hands out shrinking chunks (guided), so
     // threads stream long runs of rows and still finish together.
@@ -293,7 +315,9 @@ void Context::gemm_region(std::span<MatIn> mats) {
         for (; i < m && r0 < r1; ++i) {
             const MatIn& o = mats[i];
             const int64_t a = r0 - batch_start_[i], e = std::min(r1, batch_start_[i + 1]) - batch_start_[i];
-            kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, e - a, o.xq, ab, o.n, cols, o.Y + a, o.W->rows);
+            profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(e - a) * o.W->row_bytes, [&] {
+                kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, e - a, o.xq, ab, o.n, cols, o.Y + a, o.W->rows);
+            });
             r0 = batch_start_[i] + e;
         }
     });
@@ -514,14 +538,17 @@ void Context::rows_product(const Matrix& W, const float* X, const uint8_t* act, 
     if (W.type == kernels::WeightType::F32) {
         // One dot product per (row, token), the same call whatever n is, so a
         // token's result does not depend on the batch it is in.
-        for (int64_t r = r0; r < r1; ++r) {
-            const float* row = reinterpret_cast<const float*>(W.row(r));
-            for (int64_t t = 0; t < n; ++t) Y[t * W.rows + r] = ops::dot_f32(row, X + t * W.cols, W.cols);
-        }
+        profiled(DecodeProfile::F32Weights, static_cast<uint64_t>(r1 - r0) * W.row_bytes, [&] {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float* row = reinterpret_cast<const float*>(W.row(r));
+                for (int64_t t = 0; t < n; ++t) Y[t * W.rows + r] = ops::dot_f32(row, X + t * W.cols, W.cols);
+            }
+        });
         return;
     }
     const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
-    kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, n, W.cols, Y + r0, W.rows);
+    profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(r1 - r0) * W.row_bytes,
+             [&] { kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, n, W.cols, Y + r0, W.rows); });
 }
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
@@ -610,8 +637,10 @@ void Context::attention(const LayerWeights& L, int64_t n) {
             const int64_t t = th / c.n_head;
             const int64_t h = th % c.n_head;
             const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
-            kv_->attend_group(tok_seq_[t], L.index, h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
-                              scores, attn_.data() + t * q_dim + h * hd);
+            profiled(DecodeProfile::Attention, 0, [&] {
+                kv_->attend_group(tok_seq_[t], L.index, h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
+                                  scores, attn_.data() + t * q_dim + h * hd);
+            });
         }
     });
     output_projection(L, n);
@@ -686,7 +715,10 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
         const int64_t ab = kernels::activation_row_bytes(L.wo.type, L.wo.cols);
         for (int64_t r0, r1; cpu::take_guided_chunk(wo_next_, L.wo.rows, 48, parts, &r0, &r1);)
-            kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, L.wo.cols, tmp_.data() + r0, L.wo.rows);
+            profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(r1 - r0) * L.wo.row_bytes, [&] {
+                kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, L.wo.cols, tmp_.data() + r0,
+                                L.wo.rows);
+            });
     });
     return wo_here ? Fused::AttentionAndOutput : Fused::Attention;
 }
@@ -722,7 +754,9 @@ void Context::attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64
         const int64_t lo = std::max(a, p.begin), hi = std::min(b, p.end);
         if (lo >= hi) continue;
         const int64_t row = p.first + lo - p.begin;
-        kernels::gemm_q(L.wq.type, p.W->row(row), p.W->row_bytes, hi - lo, xq, ab, 1, c.n_embd, p.out + row, p.W->rows);
+        profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(hi - lo) * p.W->row_bytes, [&] {
+            kernels::gemm_q(L.wq.type, p.W->row(row), p.W->row_bytes, hi - lo, xq, ab, 1, c.n_embd, p.out + row, p.W->rows);
+        });
     }
 }
 
@@ -749,7 +783,8 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::
     kv_->write_head(row, L.index, g, k, v);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t n_keys = tok_pos_[0] + 1;
-    kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0);
+    profiled(DecodeProfile::Attention, 0,
+             [&] { kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0); });
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {

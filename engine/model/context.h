@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "model/decode_profile.h"
 #include "model/expert_provider.h"
 #include "model/model.h"
 
@@ -148,6 +149,10 @@ public:
     void set_lookahead_observer(LookaheadObserver obs) { lookahead_ = std::move(obs); }
     void set_step_observer(StepObserver obs) { step_ = std::move(obs); }
     void set_step_begin_observer(StepBeginObserver obs) { step_begin_ = std::move(obs); }
+    // Profiles the forward passes until set_profile(nullptr), which also
+    // fills in each thread's time inside parallel regions (decode_profile.h).
+    // `p` is reset (one entry per compute thread) and must outlive the profiling.
+    void set_profile(DecodeProfile* p);
 
     // Bytes of the KV pool (its own or the shared one) and of the forward-pass scratch.
     uint64_t kv_bytes() const { return kv_->pool_bytes(); }
@@ -204,6 +209,9 @@ private:
     // Rows [r0, r1) of W times n tokens on the calling thread, Y[t * W.rows + r]:
     // f32 weights take X, the others act from quantize_for.
     void rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1, float* Y);
+    // Runs fn; while profiling, adds its time (and `bytes` of weights) to the calling thread's `part`.
+    template <class F>
+    void profiled(DecodeProfile::Part part, uint64_t bytes, F&& fn);
     void ffn_moe_experts_each(const LayerWeights& L, int64_t n);
 
     const Model& model_;
@@ -223,6 +231,7 @@ private:
     kv::SeqId seq0_ = 0;
     RoutingObserver observer_;
     LookaheadObserver lookahead_;
+    DecodeProfile* profile_ = nullptr;
     StepObserver step_;
     StepBeginObserver step_begin_;
 

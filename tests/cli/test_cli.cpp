@@ -137,6 +137,36 @@ private Q_SLOTS:
         QCOMPARE(p.code, 0);
         QCOMPARE(o["repacked_weight_bytes"].toDouble(), QJsonDocument::fromJson(p.out.toUtf8()).object()["repacked_bytes"].toDouble());
         QVERIFY(o["repacked_bytes"].toDouble() >= o["repacked_weight_bytes"].toDouble());
+        QVERIFY(!o.contains("profile"));
+    }
+
+    // --profile: per compute thread, where the decode time went; the parts
+    // add up to the decode time (tokens / tok/s).
+    void bench_profile_splits_each_threads_decode_time() {
+        const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+        const Run b = cli({"bench", demo, "-n", "8", "--prompt-len", "4", "--warmup", "0", "--threads", "2", "--profile", "--json"});
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        const QJsonObject o = QJsonDocument::fromJson(b.out.toUtf8()).object();
+        const double decode_s = o["decode_tokens"].toDouble() / o["decode_tok_s"].toDouble();
+        const QJsonObject prof = o["profile"].toObject();
+        const QJsonArray threads = prof["threads"].toArray();
+        QCOMPARE(threads.size(), 2);
+        for (const QJsonValue& v : threads) {
+            const QJsonObject t = v.toObject();
+            double sum = 0;
+            for (const char* k : {"quant_weights_s", "f32_weights_s", "attention_s", "other_in_regions_s", "outside_regions_s"}) {
+                QVERIFY2(t.contains(k), k);
+                QVERIFY(t[k].toDouble() >= 0);
+                sum += t[k].toDouble();
+            }
+            QVERIFY2(std::abs(sum - decode_s) <= 0.02 * decode_s, qPrintable(QString("parts %1 s, decode %2 s").arg(sum).arg(decode_s)));
+        }
+        QVERIFY(threads[0].toObject()["quant_weights_s"].toDouble() > 0);
+        QVERIFY(prof["quant_weights_gbs"].toDouble() > 0);
+        QVERIFY(prof["quant_weights_vs_machine"].toDouble() > 0);
+        const Run text = cli({"bench", demo, "-n", "4", "--prompt-len", "4", "--warmup", "0", "--threads", "2", "--profile"});
+        QCOMPARE(text.code, 0);
+        QVERIFY2(text.out.contains("thread 1"), qPrintable(text.out));
     }
 
     void routing_stats_fixture() {

@@ -1,6 +1,7 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "backend/cpu/numa.h"
 #include "common/log.h"
@@ -19,9 +20,30 @@ inline void spin_pause() {
 #endif
 }
 constexpr int kSpinIterations = 4000;  // ~0.1 ms of pauses before sleeping
+thread_local int tls_thread_index = 0;
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus) : n_threads_(std::max(1, n_threads)), cpus_(std::move(cpus)) {
+int ThreadPool::thread_index() { return tls_thread_index; }
+
+void ThreadPool::set_busy_accounting(bool on) {
+    if (on)
+        for (BusyNs& b : busy_ns_) b.ns.store(0, std::memory_order_relaxed);
+    account_busy_.store(on, std::memory_order_relaxed);
+}
+
+std::vector<double> ThreadPool::busy_seconds() const {
+    std::vector<double> s;
+    for (const BusyNs& b : busy_ns_) s.push_back(static_cast<double>(b.ns.load(std::memory_order_relaxed)) * 1e-9);
+    return s;
+}
+
+ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus)
+    : n_threads_(std::max(1, n_threads)), cpus_(std::move(cpus)), busy_ns_(static_cast<size_t>(n_threads_)) {
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
@@ -43,14 +65,24 @@ void ThreadPool::run_chunks(int thread_index) {
     // latency before the prefetch runs ahead, so fewer chunks pay: a
     // 1/(2 x threads) share made twice as many and decoded the 1.2B Q4_0
     // model 14% slower when the host gave ~75 GB/s.
+    if (!account_busy_.load(std::memory_order_relaxed)) return chunks_of_job(thread_index);
+    const uint64_t t0 = now_ns();
+    chunks_of_job(thread_index);
+    busy_ns_[static_cast<size_t>(thread_index)].ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+}
+
+void ThreadPool::chunks_of_job(int thread_index) {
     for (int64_t b, e; take_guided_chunk(next_, n_, grain_, n_threads_, &b, &e);) (*fn_)(b, e, thread_index);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
     if (n <= 0) return;
     grain = std::max<int64_t>(1, grain);
-    if (workers_.empty() || n <= grain) {
+    if (workers_.empty() || n <= grain) {  // on the caller alone
+        const bool account = account_busy_.load(std::memory_order_relaxed);
+        const uint64_t t0 = account ? now_ns() : 0;
         for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain), 0);
+        if (account) busy_ns_[0].ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
         return;
     }
     // The job's fields, then its number: a worker that sees the number sees
@@ -80,6 +112,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
 }
 
 void ThreadPool::worker_main(int index) {
+    tls_thread_index = index;
     if (!cpus_.empty()) {
         if (const std::string err = set_current_thread_cpus(cpus_); !err.empty())
             logger("cpu")->warn("compute thread {}: cannot pin to the NUMA node's CPUs: {}", index, err);

@@ -72,9 +72,21 @@ public:
     // (the last may be shorter); returns when all of [0, n) is done. Not re-entrant.
     void parallel_for(int64_t n, int64_t grain, ChunkFn fn);
 
+    // The calling thread's index in the pool it works for: i >= 1 on worker
+    // i, 0 on any other thread (a caller of parallel_for runs as thread 0).
+    static int thread_index();
+
+    // Profiling (strata-cli bench --profile): while on, each thread's time
+    // inside parallel_for's chunks is added up (two clock reads per thread
+    // and job; off, nothing). busy_seconds(): those sums by thread index,
+    // since the accounting was last turned on.
+    void set_busy_accounting(bool on);
+    std::vector<double> busy_seconds() const;
+
 private:
     void worker_main(int index);
     void run_chunks(int thread_index);
+    void chunks_of_job(int thread_index);
 
     int n_threads_;
     std::vector<int> cpus_;
@@ -96,6 +108,13 @@ private:
     alignas(64) std::atomic<int> active_{0};          // workers still in the job
     alignas(64) std::atomic<int> sleepers_{0};        // workers asleep on wake_
     std::atomic<bool> caller_asleep_{false};          // the caller is on done_
+
+    // Busy accounting: one counter per thread, each on its own cache line.
+    struct alignas(64) BusyNs {
+        std::atomic<uint64_t> ns{0};
+    };
+    std::atomic<bool> account_busy_{false};
+    std::vector<BusyNs> busy_ns_;
 };
 
 }  // namespace strata::cpu
