@@ -13,6 +13,7 @@
 #include "model/decode_profile.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "small_moe.h"
 
 using namespace strata;
 using P = model::DecodeProfile;
@@ -47,17 +48,9 @@ class TestDecodeProfile : public QObject {
 private Q_SLOTS:
     void initTestCase() {
         QVERIFY(dir_.isValid());
-        model::MakeModelSpec s;
-        s.layers = 2;
-        s.dim = 256;
-        s.heads = 8;
-        s.kv_heads = 4;
-        s.experts = 8;
-        s.used = 2;
-        s.expert_ff = 256;
-        s.type = kernels::WeightType::Q8_0;
+        // From 2 threads decode takes the one-region attention and the per-expert path.
         path_ = (dir_.path() + "/m.gguf").toStdString();
-        model::make_model(s, path_);
+        model::make_model(test::small_moe_spec(kernels::WeightType::Q8_0), path_);
     }
 
     void counts_every_weight_byte_data() {
