@@ -315,9 +315,7 @@ void Context::gemm_region(std::span<MatIn> mats) {
         for (; i < m && r0 < r1; ++i) {
             const MatIn& o = mats[i];
             const int64_t a = r0 - batch_start_[i], e = std::min(r1, batch_start_[i + 1]) - batch_start_[i];
-            profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(e - a) * o.W->row_bytes, [&] {
-                kernels::gemm_q(type, o.W->row(a), o.W->row_bytes, e - a, o.xq, ab, o.n, cols, o.Y + a, o.W->rows);
-            });
+            rows_product(*o.W, o.X, o.xq, o.n, a, e, o.Y);
             r0 = batch_start_[i] + e;
         }
     });
@@ -713,12 +711,8 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         }
         if (!wo_here) return;
         while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
-        const int64_t ab = kernels::activation_row_bytes(L.wo.type, L.wo.cols);
         for (int64_t r0, r1; cpu::take_guided_chunk(wo_next_, L.wo.rows, 48, parts, &r0, &r1);)
-            profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(r1 - r0) * L.wo.row_bytes, [&] {
-                kernels::gemm_q(L.wo.type, L.wo.row(r0), L.wo.row_bytes, r1 - r0, xo, ab, 1, L.wo.cols, tmp_.data() + r0,
-                                L.wo.rows);
-            });
+            rows_product(L.wo, attn_.data(), xo, 1, r0, r1, tmp_.data());
     });
     return wo_here ? Fused::AttentionAndOutput : Fused::Attention;
 }
@@ -740,7 +734,6 @@ void Context::attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64
     const int64_t hd = c.head_dim, q_rows = c.n_head / c.n_head_kv * hd;
     const int64_t per_head = q_rows + 2 * hd;
     const int64_t g = r0 / per_head;
-    const int64_t ab = kernels::activation_row_bytes(L.wq.type, c.n_embd);
     // Each piece: the matrix, its first row in the matrix, where the piece starts among the head's rows, the output.
     const struct Piece {
         const Matrix* W;
@@ -754,9 +747,7 @@ void Context::attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64
         const int64_t lo = std::max(a, p.begin), hi = std::min(b, p.end);
         if (lo >= hi) continue;
         const int64_t row = p.first + lo - p.begin;
-        profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(hi - lo) * p.W->row_bytes, [&] {
-            kernels::gemm_q(L.wq.type, p.W->row(row), p.W->row_bytes, hi - lo, xq, ab, 1, c.n_embd, p.out + row, p.W->rows);
-        });
+        rows_product(*p.W, h_.data(), xq, 1, row, row + hi - lo, p.out);
     }
 }
 

@@ -207,7 +207,9 @@ private:
     // n activation rows X quantized for W's kernels into act (nothing for f32 weights).
     void quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act);
     // Rows [r0, r1) of W times n tokens on the calling thread, Y[t * W.rows + r]:
-    // f32 weights take X, the others act from quantize_for.
+    // f32 weights take X, the others act (X's rows quantized for W's type,
+    // as quantize_for makes them). Every weight product goes through here,
+    // so the profile sees each one once.
     void rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1, float* Y);
     // Runs fn; while profiling, adds its time (and `bytes` of weights) to the calling thread's `part`.
     template <class F>
