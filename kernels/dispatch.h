@@ -85,9 +85,9 @@ struct KernelTable {
     void (*swiglu)(const float* g, const float* u, float* y, int64_t n) = nullptr;
     void (*rope_apply)(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox) = nullptr;
     void (*attn_scores)(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
-                        int64_t out_stride) = nullptr;
+                        int64_t out_stride, const void* ask, int64_t ask_bytes) = nullptr;
     void (*attn_accumulate)(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
-                            float* out) = nullptr;
+                            float* out, const void* ask, int64_t ask_bytes) = nullptr;
     void (*router_topk)(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) = nullptr;
 };
 

@@ -31,13 +31,13 @@ void axpy(float a, const float* x, float* y, int64_t n) { active_kernels().axpy(
 void scale_i8(const int8_t* x, float s, float* y, int64_t n) { active_kernels().scale_i8(x, s, y, n); }
 
 void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
-                 int64_t out_stride) {
-    active_kernels().attn_scores(q, n_q, k, m, hd, scale, out, out_stride);
+                 int64_t out_stride, const void* ask, int64_t ask_bytes) {
+    active_kernels().attn_scores(q, n_q, k, m, hd, scale, out, out_stride, ask, ask_bytes);
 }
 
 void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
-                     float* out) {
-    active_kernels().attn_accumulate(p, p_stride, n_q, v, m, hd, out);
+                     float* out, const void* ask, int64_t ask_bytes) {
+    active_kernels().attn_accumulate(p, p_stride, n_q, v, m, hd, out, ask, ask_bytes);
 }
 
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) {

@@ -50,13 +50,21 @@ void scale_i8(const int8_t* x, float s, float* y, int64_t n);
 // share one KV head) over m cached keys (rows of hd floats, contiguous):
 // out[h * out_stride + j] = dot_f32(q + h*hd, k + j*hd, hd) * scale.
 // Bit-identical to dot_f32 per (head, key).
+//
+// ask, ask_bytes (both attention kernels): memory the caller reads next (the
+// KV cache's next piece), asked for a few cache lines per key while these
+// keys are worked on; a hint only, results do not depend on it. Attention
+// does little arithmetic per byte, so it has to keep the core's memory
+// requests flowing alongside that arithmetic: asking for a whole piece at
+// once stalls the core until its line-fill buffers drain, and then memory
+// and arithmetic take turns instead of overlapping.
 void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
-                 int64_t out_stride);
+                 int64_t out_stride, const void* ask = nullptr, int64_t ask_bytes = 0);
 
 // For each of n_q heads: out[h*hd ..][0..hd) += sum_j p[h * p_stride + j] * v[j*hd ..],
 // keys in order, each as one axpy: bit-identical to n_q * m calls of axpy.
 void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
-                     float* out);
+                     float* out, const void* ask = nullptr, int64_t ask_bytes = 0);
 
 // The router: softmax over n_expert logits in place (logits become the
 // probabilities), then the k most probable experts, best first (ties to the

@@ -446,48 +446,59 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t bt = p_.block_tokens;
     const int64_t n_blocks = (n_keys + bt - 1) / bt;
-    // The pieces are read in the order K[0..n), V[0..n); the next one is
-    // asked for while the current one is worked on. Attention computes
-    // little per byte and its few KiB per head come from a cold cache, so
-    // with the hardware prefetcher alone it waited on memory: on the 1.2B
-    // Q4_0 model at ~170 keys this took 27-33% less time (cycle counters,
-    // 4 + 4 runs); two pieces ahead was as good, four worse.
+    // The pieces are read in the order K[0..n), V[0..n) (steps 0..2n).
+    // Attention computes little per byte and its few KiB per head come from
+    // a cold cache, so it has to ask for pieces before it reads them. Each
+    // piece's kernel calls ask for the piece kAskAhead steps on, spread over
+    // its keys (ops.h: ask): on the 1.2B Q4_0 model at ~1.5k keys, one
+    // thread, f32 attention took ~40% less time than when each piece asked
+    // for the next whole piece at once at its start (which had taken 27-33%
+    // less than the hardware prefetcher alone). In a harness, one step ahead
+    // was not far enough to hide the latency, three or four no better than two.
+    constexpr int64_t kAskAhead = 2;
     const uint64_t piece = p_.piece_bytes();
-    auto prefetch_step = [&](int64_t step) {
-        if (step >= 2 * n_blocks) return;
+    auto piece_at = [&](int64_t step) -> const uint8_t* {
+        if (step >= 2 * n_blocks) return nullptr;
         const int which = step < n_blocks ? 0 : 1;
-        const uint8_t* p = pool_.data() + part_offset(q.blocks[static_cast<size_t>(step % n_blocks)], layer, which, kv_head);
-        for (uint64_t o = 0; o < piece; o += 64) __builtin_prefetch(p + o, 0, 3);
+        return pool_.data() + part_offset(q.blocks[static_cast<size_t>(step % n_blocks)], layer, which, kv_head);
     };
-    // fn(rows, count, first) over block bi's K (which 0) or V (1) piece as
-    // float rows: an f32 piece as it lies, a q8 piece per_pass rows at a time.
-    auto for_rows = [&](int64_t bi, int which, auto&& fn) {
+    auto ask_whole = [&](int64_t step) {
+        if (const uint8_t* p = piece_at(step))
+            for (uint64_t o = 0; o < piece; o += 64) __builtin_prefetch(p + o, 0, 3);
+    };
+    // fn(rows, count, first, ask, ask_bytes) over step's piece (block
+    // step % n, K before V) as float rows: an f32 piece as it lies, a q8
+    // piece per_pass rows at a time. ask: what the kernel call is to ask for
+    // meanwhile (null at the end): the whole piece ahead, or for a q8 call
+    // its rows' share of it (the last call the rest).
+    auto for_rows = [&](int64_t step, auto&& fn) {
+        const int64_t bi = step % n_blocks;
+        const int which = step < n_blocks ? 0 : 1;
         const int32_t b = q.blocks[static_cast<size_t>(bi)];
-        const uint8_t* piece_at = pool_.data() + part_offset(b, layer, which, kv_head);
+        const uint8_t* at = piece_at(step);
+        const uint8_t* ask = piece_at(step + kAskAhead);
         const int64_t m = std::min(bt, n_keys - bi * bt);
-        if (!q8) return fn(reinterpret_cast<const float*>(piece_at), m, int64_t{0});
+        const auto whole = static_cast<int64_t>(piece);
+        if (!q8) return fn(reinterpret_cast<const float*>(at), m, int64_t{0}, ask, whole);
         const float sc = scale_at(b, layer, which, kv_head);
         for (int64_t j = 0; j < m; j += per_pass) {
             const int64_t r = std::min(per_pass, m - j);
-            ops::scale_i8(reinterpret_cast<const int8_t*>(piece_at) + j * hd, sc, rows_f32, r * hd);
-            fn(rows_f32, r, j);
+            ops::scale_i8(reinterpret_cast<const int8_t*>(at) + j * hd, sc, rows_f32, r * hd);
+            const int64_t from = j * hd, to = j + r < m ? (j + r) * hd : whole;
+            fn(rows_f32, r, j, ask ? ask + from : nullptr, to - from);
         }
     };
-    prefetch_step(0);
-    for (int64_t bi = 0; bi < n_blocks; ++bi) {
-        prefetch_step(bi + 1);
-        for_rows(bi, 0, [&](const float* K, int64_t r, int64_t j) {
-            ops::attn_scores(qv, n_q, K, r, hd, scale, scores + bi * bt + j, n_keys);
+    for (int64_t step = 0; step < kAskAhead; ++step) ask_whole(step);  // nothing is in flight yet
+    for (int64_t bi = 0; bi < n_blocks; ++bi)
+        for_rows(bi, [&](const float* K, int64_t r, int64_t j, const uint8_t* ask, int64_t ask_bytes) {
+            ops::attn_scores(qv, n_q, K, r, hd, scale, scores + bi * bt + j, n_keys, ask, ask_bytes);
         });
-    }
     for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
     std::fill(out, out + n_q * hd, 0.0f);
-    for (int64_t bi = 0; bi < n_blocks; ++bi) {
-        prefetch_step(n_blocks + bi + 1);
-        for_rows(bi, 1, [&](const float* V, int64_t r, int64_t j) {
-            ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, V, r, hd, out);
+    for (int64_t bi = 0; bi < n_blocks; ++bi)
+        for_rows(n_blocks + bi, [&](const float* V, int64_t r, int64_t j, const uint8_t* ask, int64_t ask_bytes) {
+            ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, V, r, hd, out, ask, ask_bytes);
         });
-    }
 }
 
 void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_keys, float scale,

@@ -93,13 +93,13 @@ void scale_i8(const int8_t* x, float s, float* y, int64_t n) {
 }
 
 void attn_scores(const float* q, int64_t n_q, const float* k, int64_t m, int64_t hd, float scale, float* out,
-                 int64_t out_stride) {
+                 int64_t out_stride, const void*, int64_t) {
     for (int64_t h = 0; h < n_q; ++h)
         for (int64_t j = 0; j < m; ++j) out[h * out_stride + j] = dot_f32(q + h * hd, k + j * hd, hd) * scale;
 }
 
 void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
-                     float* out) {
+                     float* out, const void*, int64_t) {
     for (int64_t h = 0; h < n_q; ++h)
         for (int64_t j = 0; j < m; ++j) axpy(p[h * p_stride + j], v + j * hd, out + h * hd, hd);
 }

@@ -723,7 +723,9 @@ void TestSimdKernels::rope_vs_ref() {
 // Attention of a group of query heads over a block of keys: bit-identical to
 // the reference (per head and key the same dot product and axpy), for group
 // sizes that fill, split and pad the 512-bit kernels' head pairs and passes,
-// strided score rows, and head sizes with and without a specialised kernel.
+// strided score rows, and head sizes with and without a specialised kernel;
+// with and without a prefetch hint (ask), of a size that is not a multiple of
+// a line or of the keys, which must not change a bit.
 // The router: the same experts in the same order
 // (probabilities within the softmax's few-ulp bound), with ties, masks and
 // fewer allowed experts than asked for.
@@ -736,13 +738,17 @@ void TestSimdKernels::attention_and_router_vs_ref() {
                 const int64_t stride = m + 3;  // score rows with a gap between heads
                 const std::vector<float> q = gaussian(rng, n_q * hd), k = gaussian(rng, m * hd), v = gaussian(rng, m * hd);
                 std::vector<float> s1(static_cast<size_t>(n_q * stride), -7.0f), s2(s1);
-                t->attn_scores(q.data(), n_q, k.data(), m, hd, 0.125f, s1.data(), stride);
+                const bool hint = (m + n_q) % 2 == 0;
+                const std::vector<uint8_t> next(static_cast<size_t>(m * hd * 4 + 100), 1);  // "the next piece"
+                const void* ask = hint ? next.data() : nullptr;
+                const int64_t ask_bytes = hint ? static_cast<int64_t>(next.size()) - 37 : 0;
+                t->attn_scores(q.data(), n_q, k.data(), m, hd, 0.125f, s1.data(), stride, ask, ask_bytes);
                 ref::attn_scores(q.data(), n_q, k.data(), m, hd, 0.125f, s2.data(), stride);
-                const QString what = QString("hd=%1 m=%2 n_q=%3").arg(hd).arg(m).arg(n_q);
+                const QString what = QString("hd=%1 m=%2 n_q=%3 ask=%4").arg(hd).arg(m).arg(n_q).arg(ask_bytes);
                 QVERIFY2(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0, qPrintable("attn_scores " + what));
                 QCOMPARE(s1.back(), -7.0f);  // the gaps stay untouched
                 std::vector<float> o1 = gaussian(rng, n_q * hd), o2 = o1;
-                t->attn_accumulate(s1.data(), stride, n_q, v.data(), m, hd, o1.data());
+                t->attn_accumulate(s1.data(), stride, n_q, v.data(), m, hd, o1.data(), ask, ask_bytes);
                 ref::attn_accumulate(s1.data(), stride, n_q, v.data(), m, hd, o2.data());
                 QVERIFY2(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)) == 0,
                          qPrintable("attn_accumulate " + what));
