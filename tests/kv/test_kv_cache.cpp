@@ -162,6 +162,46 @@ private Q_SLOTS:
         }
     }
 
+    // attend_group over a sequence whose blocks are scattered over the pool
+    // (two sequences appended in turns, runs of 16 blocks, a freed block
+    // reused) and many keys: the same bits as the kernels over its rows as
+    // read() gives them back, in one piece. The f32 path reads back-to-back
+    // pieces in one kernel call each (spans) and asks for memory ahead:
+    // neither may change a bit; q8 reads piece by piece.
+    void attention_over_scattered_blocks_is_over_its_rows() {
+        for (kv::KvType type : {kv::KvType::F32, kv::KvType::Q8}) {
+            KvCache c(shape(70, type, 4));  // runs of 16 blocks of 4 tokens
+            const auto a = c.create_sequence(), b = c.create_sequence(), gone = c.create_sequence();
+            for (int round = 0; round < 6; ++round) {
+                QVERIFY(c.append(a, ids(9 + 7 * round, 1000 * round)));
+                QVERIFY(c.append(round == 2 ? gone : b, ids(5, 500 + round)));
+            }
+            c.free_sequence(gone);
+            QVERIFY(c.append(a, ids(30, 9000)));  // into the freed blocks, then new ones
+            fill(c, a, 0);
+            const int64_t n = static_cast<int64_t>(c.tokens(a).size());
+            const int64_t hd = 8, dim = 2 * hd, n_q = 3, layer = 1, head = 1;
+            std::vector<float> q(static_cast<size_t>(n_q * hd));
+            for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.9f * static_cast<float>(i)) * 1.2f;
+            std::vector<float> K(static_cast<size_t>(n * hd)), V(K), k(static_cast<size_t>(dim)), v(k);
+            for (int64_t pos = 0; pos < n; ++pos) {
+                c.read(a, layer, pos, k.data(), v.data());
+                std::copy(k.begin() + head * hd, k.begin() + (head + 1) * hd, K.begin() + pos * hd);
+                std::copy(v.begin() + head * hd, v.begin() + (head + 1) * hd, V.begin() + pos * hd);
+            }
+            for (int64_t n_keys : {int64_t{3}, int64_t{64}, int64_t{65}, n - 1, n}) {
+                std::vector<float> scores(static_cast<size_t>(n_q * n_keys)), got(static_cast<size_t>(n_q * hd));
+                c.attend_group(a, layer, head, q.data(), n_q, n_keys, 0.3f, scores.data(), got.data());
+                std::vector<float> p(scores.size()), want(got.size(), 0.0f);
+                kernels::ops::attn_scores(q.data(), n_q, K.data(), n_keys, hd, 0.3f, p.data(), n_keys);
+                for (int64_t h = 0; h < n_q; ++h) kernels::ops::softmax(p.data() + h * n_keys, n_keys);
+                kernels::ops::attn_accumulate(p.data(), n_keys, n_q, V.data(), n_keys, hd, want.data());
+                const QString what = QString("%1, %2 of %3 keys").arg(kv::kv_type_name(type)).arg(n_keys).arg(n);
+                QVERIFY2(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0, qPrintable(what));
+            }
+        }
+    }
+
     void bad_params() {
         KvCacheParams p = shape(0);
         QVERIFY(!p.validate().empty());
