@@ -157,7 +157,8 @@ public:
     // Each result is attend()'s for that head, bit for bit; K/V are visited
     // block by block for all the heads at once (one kernel call per piece,
     // or per few rows of a q8 piece), so each piece comes from memory once,
-    // and the next piece is asked for while the current one is worked on.
+    // and the kernel calls over a piece ask for the piece two steps on, a few
+    // cache lines per key (kernels/ops.h: ask).
     void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
                       float* scores, float* out) const;
 
