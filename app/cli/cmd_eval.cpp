@@ -68,10 +68,14 @@ int cmd_eval(int argc, char** argv) {
         }
         // greedy_text is null where the bytes are not valid UTF-8, as in the fixtures.
         const std::string text = vocab.pieces_text(greedy);
-        const std::string text_json = is_valid_utf8(text) ? "\"" + json_escape(text) + "\"" : "null";
-        std::printf("{\"prompt\": \"%s\", \"tokens\": %s, \"logits_offset_rows\": %lld, \"greedy\": %s, \"greedy_text\": %s}\n",
+        // Quoted by the format, not by joining strings: GCC 12 misreads
+        // "\"" + std::string&& as an overlapping memcpy (-Wrestrict, GCC bug 105329).
+        const bool text_ok = is_valid_utf8(text);
+        const std::string text_json = text_ok ? json_escape(text) : "null";
+        const char* quote = text_ok ? "\"" : "";
+        std::printf("{\"prompt\": \"%s\", \"tokens\": %s, \"logits_offset_rows\": %lld, \"greedy\": %s, \"greedy_text\": %s%s%s}\n",
                     json_escape(prompt).c_str(), ids_json(tokens).c_str(), static_cast<long long>(rows),
-                    ids_json(greedy).c_str(), text_json.c_str());
+                    ids_json(greedy).c_str(), quote, text_json.c_str(), quote);
         std::fflush(stdout);
         rows += static_cast<int64_t>(tokens.size());
     }

@@ -191,8 +191,9 @@ private Q_SLOTS:
         QCOMPARE(r.out.trimmed(), QString("1 403 407 261 378"));
     }
 
-    // eval reproduces the fixture's JSON layout, tokens and greedy ids for the
-    // F32 reference model, and writes one logits row per prompt position.
+    // eval reproduces the fixture's JSON layout, tokens, greedy ids and greedy
+    // text for the F32 reference model, and writes one logits row per prompt
+    // position.
     void eval_matches_fixture_layout() {
         STRATA_REQUIRE_FIXTURES();
         QTemporaryDir dir;
@@ -209,7 +210,7 @@ private Q_SLOTS:
         for (int i = 0; i < got.size(); ++i) {
             const QJsonObject g = QJsonDocument::fromJson(got[i].toUtf8()).object();
             const QJsonObject w = QJsonDocument::fromJson(want[i]).object();
-            for (const char* key : {"prompt", "tokens", "logits_offset_rows", "greedy"}) QCOMPARE(g[key], w[key]);
+            for (const char* key : {"prompt", "tokens", "logits_offset_rows", "greedy", "greedy_text"}) QCOMPARE(g[key], w[key]);
             rows += g["tokens"].toArray().size();
         }
         QCOMPARE(QFileInfo(dir.path() + "/out.f32").size(), rows * 512 * 4);

@@ -16,6 +16,7 @@
 #include "small_moe.h"
 #include "model/model.h"
 #include "common/error.h"
+#include "context_params.h"
 #include "reference_files.h"
 #include "test_support.h"
 
@@ -58,7 +59,7 @@ private Q_SLOTS:
         std::vector<std::vector<std::vector<float>>> alone(prompts.size());
         std::vector<std::vector<int32_t>> gen(prompts.size());
         for (size_t i = 0; i < prompts.size(); ++i) {
-            model::Context ctx(*m, model::ContextParams{256, 64, 2});
+            model::Context ctx(*m, test::context_params(256, 64, 2));
             const float* l = ctx.decode(prompts[i], false);
             alone[i].push_back(row(l, V));
             for (int s = 0; s < 6; ++s) {
@@ -71,7 +72,7 @@ private Q_SLOTS:
 
         // Together: one context, four sequences; prompts in one mixed batch
         // (interleaved chunks), then decode steps of all four at once.
-        model::ContextParams cp{256, 256, 2};
+        model::ContextParams cp = test::context_params(256, 256, 2);
         cp.kv_block_tokens = 8;
         model::Context ctx(*m, cp);
         kv::KvCache& kvc = ctx.kv_cache();
@@ -138,7 +139,7 @@ private Q_SLOTS:
         if (arch.isEmpty()) prompt = m->vocab().encode(kPrompts[2], true);
         std::vector<float> want;
         for (int threads : {1, 2, 3, 4}) {
-            model::Context ctx(*m, model::ContextParams{256, 64, threads});
+            model::Context ctx(*m, test::context_params(256, 64, threads));
             const float* l = ctx.decode(prompt, true);
             std::vector<float> got(l, l + prompt.size() * V);
             int32_t t = test::argmax(l + (prompt.size() - 1) * V, V);
@@ -162,10 +163,10 @@ private Q_SLOTS:
         for (int32_t t : m->vocab().encode(" the evening and the morning", false)) b.push_back(t);
         QVERIFY(sys.size() > 16);
 
-        model::Context fresh(*m, model::ContextParams{256, 256, 2});
+        model::Context fresh(*m, test::context_params(256, 256, 2));
         const std::vector<float> want = row(fresh.decode(b, false), V);
 
-        model::ContextParams cp{256, 256, 2};
+        model::ContextParams cp = test::context_params(256, 256, 2);
         cp.kv_block_tokens = 8;
         model::Context ctx(*m, cp);
         kv::KvCache& kvc = ctx.kv_cache();
@@ -186,7 +187,7 @@ private Q_SLOTS:
 
     void kv_full_is_a_clear_error_that_changes_nothing() {
         auto m = model::Model::load(kDemo);
-        model::ContextParams cp{256, 256, 2};
+        model::ContextParams cp = test::context_params(256, 256, 2);
         model::Context ctx(*m, cp);  // its own pool: one sequence of 256 tokens
         kv::KvCache& kvc = ctx.kv_cache();
         const kv::SeqId s = kvc.create_sequence();
@@ -219,7 +220,7 @@ private Q_SLOTS:
                 "Once upon a time there was a little girl who lived in a village near the forest. "
                 "Whenever she went out, the little girl wore a red riding cloak, so everyone in the village called her",
                 true);
-            model::ContextParams f{256, 256, 2};
+            model::ContextParams f = test::context_params(256, 256, 2);
             model::ContextParams q = f;
             q.kv_type = kv::KvType::Q8;
             model::Context cf(*m, f), cq(*m, q);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "context_params.h"
 #include "core/engine.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -71,11 +72,11 @@ private Q_SLOTS:
     void sixty_four_concurrent_requests_equal_alone() {
         auto m = model::Model::load(kDemo);
         const auto jobs = make_jobs(m->vocab(), 64, 1);
-        model::Context solo(*m, model::ContextParams{256, 64, 2});
+        model::Context solo(*m, test::context_params(256, 64, 2));
         std::vector<std::vector<int32_t>> want;
         for (const Job& j : jobs) want.push_back(alone(solo, m->vocab(), j));
 
-        model::ContextParams cp{256, 256, 2};
+        model::ContextParams cp = test::context_params(256, 256, 2);
         kv::KvCache kvc(model::kv_cache_params(m->config(), 64 * 8));  // 8192 tokens: room for all
         model::Context ctx(*m, cp, nullptr, nullptr, &kvc);
         sched::SchedulerConfig sc;
@@ -101,7 +102,7 @@ private Q_SLOTS:
         auto eng = core::Engine::load(kDemo, es);
         const auto& vocab = eng->vocab();
         const auto jobs = make_jobs(vocab, 16, 2);
-        model::Context solo(eng->model(), model::ContextParams{256, 64, 2});
+        model::Context solo(eng->model(), test::context_params(256, 64, 2));
         std::vector<std::vector<int32_t>> want;
         for (const Job& j : jobs) want.push_back(alone(solo, vocab, j));
 
@@ -130,7 +131,7 @@ private Q_SLOTS:
     void a_request_larger_than_the_whole_cache_ends_with_a_reason() {
         auto m = model::Model::load(kDemo);
         kv::KvCache kvc(model::kv_cache_params(m->config(), 2));
-        model::Context ctx(*m, model::ContextParams{256, 64, 2}, nullptr, nullptr, &kvc);
+        model::Context ctx(*m, test::context_params(256, 64, 2), nullptr, nullptr, &kvc);
         sched::Scheduler s(ctx, m->vocab(), {});
         sched::SamplingParams p;
         p.temperature = 0;
@@ -144,7 +145,7 @@ private Q_SLOTS:
 
     void cancellation_at_any_time() {
         auto m = model::Model::load(kDemo);
-        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        model::Context ctx(*m, test::context_params(256, 256, 2));
         // Own pool holds one sequence of 256: 16 blocks, enough for a few short requests.
         sched::SchedulerConfig sc;
         sc.max_batch = 2;
@@ -173,7 +174,7 @@ private Q_SLOTS:
 
     void priority_goes_first_and_long_sequences_yield() {
         auto m = model::Model::load(kDemo);
-        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        model::Context ctx(*m, test::context_params(256, 256, 2));
         sched::SchedulerConfig sc;
         sc.max_batch = 1;
         sc.group_by_experts = false;
@@ -200,7 +201,7 @@ private Q_SLOTS:
 
     void same_system_prompt_shares_kv_blocks() {
         auto m = model::Model::load(kDemo);
-        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        model::Context ctx(*m, test::context_params(256, 256, 2));
         sched::Scheduler s(ctx, m->vocab(), {});
         sched::SamplingParams p;
         p.temperature = 0;
@@ -215,13 +216,13 @@ private Q_SLOTS:
         QCOMPARE(res.size(), size_t{2});
         QCOMPARE(res[0].prefix_reused, int64_t{0});
         QVERIFY2(res[1].prefix_reused >= 32, qPrintable(QString::number(res[1].prefix_reused)));
-        model::Context solo(*m, model::ContextParams{256, 64, 2});
+        model::Context solo(*m, test::context_params(256, 64, 2));
         QCOMPARE(res[1].tokens, sched::generate(solo, m->vocab(), p, m->vocab().encode(sys + " Then", true)).tokens);
     }
 
     void batch_forming_timeout_waits_for_company() {
         auto m = model::Model::load(kDemo);
-        model::Context ctx(*m, model::ContextParams{256, 256, 2});
+        model::Context ctx(*m, test::context_params(256, 256, 2));
         sched::SchedulerConfig sc;
         sc.max_batch = 4;
         sc.batch_timeout_s = 0.3;
@@ -256,7 +257,7 @@ private Q_SLOTS:
         std::vector<int32_t> similar = running;
         similar.push_back(running.back());
         for (bool group : {true, false}) {
-            model::Context ctx(*m, model::ContextParams{256, 256, 2});
+            model::Context ctx(*m, test::context_params(256, 256, 2));
             sched::SchedulerConfig sc;
             sc.max_batch = 2;
             sc.group_by_experts = group;
@@ -286,7 +287,7 @@ private Q_SLOTS:
 
     void bad_requests_and_config_are_clear_errors() {
         auto m = model::Model::load(kDemo);
-        model::Context ctx(*m, model::ContextParams{64, 64, 2});
+        model::Context ctx(*m, test::context_params(64, 64, 2));
         sched::SchedulerConfig bad;
         bad.max_batch = 0;
         QVERIFY_THROWS_EXCEPTION(Error, sched::Scheduler(ctx, m->vocab(), bad));

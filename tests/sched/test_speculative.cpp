@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "context_params.h"
 #include "core/engine.h"
 #include "experts/expert_store.h"
 #include "model/context.h"
@@ -33,7 +34,7 @@ const char* kTexts[] = {
 };
 
 model::ContextParams draft_params(int64_t layers, int64_t experts) {
-    model::ContextParams p{256, 64, 2};
+    model::ContextParams p = test::context_params(256, 64, 2);
     p.max_layers = layers;
     p.n_expert_used = experts;
     return p;
@@ -65,9 +66,9 @@ private Q_SLOTS:
                 double acc_sum = 0;
                 for (const char* text : kTexts) {
                     const auto prompt = m->vocab().encode(text, true);
-                    model::Context plain(*m, model::ContextParams{256, 64, 2});
+                    model::Context plain(*m, test::context_params(256, 64, 2));
                     const auto want = sched::generate(plain, m->vocab(), p, prompt);
-                    model::Context target(*m, model::ContextParams{256, 64, 2});
+                    model::Context target(*m, test::context_params(256, 64, 2));
                     model::Context draft(*m, draft_params(layers, experts));
                     sched::SpeculativeParams sp;
                     sp.k = k;
@@ -96,9 +97,9 @@ private Q_SLOTS:
         p.max_tokens = 24;
         std::vector<int32_t> prompt = m->vocab().encode(std::string(kTexts[0]) + " " + kTexts[2] + " " + kTexts[3], true);
         QVERIFY(prompt.size() > 32);
-        model::Context plain(*m, model::ContextParams{256, 64, 2});
+        model::Context plain(*m, test::context_params(256, 64, 2));
         const auto want = sched::generate(plain, m->vocab(), p, prompt);
-        model::Context target(*m, model::ContextParams{256, 64, 2});
+        model::Context target(*m, test::context_params(256, 64, 2));
         model::Context draft(*m, draft_params(0, 1));
         const auto first = sched::generate_speculative(target, draft, m->vocab(), p, prompt, {});
         QCOMPARE(first.prefix_reused, int64_t{0});
@@ -113,7 +114,7 @@ private Q_SLOTS:
         draft.clear();
         std::vector<int32_t> longer = prompt;
         for (int32_t t : m->vocab().encode(kTexts[1], false)) longer.push_back(t);
-        model::Context plain2(*m, model::ContextParams{256, 64, 2});
+        model::Context plain2(*m, test::context_params(256, 64, 2));
         const auto want2 = sched::generate(plain2, m->vocab(), p, longer);
         const auto next = sched::generate_speculative(target, draft, m->vocab(), p, longer, {});
         QVERIFY(next.prefix_reused >= 32);
@@ -141,7 +142,7 @@ private Q_SLOTS:
         auto key = [&](const std::vector<int32_t>& t) {
             return outcome.emplace(t, static_cast<int32_t>(outcome.size())).first->second;
         };
-        model::Context plain(*m, model::ContextParams{256, 64, 2});
+        model::Context plain(*m, test::context_params(256, 64, 2));
         std::map<int32_t, int> plain_hist;
         for (int i = 0; i < n; ++i) {
             p.seed = 1000 + static_cast<uint64_t>(i);
@@ -152,7 +153,7 @@ private Q_SLOTS:
         // A poor draft (most tokens rejected and resampled) and a good one
         // (most accepted): both paths of the rule.
         for (auto [layers, experts] : {std::pair<int64_t, int64_t>{2, 1}, {0, 1}}) {
-            model::Context target(*m, model::ContextParams{256, 64, 2});
+            model::Context target(*m, test::context_params(256, 64, 2));
             model::Context draft(*m, draft_params(layers, experts));
             sched::SpeculativeParams sp;
             sp.k = 3;
@@ -192,11 +193,11 @@ private Q_SLOTS:
         p.temperature = 0;
         p.max_tokens = 48;
         const auto prompt = eng->vocab().encode(kTexts[2], true);
-        model::Context plain(eng->model(), model::ContextParams{256, 64, 2});
+        model::Context plain(eng->model(), test::context_params(256, 64, 2));
         const auto want = sched::generate(plain, eng->vocab(), p, prompt);
 
         experts::DraftExperts view(*eng->expert_store());
-        model::ContextParams dp{256, 64, 2};
+        model::ContextParams dp = test::context_params(256, 64, 2);
         dp.resident_experts_only = true;
         model::Context draft(eng->model(), dp, &eng->context().weights(), &view);
         // Warm the cache with the target, then the draft alone: it routes only
@@ -226,8 +227,8 @@ private Q_SLOTS:
 
     void mismatched_vocabulary_and_bad_k_are_errors() {
         auto m = model::Model::load(kDemo);
-        model::Context target(*m, model::ContextParams{256, 64, 2});
-        model::Context draft(*m, model::ContextParams{256, 64, 2});
+        model::Context target(*m, test::context_params(256, 64, 2));
+        model::Context draft(*m, test::context_params(256, 64, 2));
         sched::SamplingParams p;
         sched::SpeculativeParams bad;
         bad.k = 0;
@@ -236,7 +237,7 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(Error, model::Context(*m, draft_params(0, 5)));
         STRATA_REQUIRE_FIXTURES();
         auto other = model::Model::load(test::fixture_path("models/moe-tiny-f32.gguf"));
-        model::Context od(*other, model::ContextParams{256, 64, 2});
+        model::Context od(*other, test::context_params(256, 64, 2));
         try {
             sched::generate_speculative(target, od, m->vocab(), p, {1, 2}, {});
             QFAIL("expected a vocabulary mismatch");
