@@ -123,5 +123,12 @@ inline __m256i tail_mask8(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+#if defined(__AVX512F__)
+// Mask of the first min(left, 16) float lanes, for 512-bit masked loads / stores.
+inline __mmask16 tail_mask16(int64_t left) {
+    return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+#endif
+
 }  // namespace
 }  // namespace strata::kernels::cpu::STRATA_SIMD_NS
