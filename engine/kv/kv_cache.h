@@ -158,9 +158,14 @@ public:
     // block by block for all the heads at once (one kernel call per piece,
     // or per few rows of a q8 piece), so each piece comes from memory once,
     // and the kernel calls over a piece ask for the piece two steps on, a few
-    // cache lines per key (kernels/ops.h: ask).
+    // cache lines per key (kernels/ops.h: ask). Hints only, which change no
+    // result: next_kv_head >= 0, the head the caller attends with next (same
+    // sequence, layer and keys), whose first pieces the last steps ask for,
+    // so they are in flight when its call starts; first_asked, this head's
+    // first pieces were asked for that way by the call before, so this call
+    // does not ask for them all at once at its start, as it otherwise must.
     void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
-                      float* scores, float* out) const;
+                      float* scores, float* out, int64_t next_kv_head = -1, bool first_asked = false) const;
 
     // Reads one position back as floats (tests, debugging).
     void read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const;
@@ -173,6 +178,8 @@ private:
         int64_t sealed = 0;               // leading full blocks registered for sharing
         std::vector<uint64_t> hashes;     // chain hash at the end of each sealed block
     };
+    // Asks for the pieces attend_group(..., kv_head, ..., n_keys) reads first, all at once.
+    void ask_first(const Seq& q, int64_t layer, int64_t kv_head, int64_t n_keys) const;
     struct Block {
         int32_t refs = 0;
         bool hashed = false;

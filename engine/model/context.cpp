@@ -693,11 +693,19 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
             }
         }
         float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);
-        for (int64_t g; (g = attend_next_.fetch_add(1, std::memory_order_relaxed)) < c.n_head_kv;) {
-            while (qkv_done_[g].load(std::memory_order_acquire) < per_head) cpu_relax();
-            attention_kv_group(L, g, row, scores);
+        // Each KV head claims the next one before it starts, and its last
+        // steps ask for that head's first pieces (KvCache::attend_group), so
+        // the next head does not start with nothing in flight. (Claiming the
+        // first head at the region's start too, and asking for its pieces
+        // then, gained nothing: that burst met the Q/K/V stream's start.)
+        bool asked = false;
+        for (int64_t head = attend_next_.fetch_add(1, std::memory_order_relaxed), next; head < c.n_head_kv; head = next) {
+            next = attend_next_.fetch_add(1, std::memory_order_relaxed);
+            while (qkv_done_[head].load(std::memory_order_acquire) < per_head) cpu_relax();
+            attention_kv_group(L, head, row, scores, next < c.n_head_kv ? next : -1, asked);
+            asked = next < c.n_head_kv;
             if (!wo_here) continue;
-            const int64_t d0 = g * group_dims;
+            const int64_t d0 = head * group_dims;
             kernels::quantize_activation(L.wo.type, attn_.data() + d0, xo + kernels::activation_row_bytes(L.wo.type, d0),
                                          group_dims);
             attended_.fetch_add(1, std::memory_order_release);
@@ -746,7 +754,8 @@ void Context::attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64
 
 // KV head g of one token, once its Q/K/V rows are done: biases, per-head
 // norms, RoPE, its K/V into the cache, attention with its query group.
-void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores) {
+void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores, int64_t next_g,
+                                 bool asked) {
     const ModelConfig& c = cfg_;
     const int64_t hd = c.head_dim;
     const int64_t group = c.n_head / c.n_head_kv;
@@ -768,7 +777,7 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t n_keys = tok_pos_[0] + 1;
     profiled(DecodeProfile::Attention, 0,
-             [&] { kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0); });
+             [&] { kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked); });
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {

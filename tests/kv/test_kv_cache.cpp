@@ -198,6 +198,11 @@ private Q_SLOTS:
                 kernels::ops::attn_accumulate(p.data(), n_keys, n_q, V.data(), n_keys, hd, want.data());
                 const QString what = QString("%1, %2 of %3 keys").arg(kv::kv_type_name(type)).arg(n_keys).arg(n);
                 QVERIFY2(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0, qPrintable(what));
+                // The hints (the next head's first pieces asked for at the end;
+                // this head's asked for before) change nothing.
+                std::vector<float> hinted(got.size(), -1.0f);
+                c.attend_group(a, layer, head, q.data(), n_q, n_keys, 0.3f, scores.data(), hinted.data(), 0, true);
+                QVERIFY2(std::memcmp(hinted.data(), want.data(), want.size() * sizeof(float)) == 0, qPrintable(what + ", hinted"));
             }
         }
     }
