@@ -431,10 +431,6 @@ void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) cons
     }
 }
 
-namespace {
-constexpr int64_t kAskAhead = 2;  // steps (K/V pieces) attention asks ahead (attend_group says why)
-}  // namespace
-
 void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_q, int64_t n_keys,
                            float scale, float* scores, float* out, int64_t next_kv_head, bool first_asked) const {
     const int64_t hd = p_.head_dim;
@@ -459,16 +455,22 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
     // for the next whole piece at once at its start (which had taken 27-33%
     // less than the hardware prefetcher alone). In a harness, one step ahead
     // was not far enough to hide the latency, three or four no better than two.
+    constexpr int64_t kAskAhead = 2;
     const uint64_t piece = p_.piece_bytes();
-    // Steps past this head's 2n are the next head's (its first K pieces), when the caller names one.
+    // Steps 2n + k are the next head's step k (its K pieces), when the caller
+    // names one; only its first kAskAhead are ever asked for.
     auto piece_at = [&](int64_t step) -> const uint8_t* {
         if (step >= 2 * n_blocks) {
             const int64_t k = step - 2 * n_blocks;
-            if (next_kv_head < 0 || k >= std::min(kAskAhead, n_blocks)) return nullptr;
+            if (next_kv_head < 0 || k >= n_blocks) return nullptr;
             return pool_.data() + part_offset(q.blocks[static_cast<size_t>(k)], layer, 0, next_kv_head);
         }
         const int which = step < n_blocks ? 0 : 1;
         return pool_.data() + part_offset(q.blocks[static_cast<size_t>(step % n_blocks)], layer, which, kv_head);
+    };
+    auto ask_whole = [&](int64_t step) {
+        if (const uint8_t* p = piece_at(step))
+            for (uint64_t o = 0; o < piece; o += 64) __builtin_prefetch(p + o, 0, 3);
     };
     // fn(rows, count, first, ask, ask_bytes) over step's piece (block
     // step % n, K before V) as float rows: an f32 piece as it lies, a q8
@@ -492,7 +494,8 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
             fn(rows_f32, r, j, ask ? ask + from : nullptr, to - from);
         }
     };
-    if (!first_asked) ask_first(q, layer, kv_head, n_keys);  // nothing is in flight yet
+    if (!first_asked)
+        for (int64_t step = 0; step < kAskAhead; ++step) ask_whole(step);  // nothing is in flight yet
     for (int64_t bi = 0; bi < n_blocks; ++bi)
         for_rows(bi, [&](const float* K, int64_t r, int64_t j, const uint8_t* ask, int64_t ask_bytes) {
             ops::attn_scores(qv, n_q, K, r, hd, scale, scores + bi * bt + j, n_keys, ask, ask_bytes);
@@ -503,16 +506,6 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
         for_rows(n_blocks + bi, [&](const float* V, int64_t r, int64_t j, const uint8_t* ask, int64_t ask_bytes) {
             ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, V, r, hd, out, ask, ask_bytes);
         });
-}
-
-void KvCache::ask_first(const Seq& q, int64_t layer, int64_t kv_head, int64_t n_keys) const {
-    // The first kAskAhead steps: K pieces of the first blocks (attend_group's order).
-    const int64_t n_blocks = (n_keys + p_.block_tokens - 1) / p_.block_tokens;
-    const uint64_t piece = p_.piece_bytes();
-    for (int64_t b = 0; b < std::min(kAskAhead, n_blocks); ++b) {
-        const uint8_t* p = pool_.data() + part_offset(q.blocks[static_cast<size_t>(b)], layer, 0, kv_head);
-        for (uint64_t o = 0; o < piece; o += 64) __builtin_prefetch(p + o, 0, 3);
-    }
 }
 
 void KvCache::attend(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_keys, float scale,

@@ -178,8 +178,6 @@ private:
         int64_t sealed = 0;               // leading full blocks registered for sharing
         std::vector<uint64_t> hashes;     // chain hash at the end of each sealed block
     };
-    // Asks for the pieces attend_group(..., kv_head, ..., n_keys) reads first, all at once.
-    void ask_first(const Seq& q, int64_t layer, int64_t kv_head, int64_t n_keys) const;
     struct Block {
         int32_t refs = 0;
         bool hashed = false;

@@ -699,7 +699,8 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         // first head at the region's start too, and asking for its pieces
         // then, gained nothing: that burst met the Q/K/V stream's start.)
         bool asked = false;
-        for (int64_t head = attend_next_.fetch_add(1, std::memory_order_relaxed), next; head < c.n_head_kv; head = next) {
+        int64_t head = attend_next_.fetch_add(1, std::memory_order_relaxed);
+        for (int64_t next; head < c.n_head_kv; head = next) {
             next = attend_next_.fetch_add(1, std::memory_order_relaxed);
             while (qkv_done_[head].load(std::memory_order_acquire) < per_head) cpu_relax();
             attention_kv_group(L, head, row, scores, next < c.n_head_kv ? next : -1, asked);
@@ -776,8 +777,9 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::
     kv_->write_head(row, L.index, g, k, v);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t n_keys = tok_pos_[0] + 1;
-    profiled(DecodeProfile::Attention, 0,
-             [&] { kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked); });
+    profiled(DecodeProfile::Attention, 0, [&] {
+        kv_->attend_group(tok_seq_[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked);
+    });
 }
 
 void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {

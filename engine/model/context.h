@@ -194,7 +194,8 @@ private:
     void output_projection(const LayerWeights& L, int64_t n, bool product_done = false);
     void attention_qkv_rows(const LayerWeights& L, const uint8_t* xq, int64_t r0, int64_t r1);
     // next_g: the KV head this thread attends with next (-1: none); asked: g's first pieces were asked for.
-    void attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores, int64_t next_g, bool asked);
+    void attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::Row row, float* scores, int64_t next_g,
+                            bool asked);
     struct ReadyExpert;
     bool ffn_moe_experts_fused(const LayerWeights& L, int64_t n);
     void expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t ff, uint8_t* act);
