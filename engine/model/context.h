@@ -40,6 +40,7 @@
 
 namespace strata::cpu {
 class ThreadPool;
+class OwnedRanges;
 }
 
 namespace strata::model {
@@ -275,13 +276,13 @@ private:
     // front, a thread that ran out of experts from the back).
     std::unique_ptr<std::atomic<uint32_t>[]> down_ready_;
     std::unique_ptr<std::atomic<uint64_t>[]> down_chunks_;
-    // The one-token attention region's shared state: the next of its Q/K/V
-    // rows to take, each KV head's rows done, the next KV head to attend with.
-    alignas(64) std::atomic<int64_t> qkv_next_{0};
+    // The one-token attention region's shared state: the Q/K/V and wo rows
+    // not yet taken (each thread's own stretch of them), each KV head's rows
+    // done, the next KV head to attend with.
+    std::unique_ptr<cpu::OwnedRanges> qkv_rows_, wo_rows_;
     std::unique_ptr<std::atomic<int64_t>[]> qkv_done_;
     alignas(64) std::atomic<int64_t> attend_next_{0};
     alignas(64) std::atomic<int64_t> attended_{0};  // KV heads whose attention output is quantized for wo
-    alignas(64) std::atomic<int64_t> wo_next_{0};
     int64_t max_cols_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // The compute thread pool: every item of every job runs exactly once, on any
 // mix of the start and end paths (workers spinning or asleep, the caller
 // spinning or asleep), and the pool shuts down with its workers asleep.
+// OwnedRanges: every row taken exactly once, each part's own chunks in
+// order and back to back, the others' taken from the back.
 #include <QtTest>
 
 #include <atomic>
@@ -62,6 +64,54 @@ private Q_SLOTS:
             if (thread != 0) by_worker.fetch_add(1);
         });
         QVERIFY(by_worker.load() > 0);
+    }
+
+    // One part alone takes its own stretch front to back, each chunk where
+    // the last ended (halving, at least the grain), then the others' from
+    // their backs; every row once.
+    void owned_ranges_alone() {
+        cpu::OwnedRanges split(3);
+        split.reset(300, 16);  // stretches [0,100) [100,200) [200,300)
+        std::vector<std::pair<int64_t, int64_t>> got;
+        for (int64_t b, e; split.take(1, &b, &e);) got.emplace_back(b, e);
+        QVERIFY(got.size() >= 3);
+        QCOMPARE(got[0], std::make_pair(int64_t{100}, int64_t{150}));  // half of its own stretch
+        QCOMPARE(got[1], std::make_pair(int64_t{150}, int64_t{175}));  // continues it
+        int64_t own_end = 100;
+        size_t i = 0;
+        for (; i < got.size() && got[i].first == own_end; ++i) {
+            QVERIFY(got[i].second - got[i].first >= 16 || got[i].second == 200);
+            own_end = got[i].second;
+        }
+        QCOMPARE(own_end, int64_t{200});
+        QVERIFY(i < got.size());
+        QCOMPARE(got[i].second, int64_t{300});  // then part 2's stretch, from its back
+        std::vector<int> hits(300, 0);
+        for (auto [b, e] : got)
+            for (int64_t r = b; r < e; ++r) ++hits[static_cast<size_t>(r)];
+        for (int h : hits) QCOMPARE(h, 1);
+        int64_t b, e;
+        QVERIFY(!split.take(0, &b, &e));
+    }
+
+    // Parts taking at once (the pool's threads): every row exactly once,
+    // any number of rows and parts, grains larger than a stretch too.
+    void owned_ranges_concurrent() {
+        cpu::ThreadPool pool(4);
+        for (int parts : {1, 2, 3, 4})
+            for (int64_t n : {1, 7, 48, 1000, 1536})
+                for (int64_t grain : {1, 48, 5000}) {
+                    cpu::OwnedRanges split(parts);
+                    split.reset(n, grain);
+                    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+                    pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t, int thread) {
+                        for (int64_t b, e; split.take(thread % parts, &b, &e);) {
+                            if (b < 0 || e > n || b >= e) hits[0].fetch_add(100);
+                            for (int64_t r = b; r < e; ++r) hits[static_cast<size_t>(r)].fetch_add(1);
+                        }
+                    });
+                    for (const auto& h : hits) QCOMPARE(h.load(), 1);
+                }
     }
 
     // Destroyed right after a job, and after its workers fell asleep.

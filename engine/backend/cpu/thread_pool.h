@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <type_traits>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -53,6 +54,63 @@ inline bool take_guided_chunk(std::atomic<int64_t>& next, int64_t n, int64_t gra
     }
     return false;
 }
+
+// [0, n) split into one contiguous range per part (thread): a part takes
+// its own range from the front, half of what is left of it each time (at
+// least `grain`), so its chunks continue one another and its stream through
+// the rows never jumps; a part whose range is used up takes from the back of
+// another's, half of what is left there (at least `grain`), so the parts
+// still finish within about a grain of each other. With guided chunks from
+// one shared cursor (take_guided_chunk) a thread's next chunk starts where
+// another thread's ended: each chunk is a new stream, and a new stream costs
+// (in a harness on this machine, two threads streaming q4_0 rows in 72 KiB
+// chunks: 11% less throughput when each thread's chunks alternate with the
+// other's than when they continue one another).
+class OwnedRanges {
+public:
+    explicit OwnedRanges(int parts)
+        : parts_(std::max(1, parts)), left_(std::make_unique<Left[]>(static_cast<size_t>(parts_))) {}
+    // Before the region that takes from it (not while any part takes).
+    void reset(int64_t n, int64_t grain) {
+        grain_ = std::max<int64_t>(1, grain);
+        for (int p = 0; p < parts_; ++p) {
+            const int64_t b = n * p / parts_, e = n * (p + 1) / parts_;
+            left_[p].v.store(static_cast<uint64_t>(e) << 32 | static_cast<uint64_t>(b), std::memory_order_relaxed);
+        }
+    }
+    // The next chunk [*begin, *end) for `part`; false once nothing is left anywhere.
+    bool take(int part, int64_t* begin, int64_t* end) {
+        if (take_from(part, true, begin, end)) return true;
+        for (int k = 1; k < parts_; ++k)
+            if (take_from((part + k) % parts_, false, begin, end)) return true;
+        return false;
+    }
+
+private:
+    struct alignas(64) Left {
+        std::atomic<uint64_t> v{0};  // [lo, hi) not yet taken: lo in the low 32 bits
+    };
+    bool take_from(int part, bool front, int64_t* begin, int64_t* end) {
+        std::atomic<uint64_t>& w = left_[part].v;
+        uint64_t v = w.load(std::memory_order_relaxed);
+        for (;;) {
+            const int64_t lo = static_cast<uint32_t>(v), hi = static_cast<int64_t>(v >> 32);
+            if (lo >= hi) return false;
+            const int64_t take = std::min(hi - lo, std::max(grain_, (hi - lo) / 2));
+            const int64_t b = front ? lo : hi - take, e = b + take;
+            const uint64_t next = front ? (static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(e))
+                                        : (static_cast<uint64_t>(b) << 32 | static_cast<uint64_t>(lo));
+            if (w.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
+                *begin = b;
+                *end = e;
+                return true;
+            }
+        }
+    }
+    int parts_;
+    std::unique_ptr<Left[]> left_;
+    int64_t grain_ = 1;
+};
 
 class ThreadPool {
 public:
