@@ -666,11 +666,11 @@ void Context::output_projection(const LayerWeights& L, int64_t n, bool product_d
 // order: each thread's next chunk started where the other's had ended, a new
 // stream each time (the 1.2B Q4_0 model, 2 threads, in-process A/B, blocks of
 // 16 tokens alternating: decode +0.6..1.8% with the owned stretches, median
-// round ratios of 7 runs, 24..40 of 40..60 rounds ahead). Every value is computed as in the general path (gemm_q is
-// batch-invariant, the per-head ops act on each head alone, and quantizing
-// is per block), so the same bits. No (nothing done) where this does not
-// apply: one thread, Q/K/V of different types or in f32, or a Q/K norm over
-// the whole vector.
+// round ratios of 7 runs, 24..40 of 40..60 rounds ahead). Every value is
+// computed as in the general path (gemm_q is batch-invariant, the per-head
+// ops act on each head alone, and quantizing is per block), so the same bits.
+// No (nothing done) where this does not apply: one thread, Q/K/V of
+// different types or in f32, or a Q/K norm over the whole vector.
 Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
     const ModelConfig& c = cfg_;
     if (pool_->size() < 2) return Fused::No;

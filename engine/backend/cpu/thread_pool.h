@@ -12,10 +12,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace strata::cpu {
@@ -70,7 +70,7 @@ class OwnedRanges {
 public:
     explicit OwnedRanges(int parts)
         : parts_(std::max(1, parts)), left_(std::make_unique<Left[]>(static_cast<size_t>(parts_))) {}
-    // Before the region that takes from it (not while any part takes).
+    // Before the region that takes from it (not while any part takes); n < 2^32.
     void reset(int64_t n, int64_t grain) {
         grain_ = std::max<int64_t>(1, grain);
         for (int p = 0; p < parts_; ++p) {
