@@ -440,7 +440,7 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     const int64_t n_chunks = (d + kDownChunkRows - 1) / kDownChunkRows;
     for (int64_t i = 0; i < k; ++i) {
         down_ready_[i].store(0, std::memory_order_relaxed);
-        down_chunks_[i].store(static_cast<uint64_t>(n_chunks) << 32, std::memory_order_relaxed);
+        down_chunks_[i].store(cpu::pack_range(0, n_chunks), std::memory_order_relaxed);
     }
     std::atomic<int64_t> next_owner{0};
     pool_->parallel_for(threads, 1, [&](int64_t, int64_t, int) {
@@ -504,23 +504,14 @@ void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* 
 // each other. (One chunk per call before: the owner's 16 calls and stream
 // starts per expert made its down rows ~10% slower than its gate rows.)
 Context::Chunks Context::take_down_chunks(int64_t i, bool front) {
-    std::atomic<uint64_t>& w = down_chunks_[i];
-    uint64_t v = w.load(std::memory_order_relaxed);
-    for (;;) {
-        const auto lo = static_cast<uint32_t>(v), hi = static_cast<uint32_t>(v >> 32);
-        if (lo >= hi) return {};
-        const uint32_t take = front ? std::max<uint32_t>(1, (hi - lo) / 2) : 1;
-        const uint64_t next = front ? (v + take) : (static_cast<uint64_t>(hi - 1) << 32 | lo);
-        if (w.compare_exchange_weak(v, next, std::memory_order_relaxed))
-            return front ? Chunks{lo, lo + take} : Chunks{hi - 1, hi};
-    }
+    Chunks c;
+    const auto want = [front](int64_t left) { return front ? left / 2 : 1; };  // at least one (take_from_range)
+    if (!cpu::take_from_range(down_chunks_[i], front, want, &c.begin, &c.end)) return {};
+    return c;
 }
 
 // Whether any of expert i's down rows are still untaken.
-bool Context::down_left(int64_t i) const {
-    const uint64_t v = down_chunks_[i].load(std::memory_order_relaxed);
-    return static_cast<uint32_t>(v) < static_cast<uint32_t>(v >> 32);
-}
+bool Context::down_left(int64_t i) const { return !cpu::range_empty(down_chunks_[i].load(std::memory_order_relaxed)); }
 
 void Context::quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act) {
     if (W.type == kernels::WeightType::F32) return;  // f32 rows take X as it is

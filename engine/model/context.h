@@ -272,7 +272,7 @@ private:
     std::vector<ReadyExpert> ready_;
     // The per-expert FFN region's shared state, one entry per ready expert:
     // its down projection's input is ready, and its down rows not yet taken
-    // (chunks [front, back) packed in one word; the owner takes from the
+    // (chunks, a cpu::pack_range word; the owner takes from the
     // front, a thread that ran out of experts from the back).
     std::unique_ptr<std::atomic<uint32_t>[]> down_ready_;
     std::unique_ptr<std::atomic<uint64_t>[]> down_chunks_;

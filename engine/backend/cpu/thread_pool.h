@@ -55,6 +55,28 @@ inline bool take_guided_chunk(std::atomic<int64_t>& next, int64_t n, int64_t gra
     return false;
 }
 
+// A range [lo, hi) packed in one 64-bit word (lo in the low half, both
+// below 2^32), so threads take from either end of it with one
+// compare-and-swap: each call takes want(left) items, clamped to [1, left],
+// from the front or the back; false once it is empty.
+inline uint64_t pack_range(int64_t lo, int64_t hi) { return static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(lo); }
+inline bool range_empty(uint64_t v) { return static_cast<uint32_t>(v) >= static_cast<uint32_t>(v >> 32); }
+template <class Want>
+bool take_from_range(std::atomic<uint64_t>& w, bool front, Want&& want, int64_t* begin, int64_t* end) {
+    uint64_t v = w.load(std::memory_order_relaxed);
+    for (;;) {
+        const int64_t lo = static_cast<uint32_t>(v), hi = static_cast<uint32_t>(v >> 32);
+        if (lo >= hi) return false;
+        const int64_t take = std::clamp<int64_t>(want(hi - lo), 1, hi - lo);
+        const int64_t b = front ? lo : hi - take, e = b + take;
+        if (w.compare_exchange_weak(v, front ? pack_range(e, hi) : pack_range(lo, b), std::memory_order_relaxed)) {
+            *begin = b;
+            *end = e;
+            return true;
+        }
+    }
+}
+
 // [0, n) split into one contiguous range per part (thread): a part takes
 // its own range from the front, half of what is left of it each time (at
 // least `grain`), so its chunks continue one another and its stream through
@@ -73,40 +95,22 @@ public:
     // Before the region that takes from it (not while any part takes); n < 2^32.
     void reset(int64_t n, int64_t grain) {
         grain_ = std::max<int64_t>(1, grain);
-        for (int p = 0; p < parts_; ++p) {
-            const int64_t b = n * p / parts_, e = n * (p + 1) / parts_;
-            left_[p].v.store(static_cast<uint64_t>(e) << 32 | static_cast<uint64_t>(b), std::memory_order_relaxed);
-        }
+        for (int p = 0; p < parts_; ++p)
+            left_[p].v.store(pack_range(n * p / parts_, n * (p + 1) / parts_), std::memory_order_relaxed);
     }
     // The next chunk [*begin, *end) for `part`; false once nothing is left anywhere.
     bool take(int part, int64_t* begin, int64_t* end) {
-        if (take_from(part, true, begin, end)) return true;
+        const auto half = [this](int64_t left) { return std::max(grain_, left / 2); };
+        if (take_from_range(left_[part].v, true, half, begin, end)) return true;
         for (int k = 1; k < parts_; ++k)
-            if (take_from((part + k) % parts_, false, begin, end)) return true;
+            if (take_from_range(left_[(part + k) % parts_].v, false, half, begin, end)) return true;
         return false;
     }
 
 private:
     struct alignas(64) Left {
-        std::atomic<uint64_t> v{0};  // [lo, hi) not yet taken: lo in the low 32 bits
+        std::atomic<uint64_t> v{0};  // pack_range: the part's rows not yet taken
     };
-    bool take_from(int part, bool front, int64_t* begin, int64_t* end) {
-        std::atomic<uint64_t>& w = left_[part].v;
-        uint64_t v = w.load(std::memory_order_relaxed);
-        for (;;) {
-            const int64_t lo = static_cast<uint32_t>(v), hi = static_cast<int64_t>(v >> 32);
-            if (lo >= hi) return false;
-            const int64_t take = std::min(hi - lo, std::max(grain_, (hi - lo) / 2));
-            const int64_t b = front ? lo : hi - take, e = b + take;
-            const uint64_t next = front ? (static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(e))
-                                        : (static_cast<uint64_t>(b) << 32 | static_cast<uint64_t>(lo));
-            if (w.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
-                *begin = b;
-                *end = e;
-                return true;
-            }
-        }
-    }
     int parts_;
     std::unique_ptr<Left[]> left_;
     int64_t grain_ = 1;
