@@ -40,7 +40,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // One thread's decode time by what it did (seconds), from a DecodeProfile.
 struct ThreadShares {
-    double quant_s = 0, quant_gbs = 0, f32_s = 0, attention_s = 0, other_s = 0, outside_s = 0;
+    double quant_s = 0, quant_gbs = 0, f32_s = 0, attention_s = 0, waiting_s = 0, other_s = 0, outside_s = 0;
+    double end_wait_s = 0;  // thread 0: its part of outside_s spent waiting for the workers at the regions' ends
 };
 struct ProfileSummary {
     std::vector<ThreadShares> threads;
@@ -55,9 +56,11 @@ ProfileSummary summarize(const model::DecodeProfile& p, double decode_s) {
         x.quant_s = t.seconds[P::QuantWeights];
         x.f32_s = t.seconds[P::F32Weights];
         x.attention_s = t.seconds[P::Attention];
+        x.waiting_s = t.seconds[P::Waiting];
         x.quant_gbs = x.quant_s > 0 ? static_cast<double>(t.bytes[P::QuantWeights]) / x.quant_s / 1e9 : 0.0;
-        x.other_s = std::max(0.0, t.in_regions - x.quant_s - x.f32_s - x.attention_s);
+        x.other_s = std::max(0.0, t.in_regions - x.quant_s - x.f32_s - x.attention_s - x.waiting_s);
         x.outside_s = std::max(0.0, decode_s - t.in_regions);
+        x.end_wait_s = std::min(x.outside_s, t.region_end_wait);
         s.quant_gbs += x.quant_gbs;
         s.threads.push_back(x);
     }
@@ -77,8 +80,10 @@ int cmd_bench(int argc, char** argv) {
            "weight type on the same threads (no forward pass), measured after the decode.\n"
            "--profile adds where each compute thread's decode time went: quantized and f32 weight products\n"
            "(with the GB/s the quantized ones streamed while they ran), the attention over the KV cache, the\n"
-           "rest of the parallel regions (norms, RoPE, SiLU, quantizing, waiting on the other threads) and\n"
-           "time outside them (thread 0: serial work and the benchmark's own sampling; others: idle).\n"
+           "time spent spinning inside a region until another thread has done its part, the rest of the\n"
+           "parallel regions (norms, RoPE, SiLU, quantizing) and time outside them; thread 0's outside time is\n"
+           "split into its waits for the other threads at the regions' ends and serial work (routing,\n"
+           "residuals and norms between regions, the benchmark's own sampling); other threads' is idle.\n"
            "With --concurrency C (or --draft D): the serving benchmark instead: R requests of P prompt and G\n"
            "generated tokens, C at a time through continuous batching (or one at a time through speculative\n"
            "decoding), reporting throughput, time to first token, inter-token latency and expert bytes per token.");
@@ -242,7 +247,8 @@ int cmd_bench(int argc, char** argv) {
             const ThreadShares& t = prof.threads[i];
             js << (i ? ", " : "") << "{\"quant_weights_s\": " << t.quant_s << ", \"quant_weights_gbs\": " << t.quant_gbs
                << ", \"f32_weights_s\": " << t.f32_s << ", \"attention_s\": " << t.attention_s
-               << ", \"other_in_regions_s\": " << t.other_s << ", \"outside_regions_s\": " << t.outside_s << "}";
+               << ", \"waiting_in_regions_s\": " << t.waiting_s << ", \"other_in_regions_s\": " << t.other_s
+               << ", \"outside_regions_s\": " << t.outside_s << ", \"region_end_wait_s\": " << t.end_wait_s << "}";
         }
         js << "], \"quant_weights_gbs\": " << prof.quant_gbs << ", \"quant_weights_vs_machine\": " << prof.quant_gbs / read_gbs
            << "}";
@@ -277,12 +283,15 @@ int cmd_bench(int argc, char** argv) {
     std::printf("peak RSS            %s\n", human_bytes(peak_rss).c_str());
     if (profiling) {
         std::printf("profile             %% of decode time per thread: quantized weights / f32 weights / KV attention /\n"
-                    "                    rest of the parallel regions / outside them\n");
+                    "                    waiting inside regions / rest of the regions / outside them (thread 0: waiting\n"
+                    "                    at the regions' ends + serial work; others: idle)\n");
         for (size_t i = 0; i < prof.threads.size(); ++i) {
             const ThreadShares& t = prof.threads[i];
             const double pct = 100.0 / decode_s;
-            std::printf("  thread %-10zu %.1f / %.1f / %.1f / %.1f / %.1f (quantized weights at %.2f GB/s)\n", i,
-                        t.quant_s * pct, t.f32_s * pct, t.attention_s * pct, t.other_s * pct, t.outside_s * pct, t.quant_gbs);
+            std::printf("  thread %-10zu %.1f / %.1f / %.1f / %.1f / %.1f / %.1f", i, t.quant_s * pct, t.f32_s * pct,
+                        t.attention_s * pct, t.waiting_s * pct, t.other_s * pct, t.outside_s * pct);
+            if (i == 0) std::printf(" (%.1f + %.1f)", t.end_wait_s * pct, (t.outside_s - t.end_wait_s) * pct);
+            std::printf(" (quantized weights at %.2f GB/s)\n", t.quant_gbs);
         }
         std::printf("  all threads       quantized weights streamed at %.2f GB/s while in their kernels, %.1f%% of the measured bandwidth\n",
                     prof.quant_gbs, 100.0 * prof.quant_gbs / read_gbs);

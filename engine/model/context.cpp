@@ -239,6 +239,7 @@ void Context::set_profile(DecodeProfile* p) {
     } else if (profile_) {
         const std::vector<double> busy = pool_->busy_seconds();
         for (size_t i = 0; i < busy.size() && i < profile_->threads.size(); ++i) profile_->threads[i].in_regions = busy[i];
+        if (!profile_->threads.empty()) profile_->threads[0].region_end_wait = pool_->caller_wait_seconds();
         pool_->set_busy_accounting(false);
     }
     profile_ = p;
@@ -453,7 +454,9 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
         }
         for (int64_t i = 0; i < k; ++i) {  // help with the others' down rows
             if (!down_left(i)) continue;
-            while (down_ready_[i].load(std::memory_order_acquire) == 0) cpu_relax();
+            profiled(DecodeProfile::Waiting, 0, [&] {
+                while (down_ready_[i].load(std::memory_order_acquire) == 0) cpu_relax();
+            });
             const ReadyExpert& r = ready_[static_cast<size_t>(i)];
             uint8_t* act = act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row;
             for (Chunks c; (c = take_down_chunks(i, false)).begin < c.end;) expert_down_rows(r, ff, act, c.begin, c.end);
@@ -695,7 +698,9 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         int64_t head = attend_next_.fetch_add(1, std::memory_order_relaxed);
         for (int64_t next; head < c.n_head_kv; head = next) {
             next = attend_next_.fetch_add(1, std::memory_order_relaxed);
-            while (qkv_done_[head].load(std::memory_order_acquire) < per_head) cpu_relax();
+            profiled(DecodeProfile::Waiting, 0, [&] {
+                while (qkv_done_[head].load(std::memory_order_acquire) < per_head) cpu_relax();
+            });
             attention_kv_group(L, head, row, scores, next < c.n_head_kv ? next : -1, asked);
             asked = next < c.n_head_kv;
             if (!wo_here) continue;
@@ -705,7 +710,9 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
             attended_.fetch_add(1, std::memory_order_release);
         }
         if (!wo_here) return;
-        while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
+        profiled(DecodeProfile::Waiting, 0, [&] {
+            while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
+        });
         for (int64_t r0, r1; wo_rows_->take(thread, &r0, &r1);) rows_product(L.wo, attn_.data(), xo, 1, r0, r1, tmp_.data());
     });
     return wo_here ? Fused::AttentionAndOutput : Fused::Attention;

@@ -154,11 +154,16 @@ private Q_SLOTS:
         for (const QJsonValue& v : threads) {
             const QJsonObject t = v.toObject();
             double sum = 0;
-            for (const char* k : {"quant_weights_s", "f32_weights_s", "attention_s", "other_in_regions_s", "outside_regions_s"}) {
+            for (const char* k : {"quant_weights_s", "f32_weights_s", "attention_s", "waiting_in_regions_s", "other_in_regions_s",
+                                  "outside_regions_s"}) {
                 QVERIFY2(t.contains(k), k);
                 QVERIFY(t[k].toDouble() >= 0);
                 sum += t[k].toDouble();
             }
+            // Thread 0's waits at the regions' ends are a part of its time outside them.
+            QVERIFY(t.contains("region_end_wait_s"));
+            QVERIFY(t["region_end_wait_s"].toDouble() >= 0);
+            QVERIFY(t["region_end_wait_s"].toDouble() <= t["outside_regions_s"].toDouble());
             QVERIFY2(std::abs(sum - decode_s) <= 0.02 * decode_s, qPrintable(QString("parts %1 s, decode %2 s").arg(sum).arg(decode_s)));
         }
         QVERIFY(threads[0].toObject()["quant_weights_s"].toDouble() > 0);

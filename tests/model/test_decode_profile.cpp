@@ -88,13 +88,16 @@ private Q_SLOTS:
         const TokenBytes want = token_bytes(*m);
         QVERIFY(want.quant > 0 && want.f32 > 0);  // make-model keeps the router in f32
         uint64_t quant = 0, f32 = 0, attn_bytes = 0;
-        double attention_s = 0;
+        double attention_s = 0, waiting_s = 0;
         for (const P::Thread& t : p.threads) {
             quant += t.bytes[P::QuantWeights];
             f32 += t.bytes[P::F32Weights];
             attn_bytes += t.bytes[P::Attention];
             attention_s += t.seconds[P::Attention];
-            const double parts = t.seconds[P::QuantWeights] + t.seconds[P::F32Weights] + t.seconds[P::Attention];
+            waiting_s += t.seconds[P::Waiting];
+            QCOMPARE(t.bytes[P::Waiting], uint64_t(0));
+            const double parts =
+                t.seconds[P::QuantWeights] + t.seconds[P::F32Weights] + t.seconds[P::Attention] + t.seconds[P::Waiting];
             QVERIFY2(parts <= t.in_regions + 1e-6, "a thread's timed parts exceed its time in parallel regions");
         }
         QCOMPARE(quant, uint64_t(n_tokens) * want.quant);
@@ -102,6 +105,15 @@ private Q_SLOTS:
         QCOMPARE(attn_bytes, uint64_t(0));
         QVERIFY(attention_s > 0);
         QVERIFY(p.threads[0].in_regions > 0);
+        if (threads == 1) {  // no region has workers to wait for
+            QCOMPARE(waiting_s, 0.0);
+            QCOMPARE(p.threads[0].region_end_wait, 0.0);
+        } else {  // the one-token regions' waits are timed (even a wait that ends at once takes two clock reads)
+            QVERIFY(waiting_s > 0);
+            QVERIFY(p.threads[0].region_end_wait > 0);
+            QVERIFY(p.threads[0].region_end_wait <= 5.0);
+            for (size_t i = 1; i < p.threads.size(); ++i) QCOMPARE(p.threads[i].region_end_wait, 0.0);  // the caller's alone
+        }
 
         // Off again: decoding adds nothing to the profile.
         const P before = p;

@@ -31,9 +31,15 @@ uint64_t now_ns() {
 int ThreadPool::thread_index() { return tls_thread_index; }
 
 void ThreadPool::set_busy_accounting(bool on) {
-    if (on)
+    if (on) {
         for (BusyNs& b : busy_ns_) b.ns.store(0, std::memory_order_relaxed);
+        caller_wait_ns_.store(0, std::memory_order_relaxed);
+    }
     account_busy_.store(on, std::memory_order_relaxed);
+}
+
+double ThreadPool::caller_wait_seconds() const {
+    return static_cast<double>(caller_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
 }
 
 std::vector<double> ThreadPool::busy_seconds() const {
@@ -101,6 +107,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
         wake_.notify_all();
     }
     run_chunks(0);
+    const bool account = account_busy_.load(std::memory_order_relaxed);
+    const uint64_t wait0 = account ? now_ns() : 0;
     // Wait for workers to finish their chunks (spin first: ops are short).
     for (int spin = 0; spin < kSpinIterations && active_.load(std::memory_order_acquire) != 0; ++spin) spin_pause();
     if (active_.load(std::memory_order_acquire) != 0) {
@@ -109,6 +117,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, ChunkFn fn) {
         done_.wait(lock, [this] { return active_.load(std::memory_order_seq_cst) == 0; });
         caller_asleep_.store(false, std::memory_order_relaxed);
     }
+    if (account) caller_wait_ns_.fetch_add(now_ns() - wait0, std::memory_order_relaxed);
 }
 
 void ThreadPool::worker_main(int index) {

@@ -140,10 +140,13 @@ public:
 
     // Profiling (strata-cli bench --profile): while on, each thread's time
     // inside parallel_for's chunks is added up (two clock reads per thread
-    // and job; off, nothing). busy_seconds(): those sums by thread index,
-    // since the accounting was last turned on.
+    // and job; off, nothing), and the caller's time waiting for the workers
+    // after its own chunks. busy_seconds(): those sums by thread index;
+    // caller_wait_seconds(): the caller's waits; both since the accounting
+    // was last turned on.
     void set_busy_accounting(bool on);
     std::vector<double> busy_seconds() const;
+    double caller_wait_seconds() const;
 
 private:
     void worker_main(int index);
@@ -177,6 +180,7 @@ private:
     };
     std::atomic<bool> account_busy_{false};
     std::vector<BusyNs> busy_ns_;
+    std::atomic<uint64_t> caller_wait_ns_{0};  // only the caller writes it
 };
 
 }  // namespace strata::cpu
