@@ -255,6 +255,13 @@ void Context::profiled(DecodeProfile::Part part, uint64_t bytes, F&& fn) {
     t.bytes[part] += bytes;
 }
 
+template <class Ready>
+void Context::wait_until(Ready&& ready) {
+    profiled(DecodeProfile::Waiting, 0, [&] {
+        while (!ready()) cpu_relax();
+    });
+}
+
 void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     // The smallest chunk; the pool hands out shrinking chunks (guided), so
     // threads stream long runs of rows and still finish together.
@@ -454,9 +461,7 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
         }
         for (int64_t i = 0; i < k; ++i) {  // help with the others' down rows
             if (!down_left(i)) continue;
-            profiled(DecodeProfile::Waiting, 0, [&] {
-                while (down_ready_[i].load(std::memory_order_acquire) == 0) cpu_relax();
-            });
+            wait_until([&] { return down_ready_[i].load(std::memory_order_acquire) != 0; });
             const ReadyExpert& r = ready_[static_cast<size_t>(i)];
             uint8_t* act = act_scratch_.data() + static_cast<uint64_t>(r.base) * act_per_row;
             for (Chunks c; (c = take_down_chunks(i, false)).begin < c.end;) expert_down_rows(r, ff, act, c.begin, c.end);
@@ -698,9 +703,7 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
         int64_t head = attend_next_.fetch_add(1, std::memory_order_relaxed);
         for (int64_t next; head < c.n_head_kv; head = next) {
             next = attend_next_.fetch_add(1, std::memory_order_relaxed);
-            profiled(DecodeProfile::Waiting, 0, [&] {
-                while (qkv_done_[head].load(std::memory_order_acquire) < per_head) cpu_relax();
-            });
+            wait_until([&] { return qkv_done_[head].load(std::memory_order_acquire) >= per_head; });
             attention_kv_group(L, head, row, scores, next < c.n_head_kv ? next : -1, asked);
             asked = next < c.n_head_kv;
             if (!wo_here) continue;
@@ -710,9 +713,7 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
             attended_.fetch_add(1, std::memory_order_release);
         }
         if (!wo_here) return;
-        profiled(DecodeProfile::Waiting, 0, [&] {
-            while (attended_.load(std::memory_order_acquire) < c.n_head_kv) cpu_relax();
-        });
+        wait_until([&] { return attended_.load(std::memory_order_acquire) >= c.n_head_kv; });
         for (int64_t r0, r1; wo_rows_->take(thread, &r0, &r1);) rows_product(L.wo, attn_.data(), xo, 1, r0, r1, tmp_.data());
     });
     return wo_here ? Fused::AttentionAndOutput : Fused::Attention;

@@ -217,6 +217,10 @@ private:
     // Runs fn; while profiling, adds its time (and `bytes` of weights) to the calling thread's `part`.
     template <class F>
     void profiled(DecodeProfile::Part part, uint64_t bytes, F&& fn);
+    // Spins until ready() (another thread's part of a region is done); while
+    // profiling, the time counts as DecodeProfile::Waiting.
+    template <class Ready>
+    void wait_until(Ready&& ready);
     void ffn_moe_experts_each(const LayerWeights& L, int64_t n);
 
     const Model& model_;

@@ -22,7 +22,7 @@ struct DecodeProfile {
     enum Part : int { QuantWeights, F32Weights, Attention, Waiting, kParts };
     struct alignas(64) Thread {  // one cache line each: threads write their own
         double seconds[kParts] = {};
-        uint64_t bytes[kParts] = {};  // weight bytes read (attention: 0)
+        uint64_t bytes[kParts] = {};  // weight bytes read (attention, waiting: 0)
         double in_regions = 0.0;      // seconds inside parallel regions
         double region_end_wait = 0.0;  // the calling thread: seconds waiting for workers at the regions' ends
     };
