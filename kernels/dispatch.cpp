@@ -78,6 +78,7 @@ KernelTable make_ref_table() {
     t.attn_scores = &ref::attn_scores;
     t.attn_accumulate = &ref::attn_accumulate;
     t.router_topk = &ref::router_topk;
+    t.read_sum = &ref::read_sum;
     return t;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/thread_pool.h"
+#include "kernels/dispatch.h"
 #include "kernels/quant.h"
 
 namespace strata::core {
@@ -18,32 +19,24 @@ int threads_or_all(int threads) {
     return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// One timed pass: every thread streams its chunks, a cache line per step,
-// asking for the line `Ahead` bytes further on (as the weight kernels do;
-// without a prefetch the loop measures less than the kernels achieve and the
-// roofline fraction could exceed 1).
-template <size_t Ahead>
-double read_pass(cpu::ThreadPool& pool, const std::vector<uint64_t>& buf, std::vector<uint64_t>& sums) {
+// One timed pass: every thread streams its chunks with the widest loads the
+// CPU has (kernels::ops::read_sum of the best level, whatever STRATA_KERNELS
+// caps the forward pass to: the roofline is the machine's, not the build's).
+double read_pass(cpu::ThreadPool& pool, const std::vector<uint64_t>& buf, std::vector<uint64_t>& sums,
+                 kernels::ref::ReadAhead ahead, int64_t ahead_bytes) {
+    const auto read_sum = kernels::kernel_table(kernels::best_kernel_level())->read_sum;
     const size_t n = buf.size();
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t chunks = pool.size() * 16;
     const size_t per = (n + static_cast<size_t>(chunks) - 1) / static_cast<size_t>(chunks);
     pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int t) {
-        uint64_t acc[4] = {0, 0, 0, 0};
+        uint64_t acc = 0;
         for (int64_t c = c0; c < c1; ++c) {
             const size_t b = static_cast<size_t>(c) * per;
             const size_t e = std::min(n, b + per);
-            size_t i = b;
-            for (; i + 8 <= e; i += 8) {
-                __builtin_prefetch(buf.data() + i + Ahead / sizeof(uint64_t), 0, 3);
-                acc[0] += buf[i] + buf[i + 4];
-                acc[1] += buf[i + 1] + buf[i + 5];
-                acc[2] += buf[i + 2] + buf[i + 6];
-                acc[3] += buf[i + 3] + buf[i + 7];
-            }
-            for (; i < e; ++i) acc[0] += buf[i];
+            if (b < e) acc += read_sum(buf.data() + b, static_cast<int64_t>(e - b), ahead, ahead_bytes);
         }
-        sums[static_cast<size_t>(t) * 8] += acc[0] ^ acc[1] ^ acc[2] ^ acc[3];
+        sums[static_cast<size_t>(t) * 8] += acc;
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return static_cast<double>(n * sizeof(uint64_t)) / s / 1e9;
@@ -59,16 +52,24 @@ double measure_read_gbs(int threads, uint64_t bytes) {
     for (size_t i = 0; i < n; ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;
     cpu::ThreadPool pool(threads);
     std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8, 0);
-    // The best of several passes at three prefetch distances: how far ahead
-    // pays depends on the memory latency and on how many threads share the
-    // bus (one thread here reads 36 GB/s at 4 KiB ahead and 44 at 16 KiB), and
-    // the roofline is the most the machine gives, not what one setting gets.
+    // The best of several passes of four read loops: which one reads fastest
+    // depends on the memory latency, on how many threads share the bus and,
+    // on a shared host, on the moment (on this project's 2-vCPU test host
+    // each of them was the fastest at some time: the hardware prefetchers
+    // alone up to 69 GB/s when the host was quiet, prefetchnta 8 KiB ahead
+    // when it was busy). The roofline is the most the machine gives, not what
+    // one loop gets.
+    using kernels::ref::ReadAhead;
+    constexpr struct {
+        ReadAhead ahead;
+        int64_t bytes;
+    } kLoops[] = {{ReadAhead::None, 0}, {ReadAhead::T0, 8192}, {ReadAhead::Nta, 4096}, {ReadAhead::Nta, 8192}};
     double best = 0.0;
-    for (int pass = 0; pass < 4; ++pass) {
-        const double a = read_pass<4096>(pool, buf, sums), b = read_pass<8192>(pool, buf, sums),
-                     c = read_pass<16384>(pool, buf, sums);
-        if (pass > 0) best = std::max({best, a, b, c});  // the first pass warms up
-    }
+    for (int pass = 0; pass < 4; ++pass)
+        for (const auto& loop : kLoops) {
+            const double gbs = read_pass(pool, buf, sums, loop.ahead, loop.bytes);
+            if (pass > 0) best = std::max(best, gbs);  // the first pass warms up
+        }
     // Keep the sums observable so the reads are not optimised away.
     volatile uint64_t sink = 0;
     for (uint64_t v : sums) sink = sink + v;

@@ -1,6 +1,8 @@
 // Measures the machine's memory read bandwidth the way decode reads weights:
 // streaming sequential reads of a buffer much larger than the caches, by
-// `threads` threads. The roofline every decode figure is compared against.
+// `threads` threads, with the fastest read loop the CPU has (full-width
+// loads; the hardware prefetchers alone, or software prefetch ahead). The
+// roofline every decode figure is compared against.
 #pragma once
 
 #include <cstdint>

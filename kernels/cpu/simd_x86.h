@@ -31,6 +31,18 @@
 namespace strata::kernels::cpu::STRATA_SIMD_NS {
 namespace {
 
+// Software prefetch with a hint chosen at compile time, as a template
+// argument. __builtin_prefetch's locality, for GCC and clang alike (GCC's
+// _mm_prefetch wants its own enum type, clang's an int): 3 emits
+// prefetcht0 (into every cache level), 0 prefetchnta (weights read once:
+// kept out of the outer caches where the CPU allows).
+constexpr int kAskT0 = 3;
+constexpr int kAskNta = 0;
+template <int Ask>
+inline void prefetch(const void* p) {
+    __builtin_prefetch(p, 0, Ask);
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
 

@@ -118,4 +118,31 @@ void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allo
     }
 }
 
+namespace {
+template <int Locality>
+uint64_t read_sum_with(const uint64_t* p, int64_t n, int64_t ahead_words) {
+    uint64_t acc[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        if constexpr (Locality >= 0) __builtin_prefetch(p + i + ahead_words, 0, Locality);
+        acc[0] += p[i] + p[i + 4];
+        acc[1] += p[i + 1] + p[i + 5];
+        acc[2] += p[i + 2] + p[i + 6];
+        acc[3] += p[i + 3] + p[i + 7];
+    }
+    for (; i < n; ++i) acc[0] += p[i];
+    return acc[0] + acc[1] + acc[2] + acc[3];
+}
+}  // namespace
+
+uint64_t read_sum(const uint64_t* p, int64_t n, ReadAhead ahead, int64_t ahead_bytes) {
+    const int64_t words = ahead_bytes / static_cast<int64_t>(sizeof(uint64_t));
+    switch (ahead) {
+        case ReadAhead::T0: return read_sum_with<3>(p, n, words);
+        case ReadAhead::Nta: return read_sum_with<0>(p, n, words);
+        case ReadAhead::None: break;
+    }
+    return read_sum_with<-1>(p, n, 0);
+}
+
 }  // namespace strata::kernels::ref

@@ -57,4 +57,18 @@ void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float*
 // probabilities (the caller normalises / scales as the architecture says).
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w);
 
+// How a streaming read asks for memory ahead of its loads.
+enum class ReadAhead : int {
+    None = 0,  // the hardware prefetchers alone
+    T0 = 1,    // prefetcht0: into every cache level
+    Nta = 2,   // prefetchnta: close to the core, kept out of the outer caches where the CPU allows
+};
+
+// The sum (mod 2^64) of n 64-bit words, read in order; with `ahead` other
+// than None, each cache line is asked for ahead_bytes before it is read. The
+// memory bandwidth probe (core/bandwidth.cpp) times it; the sum only keeps
+// the reads from being optimised away, and every implementation returns the
+// same sum.
+uint64_t read_sum(const uint64_t* p, int64_t n, ReadAhead ahead, int64_t ahead_bytes);
+
 }  // namespace strata::kernels::ref

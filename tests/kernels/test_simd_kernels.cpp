@@ -300,6 +300,8 @@ private Q_SLOTS:
     void attention_and_router_vs_ref();
     void rope_vs_ref_data() { add_level_rows(); }
     void rope_vs_ref();
+    void read_sum_vs_ref_data() { add_level_rows(); }
+    void read_sum_vs_ref();
 
     void front_doors_follow_level();
 };
@@ -347,7 +349,7 @@ void TestSimdKernels::tables_complete() {
         QVERIFY2(t->quantize_act[idx(activation_type(w))], type_name(w));
     }
     QVERIFY(t->dot_f32 && t->axpy && t->scale_i8 && t->rmsnorm && t->softmax && t->swiglu);
-    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk && t->rope_apply);
+    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk && t->rope_apply && t->read_sum);
 }
 
 // Random rows of every activation type: the reference's bytes.
@@ -781,6 +783,28 @@ void TestSimdKernels::attention_and_router_vs_ref() {
                 }
             }
         }
+}
+
+// The bandwidth probe's read loop: the reference's sum for every length
+// around the SIMD steps (32 and 16 words), start offsets that are not
+// line-aligned, and each way of reading ahead (the prefetches may run past
+// the end: they are hints and never fault).
+void TestSimdKernels::read_sum_vs_ref() {
+    FETCH_TABLE(t);
+    std::mt19937_64 rng(99);
+    std::vector<uint64_t> words(4096 + 64);
+    for (uint64_t& w : words) w = rng();
+    using ref::ReadAhead;
+    for (ReadAhead ahead : {ReadAhead::None, ReadAhead::T0, ReadAhead::Nta})
+        for (int64_t offset : {0, 1, 3, 7})
+            for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 255, 1000, 4096}) {
+                const uint64_t* p = words.data() + offset;
+                const uint64_t want = ref::read_sum(p, n, ahead, 4096);
+                QCOMPARE(t->read_sum(p, n, ahead, 4096), want);
+                uint64_t plain = 0;
+                for (int64_t i = 0; i < n; ++i) plain += p[i];
+                QCOMPARE(want, plain);  // the reference is the plain sum
+            }
 }
 
 QTEST_APPLESS_MAIN(TestSimdKernels)
