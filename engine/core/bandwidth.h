@@ -1,8 +1,9 @@
 // Measures the machine's memory read bandwidth the way decode reads weights:
 // streaming sequential reads of a buffer much larger than the caches, by
 // `threads` threads, with the fastest read loop the CPU has (full-width
-// loads; the hardware prefetchers alone, or software prefetch ahead). The
-// roofline every decode figure is compared against.
+// loads; the hardware prefetchers alone, or software prefetch ahead), over
+// memory advised for huge pages as the engine's weights are. The roofline
+// every decode figure is compared against.
 #pragma once
 
 #include <cstdint>
