@@ -77,8 +77,8 @@ double measure_read_gbs(int threads, uint64_t bytes) {
     // The best of several passes of four read loops: which one reads fastest
     // depends on the memory latency, on how many threads share the bus and,
     // on a shared host, on the moment (on this project's 2-vCPU test host
-    // each of them was the fastest at some time: the hardware prefetchers
-    // alone up to 69 GB/s when the host was quiet, prefetchnta 8 KiB ahead
+    // each of them was the fastest at some time, mostly the hardware
+    // prefetchers alone when the host was quiet and prefetchnta 8 KiB ahead
     // when it was busy). The roofline is the most the machine gives, not what
     // one loop gets.
     using kernels::ref::ReadAhead;
