@@ -93,13 +93,20 @@ bool cpu_has(KernelLevel level) {
     return false;
 }
 
+// Every type without its own once-version reads once as it reads always.
+void fill_once_from_gemm(KernelTable& t) {
+    for (int i = 0; i < KernelTable::kTypes; ++i)
+        if (!t.gemm_q_once[i]) t.gemm_q_once[i] = t.gemm_q[i];
+}
+
 struct Tables {
     KernelTable table[kKernelLevels];
     bool supported[kKernelLevels] = {};
 
     Tables() {
-        const KernelTable ref = make_ref_table();
+        const KernelTable ref = make_ref_table();  // no once-versions yet: each level fills its own
         table[0] = ref;
+        fill_once_from_gemm(table[0]);
         supported[0] = true;
         {
             KernelTable t = ref;
@@ -107,6 +114,7 @@ struct Tables {
             bool built = cpu::avx2::fill_dot(t);
             built = cpu::avx2::fill_quantize(t) && built;
             built = cpu::avx2::fill_ops(t) && built;
+            fill_once_from_gemm(t);
             table[1] = t;
             supported[1] = built && cpu_has(KernelLevel::Avx2);
         }
@@ -116,6 +124,7 @@ struct Tables {
             bool built = cpu::avx512::fill_dot(t);
             built = cpu::avx512::fill_quantize(t) && built;
             built = cpu::avx512::fill_ops(t) && built;
+            fill_once_from_gemm(t);
             table[2] = t;
             supported[2] = built && cpu_has(KernelLevel::Avx512);
         }

@@ -69,6 +69,9 @@ struct KernelTable {
     DotQFn dot_q[kTypes] = {};
     DotFn dot[kTypes] = {};
     GemmQFn gemm_q[kTypes] = {};
+    // gemm_q for weights read once (quant.h: gemm_q_once); the same results.
+    // A level without its own version holds its gemm_q (filled by dispatch).
+    GemmQFn gemm_q_once[kTypes] = {};
     // Per file type: the in-memory layout this level's gemm_q runs fastest,
     // for rows of at most max_cols elements (max_cols 0: keep the file's).
     struct PackedLayout {

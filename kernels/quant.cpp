@@ -132,6 +132,12 @@ void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, con
     active_kernels().gemm_q[static_cast<int>(w)](W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
 }
 
+void gemm_q_once(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
+                 int64_t n_tokens, int64_t cols, float* Y, int64_t ldy) {
+    if (!has_kernels(w)) return gemm_q(w, W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);  // NaN
+    active_kernels().gemm_q_once[static_cast<int>(w)](W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
+}
+
 WeightType fast_layout(WeightType w, int64_t cols) {
     const KernelTable::PackedLayout& p = active_kernels().packed[static_cast<int>(w)];
     return p.max_cols > 0 && cols > 0 && cols <= p.max_cols ? p.type : w;

@@ -491,9 +491,9 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
     // ~15 us before use. Without it, host at 70-80 GB/s: decode 5% faster
     // (median of 12 alternating pairs, 10 ahead); slow host: the same.
     quantize_for(gate, X, m, act);
-    rows_product(gate, X, act, m, 0, gate.rows, g);
+    rows_product(gate, X, act, m, 0, gate.rows, g, true);
     if (up.type != gate.type) quantize_for(up, X, m, act);  // the same activation rows otherwise
-    rows_product(up, X, act, m, 0, up.rows, u);
+    rows_product(up, X, act, m, 0, up.rows, u, true);
     ops::swiglu(g, u, g, m * ff);
     quantize_for(r.mats.down, g, m, act);
 }
@@ -502,7 +502,8 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
 void Context::expert_down_rows(const ReadyExpert& r, int64_t ff, const uint8_t* act, int64_t c0, int64_t c1) {
     const Matrix& W = r.mats.down;
     const int64_t r0 = c0 * kDownChunkRows;
-    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, c1 * kDownChunkRows), r.out);
+    rows_product(W, ge_.data() + r.base * ff, act, expert_count_[r.e], r0, std::min(W.rows, c1 * kDownChunkRows), r.out,
+                 true);
 }
 
 // Chunks of expert i's down rows: for its owner (front) half of those left,
@@ -528,7 +529,7 @@ void Context::quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* 
 }
 
 void Context::rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1,
-                           float* Y) {
+                           float* Y, bool read_once) {
     if (W.type == kernels::WeightType::F32) {
         // One dot product per (row, token), the same call whatever n is, so a
         // token's result does not depend on the batch it is in.
@@ -541,8 +542,9 @@ void Context::rows_product(const Matrix& W, const float* X, const uint8_t* act, 
         return;
     }
     const int64_t ab = kernels::activation_row_bytes(W.type, W.cols);
+    const auto gemm = read_once ? &kernels::gemm_q_once : &kernels::gemm_q;
     profiled(DecodeProfile::QuantWeights, static_cast<uint64_t>(r1 - r0) * W.row_bytes,
-             [&] { kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, n, W.cols, Y + r0, W.rows); });
+             [&] { gemm(W.type, W.row(r0), W.row_bytes, r1 - r0, act, ab, n, W.cols, Y + r0, W.rows); });
 }
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {

@@ -213,7 +213,10 @@ private:
     // f32 weights take X, the others act (X's rows quantized for W's type,
     // as quantize_for makes them). Every weight product goes through here,
     // so the profile sees each one once.
-    void rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1, float* Y);
+    // read_once: W's rows are read once and not again soon (an expert's in
+    // decode: kernels::gemm_q_once, the same results).
+    void rows_product(const Matrix& W, const float* X, const uint8_t* act, int64_t n, int64_t r0, int64_t r1, float* Y,
+                      bool read_once = false);
     // Runs fn; while profiling, adds its time (and `bytes` of weights) to the calling thread's `part`.
     template <class F>
     void profiled(DecodeProfile::Part part, uint64_t bytes, F&& fn);

@@ -345,7 +345,7 @@ void TestSimdKernels::dispatch_levels() {
 void TestSimdKernels::tables_complete() {
     FETCH_TABLE(t);
     for (WeightType w : kWeightTypes) {
-        QVERIFY2(t->dot_q[idx(w)] && t->dot[idx(w)] && t->gemm_q[idx(w)], type_name(w));
+        QVERIFY2(t->dot_q[idx(w)] && t->dot[idx(w)] && t->gemm_q[idx(w)] && t->gemm_q_once[idx(w)], type_name(w));
         QVERIFY2(t->quantize_act[idx(activation_type(w))], type_name(w));
     }
     QVERIFY(t->dot_f32 && t->axpy && t->scale_i8 && t->rmsnorm && t->softmax && t->swiglu);
@@ -524,6 +524,11 @@ void TestSimdKernels::gemm_q_vs_ref() {
                     std::vector<float> R(Y.size(), sentinel);
                     t->gemm_q[idx(w)](W.data(), wstride, rows, X.data(), astride, nt, cols, Y.data(), ldy);
                     gemm_q_ref(w, W.data(), wstride, rows, X.data(), astride, nt, cols, R.data(), ldy);
+                    // Read-once weights (gemm_q_once: other prefetch hints only): gemm_q's bits.
+                    std::vector<float> O(Y.size(), sentinel);
+                    t->gemm_q_once[idx(w)](W.data(), wstride, rows, X.data(), astride, nt, cols, O.data(), ldy);
+                    QVERIFY2(std::memcmp(O.data(), Y.data(), Y.size() * sizeof(float)) == 0,
+                             qPrintable(QString("%1 rows %2 tokens %3: gemm_q_once != gemm_q").arg(type_name(w)).arg(rows).arg(nt)));
                     for (int64_t k = 0; k < nt; ++k) {
                         for (int64_t r = 0; r < ldy; ++r) {
                             const size_t i = static_cast<size_t>(k * ldy + r);
@@ -687,6 +692,9 @@ void TestSimdKernels::front_doors_follow_level() {
             gemm_q(w, wr.data(), static_cast<uint64_t>(wr.size()), 1, q1.data(), (ab + 3) / 4 * 4, 1, cols, y, 1);
             t->gemm_q[idx(w)](wr.data(), static_cast<uint64_t>(wr.size()), 1, q1.data(), (ab + 3) / 4 * 4, 1, cols, yt, 1);
             QCOMPARE(bits(y[0]), bits(yt[0]));
+            float yo = 0;
+            gemm_q_once(w, wr.data(), static_cast<uint64_t>(wr.size()), 1, q1.data(), (ab + 3) / 4 * 4, 1, cols, &yo, 1);
+            QCOMPARE(bits(yo), bits(yt[0]));
             QCOMPARE(bits(dot_row(w, wr.data(), x.data(), cols)), bits(t->dot[idx(w)](wr.data(), x.data(), cols)));
         }
         const std::vector<float> a = gaussian(rng, 133), b = gaussian(rng, 133);
@@ -697,6 +705,12 @@ void TestSimdKernels::front_doors_follow_level() {
         QVERIFY(s1 == s2);
     }
     QVERIFY(set_kernel_level(before));
+    // A type without kernels: NaN from both front doors, as documented.
+    std::vector<uint8_t> none(64, 0);
+    float y[2] = {0, 0};
+    gemm_q(WeightType::Q8_1, none.data(), 36, 1, none.data(), 36, 1, 32, y, 1);
+    gemm_q_once(WeightType::Q8_1, none.data(), 36, 1, none.data(), 36, 1, 32, y + 1, 1);
+    QVERIFY(std::isnan(y[0]) && std::isnan(y[1]));
 }
 
 // RoPE from a position's table: bit-identical to the reference, normal and
