@@ -114,10 +114,11 @@ void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, con
 
 // gemm_q for weights that are read once and not again soon: a MoE expert's
 // rows in decode, one of ~100 MiB a token streams past. The same results as
-// gemm_q, bit for bit; with one token the avx512 kernels of Q4_0_R4 and
-// Q8_0_R2 ask for the rows with non-temporal prefetches, so they do not
-// evict from the caches what every token reads again (attention, router,
-// output head). Elsewhere it is gemm_q.
+// gemm_q, bit for bit; with one token the SIMD kernels that prefetch (avx512:
+// Q4_0_R4, Q8_0_R2; avx2: the 32-element block formats with prepared
+// activations, such as Q4_0 and Q8_0) ask for the rows with non-temporal
+// prefetches, so they do not evict from the caches what every token reads
+// again (attention, router, output head). Elsewhere it is gemm_q.
 void gemm_q_once(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
                  int64_t n_tokens, int64_t cols, float* Y, int64_t ldy);
 
