@@ -5,10 +5,6 @@
 
 namespace strata::kernels::ops {
 
-uint64_t read_sum(const uint64_t* p, int64_t n, ref::ReadAhead ahead, int64_t ahead_bytes) {
-    return active_kernels().read_sum(p, n, ahead, ahead_bytes);
-}
-
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) { active_kernels().rmsnorm(x, w, y, n, eps); }
 
 void softmax(float* x, int64_t n) { active_kernels().softmax(x, n); }

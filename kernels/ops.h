@@ -13,8 +13,6 @@
 
 #include <cstdint>
 
-#include "kernels/ref/ops_ref.h"
-
 namespace strata::kernels::ops {
 
 // y = x / sqrt(mean(x^2) + eps) * w   (w may be null: no scaling). y may be x.
@@ -74,9 +72,5 @@ void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float*
 // ids[k] = -1 and w[k] = 0 where fewer than k are allowed. w = their
 // probabilities (the caller normalises / scales as the architecture says).
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w);
-
-// The memory bandwidth probe's read loop (ref::read_sum): the sum of n words,
-// read with the widest loads this CPU has. Not a forward-pass op.
-uint64_t read_sum(const uint64_t* p, int64_t n, ref::ReadAhead ahead, int64_t ahead_bytes);
 
 }  // namespace strata::kernels::ops

@@ -21,28 +21,14 @@ int threads_or_all(int threads) {
     return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// A probe's buffer in 2 MiB-aligned memory advised for huge pages, as the
-// engine keeps its weights (memory::AlignedBuffer, the expert arenas): on
+// The probes' buffers are memory::AlignedBuffers with huge pages, as the
+// engine keeps its weights (in a ledger of their own, without a budget): on
 // this project's test host a read loop over 4 KiB pages measured ~20% less
 // than the same loop over huge pages (TLB misses), and the decode's kernels
 // then streamed faster than the probe said the machine could.
-class ProbeBuffer {
-public:
-    explicit ProbeBuffer(uint64_t bytes)
-        : bytes_(bytes), p_(memory::map_pages(ledger_, memory::Tier::Fast, bytes, memory::Account::RuntimeReserve, true)) {}
-    ~ProbeBuffer() { memory::unmap_pages(p_, bytes_, true); }
-    ProbeBuffer(const ProbeBuffer&) = delete;
-    ProbeBuffer& operator=(const ProbeBuffer&) = delete;
-    uint8_t* data() { return p_; }
-
-private:
-    memory::Ledger ledger_;  // default placement; map_pages reserves nothing
-    uint64_t bytes_;
-    uint8_t* p_;
-};
 
 // One timed pass: every thread streams its chunks with the widest loads the
-// CPU has (kernels::ops::read_sum of the best level, whatever STRATA_KERNELS
+// CPU has (the read_sum kernel of the best level, whatever STRATA_KERNELS
 // caps the forward pass to: the roofline is the machine's, not the build's).
 double read_pass(cpu::ThreadPool& pool, const uint64_t* buf, size_t n, std::vector<uint64_t>& sums,
                  kernels::ref::ReadAhead ahead, int64_t ahead_bytes) {
@@ -68,7 +54,8 @@ double read_pass(cpu::ThreadPool& pool, const uint64_t* buf, size_t n, std::vect
 double measure_read_gbs(int threads, uint64_t bytes) {
     threads = threads_or_all(threads);
     const size_t n = static_cast<size_t>(bytes / sizeof(uint64_t));
-    ProbeBuffer mem(n * sizeof(uint64_t));
+    memory::Ledger ledger;
+    memory::AlignedBuffer mem(ledger, memory::Account::RuntimeReserve, memory::Tier::Fast, n * sizeof(uint64_t), true);
     auto* buf = reinterpret_cast<uint64_t*>(mem.data());
     // Touch every page (and give the words distinct values) before timing.
     for (size_t i = 0; i < n; ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;
@@ -119,7 +106,8 @@ double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes) {
     }
     const int64_t rows = std::max<int64_t>(kTileRows, static_cast<int64_t>(bytes / static_cast<uint64_t>(rb)) / kTileRows * kTileRows);
     const uint64_t w_bytes = static_cast<uint64_t>(rows * rb);
-    ProbeBuffer mem(w_bytes);  // huge pages, as the engine's weights
+    memory::Ledger ledger;
+    memory::AlignedBuffer mem(ledger, memory::Account::RuntimeReserve, memory::Tier::Fast, w_bytes, true);
     uint8_t* w = mem.data();
     for (int64_t r = 0; r < rows; r += kTileRows) std::memcpy(w + r * rb, tile.data(), tile.size());
     const kernels::WeightType layout = kernels::fast_layout(type, kCols);
