@@ -75,10 +75,14 @@ int cmd_bench(int argc, char** argv) {
            "the machine's memory read bandwidth (the roofline), a warm-up pass, a prefill of P prompt tokens,\n"
            "then N decode steps (greedy, or sampled with --temp). Expert figures cover the decode steps only.\n"
            "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth (the\n"
-           "fastest of four read loops with full-width loads, the better of a measurement before the model\n"
+           "fastest single pass of four read loops with full-width loads, in a measurement before the model\n"
            "loads and one right after the decode).\n"
+           "roofline_fraction_sustained: the same against machine_read_sustained_gbs, the fastest loop's rate\n"
+           "over all its passes (the mean of the two measurements): on a shared host, whose bandwidth moves\n"
+           "from pass to pass, what a decode that runs for longer than a pass can expect.\n"
            "kernel_stream_gbs = what the weight kernel alone streams over a large buffer of the model's bulk\n"
-           "weight type on the same threads (no forward pass), measured after the decode.\n"
+           "weight type on the same threads (no forward pass; for a MoE read once, as decode reads experts),\n"
+           "measured after the decode.\n"
            "--profile adds where each compute thread's decode time went: quantized and f32 weight products\n"
            "(with the GB/s the quantized ones streamed while they ran), the attention over the KV cache, the\n"
            "time spent spinning inside a region until another thread has done its part, the rest of the\n"
@@ -114,7 +118,8 @@ int cmd_bench(int argc, char** argv) {
     sp.top_p = 1.0f;
     sp.min_p = 0.0f;
 
-    double read_gbs = core::measure_read_gbs(threads);
+    const core::ReadBandwidth before = core::measure_read_bandwidth(threads);
+    double read_gbs = before.peak_gbs;
     // The bandwidth buffer is gone; restart the peak-RSS count (Linux >= 4.0) so
     // peak_rss_bytes describes the engine, not the measurement.
     if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
@@ -177,9 +182,12 @@ int cmd_bench(int argc, char** argv) {
     const double decode_s = seconds_since(t0);
     if (profiling) ctx.set_profile(nullptr);
     // The machine's bandwidth drifts on a shared host: measure it again right
-    // after the decode and keep the better figure (the roofline is a ceiling).
+    // after the decode and keep the better peak (the roofline is a ceiling);
+    // the sustained rates before and after bracket the decode's time.
     const uint64_t peak_rss = peak_rss_bytes();
-    read_gbs = std::max(read_gbs, core::measure_read_gbs(threads, 256ull << 20));
+    const core::ReadBandwidth after = core::measure_read_bandwidth(threads, 256ull << 20);
+    read_gbs = std::max(read_gbs, after.peak_gbs);
+    const double sustained_gbs = (before.sustained_gbs + after.sustained_gbs) / 2.0;
     // The weight kernel alone on the model's bulk weight type (its experts',
     // else its attention's): does it keep up with the memory?
     const auto& layers = engine->model().weights().layers;
@@ -187,7 +195,7 @@ int cmd_bench(int argc, char** argv) {
     const kernels::WeightType bulk = moe != layers.end() ? moe->expert(0).gate.type
                                      : layers.empty()    ? kernels::WeightType::F32
                                                          : layers[0].wq.type;
-    const double kernel_gbs = core::measure_gemm_gbs(threads, bulk);
+    const double kernel_gbs = core::measure_gemm_gbs(threads, bulk, 256ull << 20, moe != layers.end());
     if (auto* store = engine->expert_store()) s1 = store->stats();
     experts::PredictionCounts pc = engine->prediction_counts();
     pc.predicted -= p0.predicted;
@@ -228,6 +236,8 @@ int cmd_bench(int argc, char** argv) {
        << ", \"prefill_vs_decode\": " << prefill_tok_s / decode_tok_s << ", \"decode_tok_s\": " << decode_tok_s
        << ", \"active_weight_bytes_per_token\": " << sz.bytes_active << ", \"machine_read_gbs\": " << read_gbs
        << ", \"achieved_read_gbs\": " << achieved_gbs << ", \"roofline_fraction\": " << achieved_gbs / read_gbs
+       << ", \"machine_read_sustained_gbs\": " << sustained_gbs
+       << ", \"roofline_fraction_sustained\": " << achieved_gbs / sustained_gbs
        << ", \"kernel_stream_gbs\": " << kernel_gbs
        << ", \"expert_slots\": " << slots << ", \"experts_total\": " << experts_total
        << ", \"expert_cache_fraction\": " << (experts_total ? double(slots) / experts_total : 0.0)
@@ -265,6 +275,8 @@ int cmd_bench(int argc, char** argv) {
     std::printf("decode              %.1f tok/s (%lld tokens)\n", decode_tok_s, static_cast<long long>(n_decode));
     std::printf("roofline            %.1f%% (%.2f GB/s of %.2f GB/s measured, %s per token)\n",
                 100.0 * achieved_gbs / read_gbs, achieved_gbs, read_gbs, human_bytes(sz.bytes_active).c_str());
+    std::printf("sustained           %.1f%% of the %.2f GB/s the fastest read loop kept up over all its passes\n",
+                100.0 * achieved_gbs / sustained_gbs, sustained_gbs);
     std::printf("kernels             %s, %s of the weights repacked in place as they load (%s so far, reloads included)\n",
                 kernels::kernel_level_name(kernels::kernel_level()), human_bytes(engine->plan().repacked_bytes).c_str(),
                 human_bytes(engine->repacked_bytes()).c_str());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -27,9 +28,10 @@ int threads_or_all(int threads) {
 // than the same loop over huge pages (TLB misses), and the decode's kernels
 // then streamed faster than the probe said the machine could.
 
-// One timed pass: every thread streams its chunks with the widest loads the
-// CPU has (the read_sum kernel of the best level, whatever STRATA_KERNELS
-// caps the forward pass to: the roofline is the machine's, not the build's).
+// One timed pass, its seconds: every thread streams its chunks with the
+// widest loads the CPU has (the read_sum kernel of the best level, whatever
+// STRATA_KERNELS caps the forward pass to: the roofline is the machine's,
+// not the build's).
 double read_pass(cpu::ThreadPool& pool, const uint64_t* buf, size_t n, std::vector<uint64_t>& sums,
                  kernels::ref::ReadAhead ahead, int64_t ahead_bytes) {
     const auto read_sum = kernels::kernel_table(kernels::best_kernel_level())->read_sum;
@@ -45,13 +47,12 @@ double read_pass(cpu::ThreadPool& pool, const uint64_t* buf, size_t n, std::vect
         }
         sums[static_cast<size_t>(t) * 8] += acc;
     });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return static_cast<double>(n * sizeof(uint64_t)) / s / 1e9;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
-double measure_read_gbs(int threads, uint64_t bytes) {
+ReadBandwidth measure_read_bandwidth(int threads, uint64_t bytes) {
     threads = threads_or_all(threads);
     const size_t n = static_cast<size_t>(bytes / sizeof(uint64_t));
     memory::Ledger ledger;
@@ -67,26 +68,33 @@ double measure_read_gbs(int threads, uint64_t bytes) {
     // each of them was the fastest at some time, mostly the hardware
     // prefetchers alone when the host was quiet and prefetchnta 8 KiB ahead
     // when it was busy). The roofline is the most the machine gives, not what
-    // one loop gets.
+    // one loop gets: the fastest pass. Each loop's passes together give its
+    // sustained rate (the same measurement, no extra time).
     using kernels::ref::ReadAhead;
     constexpr struct {
         ReadAhead ahead;
         int64_t bytes;
     } kLoops[] = {{ReadAhead::None, 0}, {ReadAhead::T0, 8192}, {ReadAhead::Nta, 4096}, {ReadAhead::Nta, 8192}};
-    double best = 0.0;
-    for (int pass = 0; pass < 4; ++pass)
-        for (const auto& loop : kLoops) {
-            const double gbs = read_pass(pool, buf, n, sums, loop.ahead, loop.bytes);
-            if (pass > 0) best = std::max(best, gbs);  // the first pass warms up
+    constexpr int kTimedPasses = 3;  // after one that warms up
+    const double gb = static_cast<double>(n * sizeof(uint64_t)) / 1e9;
+    double loop_seconds[std::size(kLoops)] = {};
+    ReadBandwidth bw;
+    for (int pass = 0; pass <= kTimedPasses; ++pass)
+        for (size_t l = 0; l < std::size(kLoops); ++l) {
+            const double s = read_pass(pool, buf, n, sums, kLoops[l].ahead, kLoops[l].bytes);
+            if (pass == 0) continue;
+            bw.peak_gbs = std::max(bw.peak_gbs, gb / s);
+            loop_seconds[l] += s;
         }
+    for (double s : loop_seconds) bw.sustained_gbs = std::max(bw.sustained_gbs, kTimedPasses * gb / s);
     // Keep the sums observable so the reads are not optimised away.
     volatile uint64_t sink = 0;
     for (uint64_t v : sums) sink = sink + v;
     (void)sink;
-    return best;
+    return bw;
 }
 
-double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes) {
+double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes, bool read_once) {
     constexpr int64_t kCols = 1024, kTileRows = 1024;
     if (type == kernels::WeightType::F32 || !kernels::has_kernels(type)) return 0.0;
     threads = threads_or_all(threads);
@@ -122,8 +130,9 @@ double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes) {
     double best = 0.0;
     for (int pass = 0; pass < 4; ++pass) {
         const auto t0 = std::chrono::steady_clock::now();
+        const auto gemm = read_once ? &kernels::gemm_q_once : &kernels::gemm_q;
         pool.parallel_for(rows, 48, [&](int64_t r0, int64_t r1, int) {
-            kernels::gemm_q(layout, w + r0 * rb, static_cast<uint64_t>(rb), r1 - r0, xq.data(), ab, 1, kCols,
+            gemm(layout, w + r0 * rb, static_cast<uint64_t>(rb), r1 - r0, xq.data(), ab, 1, kCols,
                             y.data() + r0, rows);
         });
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

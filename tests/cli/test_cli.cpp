@@ -124,7 +124,8 @@ private Q_SLOTS:
     // bench names the kernels, the bytes repacked for them (as plan counts
     // them) and what the weight kernel alone streams, for the model's expert
     // type even when dense layers with f32 weights come first (the demo model:
-    // two f32 dense layers, q8_0 experts).
+    // two f32 dense layers, q8_0 experts); the roofline against the fastest
+    // pass and against the sustained rate, which is never above it.
     void bench_reports_the_kernels() {
         const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
         const Run b = cli({"bench", demo, "-n", "4", "--prompt-len", "4", "--warmup", "0", "--threads", "2", "--json"});
@@ -133,6 +134,9 @@ private Q_SLOTS:
         QCOMPARE(o["threads"].toInt(), 2);
         QVERIFY(!o["kernels"].toString().isEmpty());
         QVERIFY(o["kernel_stream_gbs"].toDouble() > 0);
+        const double peak = o["machine_read_gbs"].toDouble(), sustained = o["machine_read_sustained_gbs"].toDouble();
+        QVERIFY(sustained > 0 && sustained <= peak);
+        QVERIFY(o["roofline_fraction_sustained"].toDouble() >= o["roofline_fraction"].toDouble());
         const Run p = cli({"plan", demo, "--json"});
         QCOMPARE(p.code, 0);
         QCOMPARE(o["repacked_weight_bytes"].toDouble(), QJsonDocument::fromJson(p.out.toUtf8()).object()["repacked_bytes"].toDouble());
