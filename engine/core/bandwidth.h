@@ -25,18 +25,15 @@ struct ReadBandwidth {
     double sustained_gbs = 0.0;
 };
 ReadBandwidth measure_read_bandwidth(int threads, uint64_t bytes = 512ull << 20);
-inline double measure_read_gbs(int threads, uint64_t bytes = 512ull << 20) {
-    return measure_read_bandwidth(threads, bytes).peak_gbs;
-}
 
 // The weight kernel alone: GB/s of weight rows (1024 elements of `type`, in
 // the layout the engine would repack them to) that gemm_q streams for one
 // token on `threads` threads, split into chunks as the forward pass splits a
 // matrix; best of several passes over about `bytes`. read_once: through
 // gemm_q_once, as the forward pass reads a MoE's experts. Next to
-// measure_read_gbs it says whether the kernel keeps up with the memory: what
-// decode loses beyond that is in the rest of the forward pass. 0 for a type
-// without quantized kernels (f32).
+// measure_read_bandwidth it says whether the kernel keeps up with the
+// memory: what decode loses beyond that is in the rest of the forward pass.
+// 0 for a type without quantized kernels (f32).
 double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes = 256ull << 20, bool read_once = false);
 
 }  // namespace strata::core
