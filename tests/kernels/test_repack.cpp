@@ -259,7 +259,9 @@ void TestRepack::gemm_equals_file_type() {
         QSKIP(qPrintable(QString("level %1 does not repack %2 (its gemm on the layout is the reference, compared in "
                                  "test_simd_kernels)").arg(kernel_level_name(level), type_traits(file)->name)));
     std::mt19937 rng(17);
-    for (int64_t nb = 1; nb <= 13; ++nb) {
+    // Every block count up to 13, and whole quads up to 12 of them (the
+    // one-token Q4_0_R4 path holds up to 8 quads' activations in registers).
+    for (int64_t nb : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 20, 24, 28, 32, 36, 48}) {
         const int64_t cols = nb * 32;
         for (int64_t rows : {1, 3, 50}) {
             const auto rb = static_cast<uint64_t>(row_bytes(file, cols));
@@ -279,12 +281,15 @@ void TestRepack::gemm_equals_file_type() {
                 std::vector<float> y0(static_cast<size_t>(rows * nt)), y1(y0.size());
                 t->gemm_q[static_cast<int>(file)](W.data(), rb, rows, X.data(), ab, nt, cols, y0.data(), rows);
                 t->gemm_q[static_cast<int>(layout)](R.data(), rb, rows, X.data(), ab, nt, cols, y1.data(), rows);
+                std::vector<float> y2(y0.size());  // read once (decode's experts): other prefetch hints only
+                t->gemm_q_once[static_cast<int>(layout)](R.data(), rb, rows, X.data(), ab, nt, cols, y2.data(), rows);
                 for (size_t i = 0; i < y0.size(); ++i)
-                    QVERIFY2(bits(y0[i]) == bits(y1[i]),
-                             qPrintable(QString("%1 blocks, %2 rows, %3 tokens: [%4] file layout %5, repacked %6")
+                    QVERIFY2(bits(y0[i]) == bits(y1[i]) && bits(y0[i]) == bits(y2[i]),
+                             qPrintable(QString("%1 blocks, %2 rows, %3 tokens: [%4] file layout %5, repacked %6, once %7")
                                             .arg(nb).arg(rows).arg(nt).arg(i)
                                             .arg(static_cast<double>(y0[i]), 0, 'g', 9)
-                                            .arg(static_cast<double>(y1[i]), 0, 'g', 9)));
+                                            .arg(static_cast<double>(y1[i]), 0, 'g', 9)
+                                            .arg(static_cast<double>(y2[i]), 0, 'g', 9)));
             }
         }
     }
