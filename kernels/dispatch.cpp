@@ -88,6 +88,7 @@ bool cpu_has(KernelLevel level) {
     switch (level) {
         case KernelLevel::Ref: return true;
         case KernelLevel::Avx2: return avx2;
+        case KernelLevel::Avx2Vnni: return avx2 && f.avxvnni;
         case KernelLevel::Avx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
     }
     return false;
@@ -119,14 +120,26 @@ struct Tables {
             supported[1] = built && cpu_has(KernelLevel::Avx2);
         }
         {
+            // avx2's quantize and ops kernels (they have no int8 dot
+            // products), its dot kernels rebuilt with the VEX vpdpbusd.
+            KernelTable t = ref;
+            t.level = KernelLevel::Avx2Vnni;
+            bool built = cpu::avx2vnni::fill_dot(t);
+            built = cpu::avx2::fill_quantize(t) && built;
+            built = cpu::avx2::fill_ops(t) && built;
+            fill_once_from_gemm(t);
+            table[2] = t;
+            supported[2] = built && cpu_has(KernelLevel::Avx2Vnni);
+        }
+        {
             KernelTable t = ref;
             t.level = KernelLevel::Avx512;
             bool built = cpu::avx512::fill_dot(t);
             built = cpu::avx512::fill_quantize(t) && built;
             built = cpu::avx512::fill_ops(t) && built;
             fill_once_from_gemm(t);
-            table[2] = t;
-            supported[2] = built && cpu_has(KernelLevel::Avx512);
+            table[3] = t;
+            supported[3] = built && cpu_has(KernelLevel::Avx512);
         }
     }
 };
@@ -150,7 +163,7 @@ KernelLevel initial_level() {
         if (parse_kernel_level(env, &want)) {
             level = best_supported_at_most(want);
         } else if (std::strcmp(env, "auto") != 0) {
-            std::fprintf(stderr, "strata: STRATA_KERNELS=%s is not ref, avx2 or avx512; using %s\n", env,
+            std::fprintf(stderr, "strata: STRATA_KERNELS=%s is not ref, avx2, avx2vnni or avx512; using %s\n", env,
                          kernel_level_name(level));
         }
     }
@@ -168,6 +181,7 @@ const char* kernel_level_name(KernelLevel level) {
     switch (level) {
         case KernelLevel::Ref: return "ref";
         case KernelLevel::Avx2: return "avx2";
+        case KernelLevel::Avx2Vnni: return "avx2vnni";
         case KernelLevel::Avx512: return "avx512";
     }
     return "?";

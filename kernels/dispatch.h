@@ -6,12 +6,18 @@
 // which implementation the front doors (kernels/quant.h, kernels/ops.h) call
 // is decided once, at first use, from cpuid:
 //
-//   ref     scalar reference kernels (every CPU, every architecture)
-//   avx2    AVX2 + FMA + F16C                         (Haswell, Zen 1 and later)
-//   avx512  avx2 plus AVX512F/BW/VL + AVX512_VNNI: the same kernels with
-//           vpdpbusd for the int8 dot products     (Ice Lake, Zen 4 and later)
+//   ref       scalar reference kernels (every CPU, every architecture)
+//   avx2      AVX2 + FMA + F16C                       (Haswell, Zen 1 and later)
+//   avx2vnni  avx2 plus AVX-VNNI: avx2's dot kernels with the 256-bit
+//             vpdpbusd for the int8 dot products  (Alder Lake and later
+//             Intel cores without AVX-512, Zen 5)
+//   avx512    avx2 plus AVX512F/BW/VL + AVX512_VNNI: 512-bit kernels with
+//             vpdpbusd, weights repacked for them (Ice Lake, Zen 4 and later)
+// Every level gives the reference's results (bit for bit where the kernels
+// say so); a level needs what the ones below it need, except that avx512
+// does not need AVX-VNNI (Zen 4 and Ice Lake have AVX512_VNNI only).
 //
-// The environment variable STRATA_KERNELS=ref|avx2|avx512 caps the level (for
+// The environment variable STRATA_KERNELS=ref|avx2|avx2vnni|avx512 caps the level (for
 // tests and benchmarks): a level the CPU lacks falls back to the best one it
 // has below it. set_kernel_level() changes it at run time (process-wide).
 //
@@ -25,10 +31,10 @@
 
 namespace strata::kernels {
 
-enum class KernelLevel : int { Ref = 0, Avx2 = 1, Avx512 = 2 };
-inline constexpr int kKernelLevels = 3;
+enum class KernelLevel : int { Ref = 0, Avx2 = 1, Avx2Vnni = 2, Avx512 = 3 };
+inline constexpr int kKernelLevels = 4;
 
-// "ref", "avx2", "avx512".
+// "ref", "avx2", "avx2vnni", "avx512".
 const char* kernel_level_name(KernelLevel level);
 // Parses the names above (case-insensitive); false for anything else.
 bool parse_kernel_level(const char* name, KernelLevel* out);

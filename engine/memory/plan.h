@@ -96,7 +96,7 @@ struct Plan {
     cpu::NumaDecision numa;          // what the numa setting means here for fast_total
     std::string numa_policy;         // the setting ("auto", "bind:0", ...)
     std::string huge_pages;          // transparent huge pages: "always", "madvise", "never", "unavailable"
-    std::string kernels;             // the CPU kernel level ("avx512", "avx2", "ref")
+    std::string kernels;             // the CPU kernel level ("avx512", "avx2vnni", "avx2", "ref")
     uint64_t repacked_bytes = 0;     // weight bytes repacked on load for those kernels, in place (no row of its own)
     std::string model;               // "name (arch, 4 layers, 8 experts top-2)"
     bool fits = false;

@@ -16,7 +16,7 @@ struct CpuFeatures {
     bool avx512bw = false;
     bool avx512vl = false;
     bool avx512vnni = false;  // AVX512_VNNI (EVEX vpdpbusd, with VL on ymm)
-    bool avxvnni = false;     // AVX-VNNI (VEX vpdpbusd; Alder Lake and later). Detected, not used yet.
+    bool avxvnni = false;     // AVX-VNNI (VEX vpdpbusd on ymm; Alder Lake and later, Zen 5)
 };
 
 // Detected once, on first call (thread-safe).

@@ -21,8 +21,10 @@
 #include <cstdint>
 #include <cstring>
 
-// AVX512_VNNI with VL: vpdpbusd on ymm registers (u8 x s8, 4 products per int32 lane).
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// vpdpbusd on ymm registers (u8 x s8, 4 products per int32 lane): from
+// AVX512_VNNI with VL (the avx512 level) or from AVX-VNNI, its VEX form (the
+// avx2vnni level). vnni_dpbusd below is the one intrinsic for both.
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
 #define STRATA_SIMD_VNNI 1
 #else
 #define STRATA_SIMD_VNNI 0
@@ -54,6 +56,16 @@ inline float h2f_lead(const void* block) {
     std::memcpy(&v, block, sizeof v);
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(v)));
 }
+
+#if STRATA_SIMD_VNNI
+inline __m256i vnni_dpbusd(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#endif
+}
+#endif
 
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -89,7 +101,7 @@ inline float hmax8(__m256 v) {
 // every caller (u <= 128 with |s| <= 127, or u <= 63 with any s).
 inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 #if STRATA_SIMD_VNNI
-    return _mm256_dpbusd_epi32(acc, u, s);
+    return vnni_dpbusd(acc, u, s);
 #else
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif

@@ -64,6 +64,7 @@ QString missing_feature(KernelLevel level) {
         if (!f.fma) miss << "fma";
         if (!f.f16c) miss << "f16c";
     }
+    if (level == KernelLevel::Avx2Vnni && !f.avxvnni) miss << "avxvnni";
     if (level >= KernelLevel::Avx512) {
         if (!f.avx512f) miss << "avx512f";
         if (!f.avx512bw) miss << "avx512bw";

@@ -45,7 +45,7 @@ struct TelemetrySnapshot {
     uint64_t fast_budget = 0;           // 0 = none
     uint64_t slow_budget = 0;
 
-    // The CPU kernels: their level ("avx512", "avx2", "ref") and how many of
+    // The CPU kernels: their level ("avx512", "avx2vnni", "avx2", "ref") and how many of
     // the model's weight bytes are rewritten in place into their layout as
     // they load (the shared weights once, each expert on every load into the
     // cache; 0 where the file's layout is kept).
