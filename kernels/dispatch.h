@@ -7,12 +7,12 @@
 // is decided once, at first use, from cpuid:
 //
 //   ref       scalar reference kernels (every CPU, every architecture)
-//   avx2      AVX2 + FMA + F16C                       (Haswell, Zen 1 and later)
+//   avx2      AVX2 + FMA + F16C, Q4_0 repacked as it loads (Haswell, Zen 1 and later)
 //   avx2vnni  avx2 plus AVX-VNNI: avx2's dot kernels with the 256-bit
 //             vpdpbusd for the int8 dot products  (Alder Lake and later
 //             Intel cores without AVX-512, Zen 5)
 //   avx512    avx2 plus AVX512F/BW/VL + AVX512_VNNI: 512-bit kernels with
-//             vpdpbusd, weights repacked for them (Ice Lake, Zen 4 and later)
+//             vpdpbusd, Q4_0 and Q8_0 repacked for them (Ice Lake, Zen 4 and later)
 // Every level gives the reference's results (bit for bit where the kernels
 // say so); a level needs what the ones below it need, except that avx512
 // does not need AVX-VNNI (Zen 4 and Ice Lake have AVX512_VNNI only).
