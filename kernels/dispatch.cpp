@@ -100,6 +100,13 @@ void fill_once_from_gemm(KernelTable& t) {
         if (!t.gemm_q_once[i]) t.gemm_q_once[i] = t.gemm_q[i];
 }
 
+// One level's table: the reference's, overridden by the level's SIMD units.
+struct LevelFills {
+    bool (*dot)(KernelTable&);
+    bool (*quantize)(KernelTable&);
+    bool (*ops)(KernelTable&);
+};
+
 struct Tables {
     KernelTable table[kKernelLevels];
     bool supported[kKernelLevels] = {};
@@ -109,38 +116,23 @@ struct Tables {
         table[0] = ref;
         fill_once_from_gemm(table[0]);
         supported[0] = true;
-        {
-            KernelTable t = ref;
-            t.level = KernelLevel::Avx2;
-            bool built = cpu::avx2::fill_dot(t);
-            built = cpu::avx2::fill_quantize(t) && built;
-            built = cpu::avx2::fill_ops(t) && built;
-            fill_once_from_gemm(t);
-            table[1] = t;
-            supported[1] = built && cpu_has(KernelLevel::Avx2);
-        }
-        {
-            // avx2's quantize and ops kernels (they have no int8 dot
-            // products), its dot kernels rebuilt with the VEX vpdpbusd.
-            KernelTable t = ref;
-            t.level = KernelLevel::Avx2Vnni;
-            bool built = cpu::avx2vnni::fill_dot(t);
-            built = cpu::avx2::fill_quantize(t) && built;
-            built = cpu::avx2::fill_ops(t) && built;
-            fill_once_from_gemm(t);
-            table[2] = t;
-            supported[2] = built && cpu_has(KernelLevel::Avx2Vnni);
-        }
-        {
-            KernelTable t = ref;
-            t.level = KernelLevel::Avx512;
-            bool built = cpu::avx512::fill_dot(t);
-            built = cpu::avx512::fill_quantize(t) && built;
-            built = cpu::avx512::fill_ops(t) && built;
-            fill_once_from_gemm(t);
-            table[3] = t;
-            supported[3] = built && cpu_has(KernelLevel::Avx512);
-        }
+        add(ref, KernelLevel::Avx2, {&cpu::avx2::fill_dot, &cpu::avx2::fill_quantize, &cpu::avx2::fill_ops});
+        // avx2's quantize and ops kernels (they have no int8 dot products),
+        // its dot kernels rebuilt with the VEX vpdpbusd.
+        add(ref, KernelLevel::Avx2Vnni, {&cpu::avx2vnni::fill_dot, &cpu::avx2::fill_quantize, &cpu::avx2::fill_ops});
+        add(ref, KernelLevel::Avx512, {&cpu::avx512::fill_dot, &cpu::avx512::fill_quantize, &cpu::avx512::fill_ops});
+    }
+
+    void add(const KernelTable& ref, KernelLevel level, LevelFills fills) {
+        KernelTable t = ref;
+        t.level = level;
+        bool built = fills.dot(t);
+        built = fills.quantize(t) && built;
+        built = fills.ops(t) && built;
+        fill_once_from_gemm(t);
+        const int l = static_cast<int>(level);
+        table[l] = t;
+        supported[l] = built && cpu_has(level);
     }
 };
 
