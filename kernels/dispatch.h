@@ -55,7 +55,8 @@ const char* kernel_cpu_features();
 
 // One implementation of every dispatched kernel. Entries are never null for
 // the types has_kernels() accepts (a level without a fast kernel for a type
-// holds the reference one); other slots are null.
+// holds the reference one; gemm_q_once_pair excepted, see there); other
+// slots are null.
 struct KernelTable {
     static constexpr int kTypes = 64;  // WeightType ids are < 64 (the in-memory layouts from 63 down)
 
@@ -78,6 +79,11 @@ struct KernelTable {
     // gemm_q for weights read once (quant.h: gemm_q_once); the same results.
     // A level without its own version holds its gemm_q (filled by dispatch).
     GemmQFn gemm_q_once[kTypes] = {};
+    // quant.h: gemm_q_once_pair. Null where a level has no kernel of its own
+    // for the type: the front door then calls gemm_q_once on each matrix.
+    using GemmQPairFn = void (*)(const void* Wa, const void* Wb, uint64_t w_row_bytes, int64_t rows, const void* xq,
+                                 int64_t cols, float* Ya, float* Yb);
+    GemmQPairFn gemm_q_once_pair[kTypes] = {};
     // Per file type: the in-memory layout this level's gemm_q runs fastest,
     // for rows of at most max_cols elements (max_cols 0: keep the file's).
     struct PackedLayout {

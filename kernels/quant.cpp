@@ -138,6 +138,15 @@ void gemm_q_once(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows
     active_kernels().gemm_q_once[static_cast<int>(w)](W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
 }
 
+void gemm_q_once_pair(WeightType w, const void* Wa, const void* Wb, uint64_t w_row_bytes, int64_t rows, const void* xq,
+                      int64_t cols, float* Ya, float* Yb) {
+    const KernelTable::GemmQPairFn pair = has_kernels(w) ? active_kernels().gemm_q_once_pair[static_cast<int>(w)] : nullptr;
+    if (pair) return pair(Wa, Wb, w_row_bytes, rows, xq, cols, Ya, Yb);
+    const int64_t act_row_bytes = activation_row_bytes(w, cols);  // one token: any stride will do
+    gemm_q_once(w, Wa, w_row_bytes, rows, xq, act_row_bytes, 1, cols, Ya, rows);
+    gemm_q_once(w, Wb, w_row_bytes, rows, xq, act_row_bytes, 1, cols, Yb, rows);
+}
+
 WeightType fast_layout(WeightType w, int64_t cols) {
     const KernelTable::PackedLayout& p = active_kernels().packed[static_cast<int>(w)];
     return p.max_cols > 0 && cols > 0 && cols <= p.max_cols ? p.type : w;

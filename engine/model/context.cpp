@@ -32,6 +32,10 @@ inline void cpu_relax() {
 namespace ops = kernels::ops;  // SIMD where the CPU has it, else the scalar reference
 
 namespace {
+// Whether two matrices have the same type, shape and row stride.
+bool same_shape(const Matrix& a, const Matrix& b) {
+    return a.type == b.type && a.rows == b.rows && a.cols == b.cols && a.row_bytes == b.row_bytes;
+}
 int64_t max_expert_ff(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}}); }
 // The fewest weight rows a thread takes at a time in a parallel region: each
 // chunk's start waits on memory, and 48 decoded the 1.2B Q4_0 model 4-6%
@@ -491,9 +495,20 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
     // ~15 us before use. Without it, host at 70-80 GB/s: decode 5% faster
     // (median of 12 alternating pairs, 10 ahead); slow host: the same.
     quantize_for(gate, X, m, act);
-    rows_product(gate, X, act, m, 0, gate.rows, g, true);
-    if (up.type != gate.type) quantize_for(up, X, m, act);  // the same activation rows otherwise
-    rows_product(up, X, act, m, 0, up.rows, u, true);
+    if (m == 1 && same_shape(gate, up) && gate.type != kernels::WeightType::F32) {
+        // One token (decode): gate's and up's rows together, two streams of
+        // memory per core instead of one (kernels::gemm_q_once_pair; the same
+        // bits). 1.2B make-model, 2 threads, in-process A/B (blocks of 16
+        // tokens alternating, 40 rounds): decode Q4_0 +1.3% and +5.9% in two
+        // runs (25 and 34 ahead), Q8_0 +4.3% (32 ahead).
+        profiled(DecodeProfile::QuantWeights, 2 * static_cast<uint64_t>(gate.rows) * gate.row_bytes, [&] {
+            kernels::gemm_q_once_pair(gate.type, gate.data, up.data, gate.row_bytes, gate.rows, act, gate.cols, g, u);
+        });
+    } else {
+        rows_product(gate, X, act, m, 0, gate.rows, g, true);
+        if (up.type != gate.type) quantize_for(up, X, m, act);  // the same activation rows otherwise
+        rows_product(up, X, act, m, 0, up.rows, u, true);
+    }
     ops::swiglu(g, u, g, m * ff);
     quantize_for(r.mats.down, g, m, act);
 }

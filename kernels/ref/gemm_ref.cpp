@@ -96,4 +96,10 @@ void gemm_q_ref(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows,
             Y[t * ldy + r] = dot_row_q_ref(w, wb + static_cast<uint64_t>(r) * w_row_bytes, xb + t * act_row_bytes, cols);
 }
 
+void gemm_q_pair_ref(WeightType w, const void* Wa, const void* Wb, uint64_t w_row_bytes, int64_t rows, const void* xq,
+                     int64_t cols, float* Ya, float* Yb) {
+    gemm_q_ref(w, Wa, w_row_bytes, rows, xq, 0, 1, cols, Ya, rows);
+    gemm_q_ref(w, Wb, w_row_bytes, rows, xq, 0, 1, cols, Yb, rows);
+}
+
 }  // namespace strata::kernels

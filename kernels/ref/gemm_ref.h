@@ -24,4 +24,8 @@ float dot_row_ref(WeightType w, const void* wrow, const float* x, int64_t n);
 void gemm_q_ref(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq,
                 int64_t act_row_bytes, int64_t n_tokens, int64_t cols, float* Y, int64_t ldy);
 
+// The twin of gemm_q_once_pair: gemm_q_ref on Wa and on Wb for one token.
+void gemm_q_pair_ref(WeightType w, const void* Wa, const void* Wb, uint64_t w_row_bytes, int64_t rows, const void* xq,
+                     int64_t cols, float* Ya, float* Yb);
+
 }  // namespace strata::kernels

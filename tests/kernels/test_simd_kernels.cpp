@@ -294,6 +294,8 @@ private Q_SLOTS:
 
     void gemm_q_vs_ref_data() { add_level_rows(); }
     void gemm_q_vs_ref();
+    void gemm_once_pair_vs_single_data() { add_level_rows(true); }
+    void gemm_once_pair_vs_single();
 
     void ops_vs_ref_data() { add_level_rows(); }
     void ops_vs_ref();
@@ -671,6 +673,73 @@ void TestSimdKernels::ops_vs_ref() {
 }
 
 // quant.h and ops.h call the active level's table.
+// gemm_q_once_pair: where a level has a kernel for the type, each matrix's
+// results equal gemm_q_once's on it alone, bit for bit (and so the
+// reference's within gemm_q_vs_ref's bound): whole and partial quads/pairs,
+// rows held in registers (Q4_0_R4 up to 8 quads) and not, rows too long for
+// the prepared buffers, odd row counts; nothing past the last row written.
+void TestSimdKernels::gemm_once_pair_vs_single() {
+    FETCH_TABLE(t);
+    std::mt19937 rng(77);
+    const float sentinel = -12345.f;
+    int paired = 0;
+    for (WeightType w : kWeightTypes) {
+        const KernelTable::GemmQPairFn pair = t->gemm_q_once_pair[idx(w)];
+        if (!pair) continue;
+        ++paired;
+        const int64_t qk = block_elems(w);
+        std::vector<int64_t> widths = {qk, 2 * qk, 3 * qk, 4 * qk, 5 * qk, 8 * qk, 12 * qk, 16 * qk, 24 * qk, 32 * qk, 33 * qk, 36 * qk};
+        if (file_type(w) != w) widths.push_back(34 * 1024);  // past the 64 KiB prepared buffer of the 512-bit kernels
+        for (int64_t cols : widths) {
+            for (int64_t rows : {1, 2, 5, 17}) {
+                if (cols > 4096 && rows > 2) continue;
+                const int64_t rb = row_bytes(w, cols);
+                const uint64_t wstride = static_cast<uint64_t>(rb + 8);
+                std::vector<uint8_t> A(wstride * static_cast<uint64_t>(rows), 0xEE), B(A.size(), 0xDD);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const std::vector<uint8_t> ra = weight_row(rng, w, cols, static_cast<int>(r % 2));
+                    const std::vector<uint8_t> rb2 = weight_row(rng, w, cols, static_cast<int>((r + 1) % 2));
+                    QVERIFY(!ra.empty() && !rb2.empty());
+                    std::memcpy(A.data() + static_cast<uint64_t>(r) * wstride, ra.data(), ra.size());
+                    std::memcpy(B.data() + static_cast<uint64_t>(r) * wstride, rb2.data(), rb2.size());
+                }
+                const std::vector<uint8_t> xq = cols % 64 ? random_act(rng, w, cols) : quantize_act_ref(w, activation_row(rng, cols, 2));
+                std::vector<float> Ya(static_cast<size_t>(rows + 3), sentinel), Yb(Ya), Sa(Ya), Sb(Ya);
+                pair(A.data(), B.data(), wstride, rows, xq.data(), cols, Ya.data(), Yb.data());
+                t->gemm_q_once[idx(w)](A.data(), wstride, rows, xq.data(), 0, 1, cols, Sa.data(), rows);
+                t->gemm_q_once[idx(w)](B.data(), wstride, rows, xq.data(), 0, 1, cols, Sb.data(), rows);
+                for (size_t i = 0; i < Ya.size(); ++i) {
+                    QVERIFY2(bits(Ya[i]) == bits(Sa[i]) && bits(Yb[i]) == bits(Sb[i]),
+                             qPrintable(QString("%1 cols %2 rows %3, row %4: pair %5 / %6, alone %7 / %8")
+                                            .arg(type_name(w))
+                                            .arg(cols)
+                                            .arg(rows)
+                                            .arg(i)
+                                            .arg(static_cast<double>(Ya[i]), 0, 'g', 9)
+                                            .arg(static_cast<double>(Yb[i]), 0, 'g', 9)
+                                            .arg(static_cast<double>(Sa[i]), 0, 'g', 9)
+                                            .arg(static_cast<double>(Sb[i]), 0, 'g', 9)));
+                }
+                // The reference twin (two reference products) within gemm_q_vs_ref's bound.
+                std::vector<float> Ra(Ya.size(), sentinel), Rb(Ya.size(), sentinel);
+                gemm_q_pair_ref(w, A.data(), B.data(), wstride, rows, xq.data(), cols, Ra.data(), Rb.data());
+                for (int64_t r = 0; r < rows; ++r) {
+                    const size_t i = static_cast<size_t>(r);
+                    const uint64_t o = static_cast<uint64_t>(r) * wstride;
+                    QVERIFY(within(Ya[i], Ra[i], kDotRel * abs_terms(w, A.data() + o, xq.data(), cols) + kDotAbs));
+                    QVERIFY(within(Yb[i], Rb[i], kDotRel * abs_terms(w, B.data() + o, xq.data(), cols) + kDotAbs));
+                }
+            }
+        }
+    }
+    // The 512-bit level pairs its repacked layouts, avx2vnni the formats
+    // with a prepared form (Q8_0 among them); avx2 and the reference none.
+    if (level_ == KernelLevel::Avx512)
+        QVERIFY(t->gemm_q_once_pair[idx(WeightType::Q4_0_R4)] && t->gemm_q_once_pair[idx(WeightType::Q8_0_R2)]);
+    if (level_ == KernelLevel::Avx2Vnni) QVERIFY(t->gemm_q_once_pair[idx(WeightType::Q8_0)]);
+    if (level_ == KernelLevel::Ref || level_ == KernelLevel::Avx2) QCOMPARE(paired, 0);
+}
+
 void TestSimdKernels::front_doors_follow_level() {
     const KernelLevel before = kernel_level();
     std::mt19937 rng(5);
@@ -696,6 +765,13 @@ void TestSimdKernels::front_doors_follow_level() {
             float yo = 0;
             gemm_q_once(w, wr.data(), static_cast<uint64_t>(wr.size()), 1, q1.data(), (ab + 3) / 4 * 4, 1, cols, &yo, 1);
             QCOMPARE(bits(yo), bits(yt[0]));
+            // Two matrices at once: each as gemm_q_once alone (paired by the level or not).
+            const std::vector<uint8_t> wr2 = weight_row(rng, w, cols, 0);
+            float ya = 0, yb = 0, yb1 = 0;
+            gemm_q_once_pair(w, wr.data(), wr2.data(), static_cast<uint64_t>(wr.size()), 1, q1.data(), cols, &ya, &yb);
+            gemm_q_once(w, wr2.data(), static_cast<uint64_t>(wr2.size()), 1, q1.data(), (ab + 3) / 4 * 4, 1, cols, &yb1, 1);
+            QCOMPARE(bits(ya), bits(yt[0]));
+            QCOMPARE(bits(yb), bits(yb1));
             QCOMPARE(bits(dot_row(w, wr.data(), x.data(), cols)), bits(t->dot[idx(w)](wr.data(), x.data(), cols)));
         }
         const std::vector<float> a = gaussian(rng, 133), b = gaussian(rng, 133);
