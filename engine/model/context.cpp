@@ -412,25 +412,39 @@ void Context::ffn_moe_experts_small(const LayerWeights& L, int64_t n) {
 // multiple of the thread count. Decode is that case (one token, top-k
 // experts), and there it saves the barrier between gate/up and down and the
 // serial SiLU between them, 12 regions a token on a 12-layer model, and each
-// thread streams whole experts. Each row is computed as in the two-region
-// path (gemm_q is batch-invariant; swiglu is element-wise), so the results
-// are the same bits. False: not this case, nothing done.
+// thread streams whole experts. From kFusedAnyCountsTokens tokens on
+// (prefill) the experts may have any token counts: the threads claim them
+// biggest first, and the down rows shared at the end even out the rest
+// (64-token prefill of the 1.2B make-model, 2 threads, in-process A/B
+// against the two-region path per expert, 15 rounds: +7% Q8_0, +8% Q4_0,
+// and biggest first a further +2% and +6%; both against the code before,
+// 20 rounds: +4% and +10%). Each row is computed as in the
+// two-region path (gemm_q is batch-invariant; swiglu is element-wise), so
+// the results are the same bits. False: not this case, nothing done.
 bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     const int64_t k = static_cast<int64_t>(ready_.size());
     const int64_t threads = pool_->size();
-    if (threads < 2 || k % threads != 0) return false;
-    const int64_t m = expert_count_[ready_[0].e];
-    for (const ReadyExpert& r : ready_)
-        if (expert_count_[r.e] != m) return false;
+    if (threads < 2) return false;
+    if (n < kFusedAnyCountsTokens) {
+        if (k % threads != 0) return false;
+        for (const ReadyExpert& r : ready_)
+            if (expert_count_[r.e] != expert_count_[ready_[0].e]) return false;
+    } else {
+        // Biggest first (the threads claim experts in this order), so the
+        // last ones claimed are small and the threads end close together.
+        std::stable_sort(ready_.begin(), ready_.end(),
+                         [&](const ReadyExpert& a, const ReadyExpert& b) { return expert_count_[a.e] > expert_count_[b.e]; });
+    }
     const int64_t d = cfg_.n_embd;
     const int64_t U = n_used_;
     // An expert with one token writes its down rows straight into that
     // token's row of expert_out_ (decode: no copy after the region); with
     // more, into ye_, copied out after the region.
     for (ReadyExpert& r : ready_)
-        r.out = m == 1 ? expert_out_.data() + expert_tokens_[expert_offset_[r.e]] * d : ye_.data() + r.base * d;
+        r.out = expert_count_[r.e] == 1 ? expert_out_.data() + expert_tokens_[expert_offset_[r.e]] * d : ye_.data() + r.base * d;
     // Each expert's rows of xe_ (its tokens), as the two-region path gathers them.
     for (const ReadyExpert& r : ready_) {
+        const int64_t m = expert_count_[r.e];
         if (m == n) continue;
         const int32_t* slots = expert_tokens_.data() + expert_offset_[r.e];
         for (int64_t i = 0; i < m; ++i) {
@@ -473,6 +487,7 @@ bool Context::ffn_moe_experts_fused(const LayerWeights& L, int64_t n) {
     });
     for (const ReadyExpert& r : ready_) {
         experts_->release(L.index, r.e);
+        const int64_t m = expert_count_[r.e];
         if (m == 1) continue;  // written in place
         const int32_t* slots = expert_tokens_.data() + expert_offset_[r.e];
         for (int64_t i = 0; i < m; ++i)
@@ -876,8 +891,15 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     // order afterwards, so the result does not depend on the order in which
     // experts became resident: a cached run equals a fully resident one bit
     // for bit (and the sum follows the router's ranking, as ggml's does).
-    // Few tokens (decode, small batches): every ready expert in one region.
-    if (n <= 8 && n * U <= n_batch_) ffn_moe_experts_small(L, n);
+    // Few tokens per expert (decode, small batches, short prompts): every
+    // ready expert in one region. Past ~8 tokens an expert on average, one
+    // thread's pass over an expert's rows per 4 tokens costs more than
+    // splitting each expert's rows between the threads (ffn_moe_experts_each):
+    // 1.2B make-model, 2 threads, in-process A/B of the fused region against
+    // _each (blocks of 3 prefills alternating, 10 rounds): 32 tokens +2% Q8_0
+    // and +11% Q4_0, 64 tokens +1..7% and +5..8%, 128 tokens -2% and +4%,
+    // 256 tokens -9% and -5%.
+    if (n * U <= n_batch_ && (n <= 8 || n * U <= kFusedRowsPerExpert * E)) ffn_moe_experts_small(L, n);
     else ffn_moe_experts_each(L, n);
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
     for (int64_t t = 0; t < n; ++t)

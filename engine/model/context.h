@@ -207,6 +207,11 @@ private:
     Chunks take_down_chunks(int64_t i, bool front);
     bool down_left(int64_t i) const;
     static constexpr int64_t kDownChunkRows = 64;  // down rows taken at a time in the per-expert region
+    // From this many tokens on (prefill), the per-expert region takes experts
+    // of any token counts, biggest first (ffn_moe_experts_fused).
+    static constexpr int64_t kFusedAnyCountsTokens = 8;
+    // Up to this many expert rows (token, expert pairs) per expert on average, MoE layers use it (ffn_moe).
+    static constexpr int64_t kFusedRowsPerExpert = 8;
     // n activation rows X quantized for W's kernels into act (nothing for f32 weights).
     void quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act);
     // Rows [r0, r1) of W times n tokens on the calling thread, Y[t * W.rows + r]:

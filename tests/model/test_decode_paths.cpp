@@ -1,6 +1,10 @@
 // One-token decode takes fused paths from 2 threads on (model/context.cpp:
 // the one-region attention, each expert's whole FFN on one thread) and the
-// general one on 1 thread (a region per product, serial work between). Their
+// general one on 1 thread (a region per product, serial work between); so
+// does a prompt whose expert rows fit a forward chunk (each expert's FFN on
+// one thread, experts of any token counts, biggest first), here the
+// 10-token prompt with chunks of 64 (with chunks of 32 it takes the
+// per-expert regions on any thread count). Their
 // comments promise the same bits: gemm_q is batch-invariant and every fused
 // step computes each value as the general path does. This holds them to it,
 // on every architecture make-model writes (biases, per-head and whole-vector
@@ -24,8 +28,8 @@ using namespace strata;
 namespace {
 
 // Logits of a prompt and then `steps` one-token decodes, all concatenated.
-std::vector<float> decode_logits(const model::Model& m, int threads, int steps) {
-    model::Context ctx(m, test::context_params(128, 32, threads));
+std::vector<float> decode_logits(const model::Model& m, int threads, int steps, int64_t n_batch) {
+    model::Context ctx(m, test::context_params(128, n_batch, threads));
     const std::vector<int32_t> prompt = {1, 17, 42, 99, 7, 300, 5, 12, 250, 3};
     const int64_t V = m.config().n_vocab;
     const float* l = ctx.decode(prompt, false);
@@ -70,20 +74,23 @@ private Q_SLOTS:
         model::make_model(spec, path);
         auto m = model::Model::load(path);
         const int steps = 6;
-        const std::vector<float> general = decode_logits(*m, 1, steps);
-        for (int threads : {2, 3, 4}) {
-            const std::vector<float> fused = decode_logits(*m, threads, steps);
-            QCOMPARE(fused.size(), general.size());
-            size_t first_diff = 0;
-            while (first_diff < general.size() && std::memcmp(&general[first_diff], &fused[first_diff], sizeof(float)) == 0)
-                ++first_diff;
-            QVERIFY2(first_diff == general.size(),
-                     qPrintable(QString("%1 threads: logit %2 (step %3) is %4, 1 thread gives %5")
-                                    .arg(threads)
-                                    .arg(first_diff)
-                                    .arg(first_diff / m->config().n_vocab)
-                                    .arg(double(fused[first_diff]), 0, 'g', 9)
-                                    .arg(double(general[first_diff]), 0, 'g', 9)));
+        for (int64_t n_batch : {32, 64}) {
+            const std::vector<float> general = decode_logits(*m, 1, steps, n_batch);
+            for (int threads : {2, 3, 4}) {
+                const std::vector<float> fused = decode_logits(*m, threads, steps, n_batch);
+                QCOMPARE(fused.size(), general.size());
+                size_t first_diff = 0;
+                while (first_diff < general.size() && std::memcmp(&general[first_diff], &fused[first_diff], sizeof(float)) == 0)
+                    ++first_diff;
+                QVERIFY2(first_diff == general.size(),
+                         qPrintable(QString("%1 threads, chunks of %6: logit %2 (step %3) is %4, 1 thread gives %5")
+                                        .arg(threads)
+                                        .arg(first_diff)
+                                        .arg(first_diff / m->config().n_vocab)
+                                        .arg(double(fused[first_diff]), 0, 'g', 9)
+                                        .arg(double(general[first_diff]), 0, 'g', 9)
+                                        .arg(n_batch)));
+            }
         }
     }
 };
