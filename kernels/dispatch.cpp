@@ -79,6 +79,7 @@ KernelTable make_ref_table() {
     t.attn_accumulate = &ref::attn_accumulate;
     t.router_topk = &ref::router_topk;
     t.read_sum = &ref::read_sum;
+    t.read_sum2 = &ref::read_sum2;
     return t;
 }
 

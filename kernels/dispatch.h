@@ -108,6 +108,7 @@ struct KernelTable {
     // The bandwidth probe's read loop (ref::read_sum; core/bandwidth.cpp
     // calls the best level's directly, not through a front door).
     uint64_t (*read_sum)(const uint64_t* p, int64_t n, ref::ReadAhead ahead, int64_t ahead_bytes) = nullptr;
+    uint64_t (*read_sum2)(const uint64_t* a, const uint64_t* b, int64_t n, ref::ReadAhead ahead, int64_t ahead_bytes) = nullptr;
 };
 
 // The table of one level, or nullptr when it is not supported. Tests use this

@@ -75,7 +75,7 @@ int cmd_bench(int argc, char** argv) {
            "the machine's memory read bandwidth (the roofline), a warm-up pass, a prefill of P prompt tokens,\n"
            "then N decode steps (greedy, or sampled with --temp). Expert figures cover the decode steps only.\n"
            "roofline_fraction = active weight bytes per token x decode tok/s / measured read bandwidth (the\n"
-           "fastest single pass of four read loops with full-width loads, in a measurement before the model\n"
+           "fastest single pass of six read loops with full-width loads, in a measurement before the model\n"
            "loads and one right after the decode).\n"
            "roofline_fraction_sustained: the same against machine_read_sustained_gbs, the fastest loop's rate\n"
            "over all its passes (the mean of the two measurements): on a shared host, whose bandwidth moves\n"

@@ -145,4 +145,9 @@ uint64_t read_sum(const uint64_t* p, int64_t n, ReadAhead ahead, int64_t ahead_b
     return read_sum_with<-1>(p, n, 0);
 }
 
+// One run, then the other: the same sum (the SIMD versions interleave them).
+uint64_t read_sum2(const uint64_t* a, const uint64_t* b, int64_t n, ReadAhead ahead, int64_t ahead_bytes) {
+    return read_sum(a, n, ahead, ahead_bytes) + read_sum(b, n, ahead, ahead_bytes);
+}
+
 }  // namespace strata::kernels::ref

@@ -352,7 +352,7 @@ void TestSimdKernels::tables_complete() {
         QVERIFY2(t->quantize_act[idx(activation_type(w))], type_name(w));
     }
     QVERIFY(t->dot_f32 && t->axpy && t->scale_i8 && t->rmsnorm && t->softmax && t->swiglu);
-    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk && t->rope_apply && t->read_sum);
+    QVERIFY(t->attn_scores && t->attn_accumulate && t->router_topk && t->rope_apply && t->read_sum && t->read_sum2);
 }
 
 // Random rows of every activation type: the reference's bytes.
@@ -883,7 +883,7 @@ void TestSimdKernels::attention_and_router_vs_ref() {
 void TestSimdKernels::read_sum_vs_ref() {
     FETCH_TABLE(t);
     std::mt19937_64 rng(99);
-    std::vector<uint64_t> words(4096 + 64);
+    std::vector<uint64_t> words(2 * 4096 + 128);  // room for a second run past the first
     for (uint64_t& w : words) w = rng();
     using ref::ReadAhead;
     for (ReadAhead ahead : {ReadAhead::None, ReadAhead::T0, ReadAhead::Nta})
@@ -895,6 +895,14 @@ void TestSimdKernels::read_sum_vs_ref() {
                 uint64_t plain = 0;
                 for (int64_t i = 0; i < n; ++i) plain += p[i];
                 QCOMPARE(want, plain);  // the reference is the plain sum
+                // Two runs at once: the plain sum of both (b overlapping a or not).
+                for (int64_t b_at : {int64_t{0}, n / 2 + 5, int64_t{64 - offset}}) {
+                    const uint64_t* b = words.data() + b_at;
+                    uint64_t plain2 = plain;
+                    for (int64_t i = 0; i < n; ++i) plain2 += b[i];
+                    QCOMPARE(ref::read_sum2(p, b, n, ahead, 4096), plain2);
+                    QCOMPARE(t->read_sum2(p, b, n, ahead, 4096), plain2);
+                }
             }
 }
 
