@@ -30,7 +30,8 @@ ReadBandwidth measure_read_bandwidth(int threads, uint64_t bytes = 512ull << 20)
 // the layout the engine would repack them to) that gemm_q streams for one
 // token on `threads` threads, split into chunks as the forward pass splits a
 // matrix; best of several passes over about `bytes`. read_once: through
-// gemm_q_once, as the forward pass reads a MoE's experts. Next to
+// gemm_q_once_pair on each chunk's two halves, as the forward pass reads a
+// MoE expert's gate and up. Next to
 // measure_read_bandwidth it says whether the kernel keeps up with the
 // memory: what decode loses beyond that is in the rest of the forward pass.
 // 0 for a type without quantized kernels (f32).
