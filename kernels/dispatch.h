@@ -105,7 +105,7 @@ struct KernelTable {
     void (*attn_accumulate)(const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t m, int64_t hd,
                             float* out, const void* ask, int64_t ask_bytes) = nullptr;
     void (*router_topk)(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) = nullptr;
-    // The bandwidth probe's read loop (ref::read_sum; core/bandwidth.cpp
+    // The bandwidth probe's read loops (ref::read_sum, ref::read_sum2; core/bandwidth.cpp
     // calls the best level's directly, not through a front door).
     uint64_t (*read_sum)(const uint64_t* p, int64_t n, ref::ReadAhead ahead, int64_t ahead_bytes) = nullptr;
     uint64_t (*read_sum2)(const uint64_t* a, const uint64_t* b, int64_t n, ref::ReadAhead ahead, int64_t ahead_bytes) = nullptr;

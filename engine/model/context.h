@@ -210,7 +210,8 @@ private:
     // From this many tokens on (prefill), the per-expert region takes experts
     // of any token counts, biggest first (ffn_moe_experts_fused).
     static constexpr int64_t kFusedAnyCountsTokens = 8;
-    // Up to this many expert rows (token, expert pairs) per expert on average, MoE layers use it (ffn_moe).
+    // MoE layers use that region up to this many expert rows (token, expert
+    // pairs) per expert on average (ffn_moe).
     static constexpr int64_t kFusedRowsPerExpert = 8;
     // n activation rows X quantized for W's kernels into act (nothing for f32 weights).
     void quantize_for(const Matrix& W, const float* X, int64_t n, uint8_t* act);
