@@ -128,9 +128,11 @@ void gemm_q_once(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows
 // the level has a kernel for the type (avx512: Q4_0_R4, Q8_0_R2; avx2vnni:
 // the formats with a prepared form, Q8_0 among them) it reads row r of Wa,
 // then row r of Wb, so each core keeps two streams of memory going instead
-// of one, which on the development VM read more of the memory bandwidth
+// of one, and each block of the activations is loaded once for both rows
 // (decode of the 1.2B make-model in in-process A/Bs: Q4_0 +1-6%, Q8_0 +4%,
-// Q8_0 at avx2vnni +3%). Elsewhere it is gemm_q_once on each. The same
+// Q8_0 at avx2vnni +3%; a read loop with two streams a core read ~4% more
+// than one on the development VM, but two experts' down rows read as two
+// streams, with two activations, gained nothing). Elsewhere it is gemm_q_once on each. The same
 // results as gemm_q_once on each, bit for bit.
 void gemm_q_once_pair(WeightType w, const void* Wa, const void* Wb, uint64_t w_row_bytes, int64_t rows, const void* xq,
                       int64_t cols, float* Ya, float* Yb);

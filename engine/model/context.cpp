@@ -512,8 +512,8 @@ void Context::expert_up_on_one_thread(const ReadyExpert& r, int64_t n, int64_t f
     quantize_for(gate, X, m, act);
     if (m == 1 && same_shape(gate, up) && gate.type != kernels::WeightType::F32) {
         // One token (decode): gate's and up's rows together, two streams of
-        // memory per core instead of one (kernels::gemm_q_once_pair; the same
-        // bits). 1.2B make-model, 2 threads, in-process A/B (blocks of 16
+        // memory per core instead of one, the activations loaded once for
+        // both (kernels::gemm_q_once_pair; the same bits). 1.2B make-model, 2 threads, in-process A/B (blocks of 16
         // tokens alternating, 40 rounds): decode Q4_0 +1.3% and +5.9% in two
         // runs (25 and 34 ahead), Q8_0 +4.3% (32 ahead).
         profiled(DecodeProfile::QuantWeights, 2 * static_cast<uint64_t>(gate.rows) * gate.row_bytes, [&] {
