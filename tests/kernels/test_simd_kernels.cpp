@@ -672,7 +672,6 @@ void TestSimdKernels::ops_vs_ref() {
     }
 }
 
-// quant.h and ops.h call the active level's table.
 // gemm_q_once_pair: where a level has a kernel for the type, each matrix's
 // results equal gemm_q_once's on it alone, bit for bit (and so the
 // reference's within gemm_q_vs_ref's bound): whole and partial quads/pairs,
@@ -740,6 +739,7 @@ void TestSimdKernels::gemm_once_pair_vs_single() {
     if (level_ == KernelLevel::Ref || level_ == KernelLevel::Avx2) QCOMPARE(paired, 0);
 }
 
+// quant.h and ops.h call the active level's table.
 void TestSimdKernels::front_doors_follow_level() {
     const KernelLevel before = kernel_level();
     std::mt19937 rng(5);
