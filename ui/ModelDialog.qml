@@ -184,7 +184,9 @@ Dialog {
                                 font.pixelSize: Theme.small
                                 color: Theme.text
                                 text: "fast tier: " + TextUtil.formatBytes(dialog.plan.fastTotal)
-                                      + (dialog.plan.fastBudget > 0 ? " of a " + TextUtil.formatBytes(dialog.plan.fastBudget) + " budget" : " (no budget)")
+                                      + (dialog.plan.fastBudget > 0 ? " of a " + TextUtil.formatBytes(dialog.plan.fastBudget)
+                                         + (dialog.plan.fastBudgetAuto ? " automatic budget (" + TextUtil.formatBytes(dialog.plan.fastAvailable) + " available)" : " budget")
+                                         : " (no budget)")
                                       + " · resident minimum " + TextUtil.formatBytes(dialog.plan.residentMinimum)
                             }
                             Label {

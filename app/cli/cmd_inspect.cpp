@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "backend/device.h"
 #include "common.h"
 #include "gguf/gguf.h"
 #include "memory/aligned_buffer.h"
@@ -83,6 +84,9 @@ int cmd_inspect(int argc, char** argv) {
         std::printf("\nmachine\n  %s\n  huge pages: %s (fully resident: %s fast)\n",
                     cpu::numa_summary(p.numa_topology, p.numa).c_str(), p.huge_pages.c_str(),
                     human_bytes(p.fast_total).c_str());
+        const backend::DeviceProbe& probe = backend::probe_devices();
+        std::printf("  %s\n  %s\n", backend::describe_probe(probe).c_str(),
+                    backend::choose_device({}, probe, backend::cuda_forward_built()).reason.c_str());
     }
 
     if (a.flag_set("--metadata")) {

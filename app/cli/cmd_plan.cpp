@@ -2,10 +2,13 @@
 #include <cstdio>
 #include <limits>
 
+#include "backend/device.h"
 #include "commands.h"
+#include "common/json.h"
 #include "common.h"
 #include "common/error.h"
 #include "memory/plan.h"
+#include "memory/system_memory.h"
 
 namespace strata::cli {
 
@@ -16,9 +19,10 @@ int cmd_plan(int argc, char** argv) {
            "totals against the budgets, and whether and why it fits. The fast tier is the RAM the engine may\n"
            "hold (VRAM with a GPU); the slow tier is where the experts live (the model file; pinned host RAM\n"
            "with a GPU). Without --expert-cache-fraction or --slots the expert cache gets every slot that fits\n"
-           "the fast budget (all experts without a budget). Exits 0 whether or not the model fits.");
+           "the fast budget (all experts with --fast-budget none). Exits 0 whether or not the model fits.");
     a.positional("MODEL", "a GGUF model");
-    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 8G (default: no budget)");
+    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 8G; auto: the RAM available now minus a\n"
+             "reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget for the experts' home (default: no budget)");
     a.option("--expert-cache-fraction", "", "F", "share of all routed experts that get a cache slot, in (0, 1]");
     a.option("--slots", "", "N", "expert cache slots, pinned included (overrides the fraction)");
@@ -41,7 +45,8 @@ int cmd_plan(int argc, char** argv) {
         if (b == 0) throw UsageError(std::string("option ") + name + ": a zero budget holds nothing (leave the option out for no budget)");
         return b;
     };
-    s.fast_budget = budget("--fast-budget");
+    s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "option --fast-budget");
+    if (s.fast_budget == 0) s.fast_available = memory::available_ram_bytes();
     s.slow_budget = budget("--slow-budget");
     if (a.has("--expert-cache-fraction")) {
         const double inf = std::numeric_limits<double>::infinity();
@@ -83,7 +88,27 @@ int cmd_plan(int argc, char** argv) {
     } catch (const Error& e) {
         throw UsageError(e.what());  // the model loaded, so what is wrong is a setting
     }
-    std::fputs(a.flag_set("--json") ? (p.to_json() + "\n").c_str() : p.to_table().c_str(), stdout);
+    const backend::DeviceProbe& probe = backend::probe_devices();
+    const std::string device = backend::choose_device({}, probe, backend::cuda_forward_built()).reason;
+    if (a.flag_set("--json")) {
+        std::string j = p.to_json();
+        j.pop_back();  // the closing brace: the device joins the plan's object
+        auto quoted = [](const std::string& t) { return std::string(1, '"').append(json::escape(t)).append(1, '"'); };
+        j.append(",\"device\":").append(quoted(device)).append(",\"gpus\":[");
+        for (size_t i = 0; i < probe.gpus.size(); ++i) {
+            const backend::GpuInfo& g = probe.gpus[i];
+            j.append(i ? ",{" : "{").append("\"index\":").append(std::to_string(g.index));
+            j.append(",\"name\":").append(quoted(g.name));
+            j.append(",\"vram_bytes\":").append(std::to_string(g.total_bytes));
+            j.append(",\"vram_free_bytes\":").append(std::to_string(g.free_bytes));
+            j.append(",\"compute_capability\":\"").append(std::to_string(g.cc_major)).append(".");
+            j.append(std::to_string(g.cc_minor)).append("\"}");
+        }
+        j += "]}\n";
+        std::fputs(j.c_str(), stdout);
+    } else {
+        std::fputs((p.to_table() + "\n" + backend::describe_probe(probe) + "\n" + device + "\n").c_str(), stdout);
+    }
     return 0;
 }
 

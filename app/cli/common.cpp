@@ -17,7 +17,8 @@ void add_context_options(Args& a) {
 
 void add_engine_options(Args& a) {
     add_context_options(a);
-    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 512M, 4G; default: none");
+    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 512M, 4G; auto: the RAM available at load\n"
+             "minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none");
     a.option("--expert-cache-fraction", "", "F", "expert cache size as a fraction (0,1] of all expert bytes");
     a.option("--slots", "", "N", "expert cache size in slots (overrides the fraction)");
@@ -35,16 +36,21 @@ void add_engine_options(Args& a) {
     a.option("--numa", "", "P", "NUMA placement: auto, off, bind, bind:N, interleave", "auto");
 }
 
+uint64_t parse_fast_budget(const std::string& text, const std::string& what) {
+    if (text == "auto") return 0;
+    if (text == "none") return kNoBudget;
+    const uint64_t b = parse_size(text, what);
+    if (b == 0) throw UsageError(what + ": a zero budget holds nothing (auto: from the RAM available; none: no budget)");
+    return b;
+}
+
 EngineSettings engine_settings(const Args& a) {
     EngineSettings s;
     const model::ContextParams cp = context_params(a);
     s.n_ctx = cp.n_ctx;
     s.n_batch = cp.n_batch;
     s.threads = cp.n_threads;
-    if (a.has("--fast-budget")) {
-        s.fast_budget = parse_size(a.str("--fast-budget"), "--fast-budget");
-        if (s.fast_budget == 0) throw UsageError("--fast-budget: 0 bytes leaves no room for anything (omit the option for no budget)");
-    }
+    s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "--fast-budget");
     if (a.has("--slow-budget")) {
         s.slow_budget = parse_size(a.str("--slow-budget"), "--slow-budget");
         if (s.slow_budget == 0) throw UsageError("--slow-budget: 0 bytes leaves no room for the experts (omit the option for no budget)");

@@ -23,6 +23,8 @@ void add_context_options(Args& a);
 // the context options.
 void add_engine_options(Args& a);
 EngineSettings engine_settings(const Args& a);
+// --fast-budget's value: "auto" -> 0 (automatic), "none" -> kNoBudget, else a size (not 0).
+uint64_t parse_fast_budget(const std::string& text, const std::string& what);
 void add_sampling_options(Args& a, const std::string& default_temp);
 
 model::ContextParams context_params(const Args& a);

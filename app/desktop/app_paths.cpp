@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.h"
+#include "backend/device.h"
 #include "kernels/dispatch.h"
 
 namespace strata::desktop {
@@ -61,12 +62,13 @@ QString setup_logging(const QString& log_file) {
 
 QString engine_build_description() {
     const char* level = kernels::kernel_level_name(kernels::kernel_level());
-#ifdef STRATA_HAVE_CUDA
-    const char* cuda = "CUDA backend built in";
-#else
-    const char* cuda = "no CUDA (CPU backend only)";
-#endif
-    return QStringLiteral("CPU kernels: %1 · %2").arg(QString::fromLatin1(level), QString::fromLatin1(cuda));
+    // The GPU line says what was found and what computes, so a user with a GPU
+    // is not left guessing why it sits idle.
+    const backend::DeviceChoice choice =
+        backend::choose_device({}, backend::probe_devices(), backend::cuda_forward_built());
+    return QStringLiteral("CPU kernels: %1 · %2\n%3")
+        .arg(QString::fromLatin1(level), QString::fromStdString(backend::describe_probe(backend::probe_devices())),
+             QString::fromStdString(choice.reason));
 }
 
 }  // namespace strata::desktop

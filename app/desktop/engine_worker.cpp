@@ -35,6 +35,8 @@ QVariantMap plan_to_map(const memory::Plan& p) {
     m[QStringLiteral("model")] = qs(p.model);
     auto budget = [](uint64_t b) { return b == memory::Ledger::kUnlimited ? 0.0 : double(b); };
     m[QStringLiteral("fastBudget")] = budget(p.fast_budget);
+    m[QStringLiteral("fastBudgetAuto")] = p.fast_budget_auto;
+    m[QStringLiteral("fastAvailable")] = double(p.fast_available);
     m[QStringLiteral("slowBudget")] = budget(p.slow_budget);
     m[QStringLiteral("fastTotal")] = double(p.fast_total);
     m[QStringLiteral("slowTotal")] = double(p.slow_total);

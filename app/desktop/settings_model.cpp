@@ -85,7 +85,9 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
         return &fields_.last();
     };
     f("fast_budget", "Fast-tier budget", mem, "size", QString(), A::NextLoad,
-      "RAM the engine may hold: shared weights, expert cache, KV cache, scratch. Empty: no budget.", "none");
+      "RAM the engine may hold: shared weights, expert cache, KV cache, scratch. Empty: automatic, the RAM "
+      "available when the model loads minus a reserve (a tenth, 512 MiB to 4 GiB), so a model that fits runs fully "
+      "resident. 'none': no budget.", "automatic");
     f("slow_budget", "Slow-tier budget", mem, "size", QString(), A::NextLoad,
       "Where the experts live when they are not cached: the model file on a CPU-only machine. A model whose experts "
       "exceed it is refused with the reason. Empty: no budget.", "none");
@@ -100,7 +102,7 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     fields_.last().hi = 1 << 22;
     f("kv_type", "KV cache type", mem, "choice", "f32", A::NextLoad,
       "f32: exact. q8: int8 with per-block scales, a quarter of the memory.")->choices = {"f32", "q8"};
-    f("expert_cache_fraction", "Expert cache size", cache, "real", 0.5, A::Live,
+    f("expert_cache_fraction", "Expert cache size", cache, "real", -1.0, A::Live,
       "Share of all experts that get a cache slot, in (0, 1]. Empty: every expert that fits the budget.",
       "automatic")->optional = true;
     f("policy", "Eviction policy", cache, "choice", "lru", A::Live,
@@ -203,10 +205,15 @@ QString SettingsModel::try_value(const Field& f, const QVariant& v, QVariant* pa
             *parsed = QString();
             return {};
         }
+        if (text.compare(QLatin1String("none"), Qt::CaseInsensitive) == 0) {
+            *parsed = QStringLiteral("none");
+            return {};
+        }
         uint64_t b = 0;
         QString err;
         if (!parse_size(text, &b, &err)) return err;
-        if (b == 0) return QStringLiteral("a zero budget holds nothing (leave it empty for no budget)");
+        if (b == 0) return QStringLiteral("a zero budget holds nothing (leave it empty for %1, or type none)")
+                               .arg(f.placeholder);
         *parsed = text;
         return {};
     }
@@ -270,10 +277,12 @@ EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) con
     EngineSettings s;
     uint64_t b = 0;
     QString err;
+    // fast: empty = automatic (0), "none" = no budget; slow: empty or "none" = no budget (0).
     const QString fb = v.value(QStringLiteral("fast_budget")).toString();
-    if (!fb.isEmpty() && parse_size(fb, &b, &err)) s.fast_budget = b;
+    if (fb == QLatin1String("none")) s.fast_budget = kNoBudget;
+    else if (!fb.isEmpty() && parse_size(fb, &b, &err)) s.fast_budget = b;
     const QString sb = v.value(QStringLiteral("slow_budget")).toString();
-    if (!sb.isEmpty() && parse_size(sb, &b, &err)) s.slow_budget = b;
+    if (!sb.isEmpty() && sb != QLatin1String("none") && parse_size(sb, &b, &err)) s.slow_budget = b;
     s.n_ctx = v.value(QStringLiteral("n_ctx")).toLongLong();
     s.threads = int(v.value(QStringLiteral("threads")).toLongLong());
     const double frac = v.value(QStringLiteral("expert_cache_fraction")).toDouble();

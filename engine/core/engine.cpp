@@ -6,10 +6,12 @@
 #include <sstream>
 
 #include "backend/cpu/numa.h"
+#include "backend/device.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "kernels/dispatch.h"
+#include "memory/system_memory.h"
 
 namespace strata {
 
@@ -81,7 +83,8 @@ std::vector<experts::ExpertKey> read_pin_file(const std::string& path, const mod
 
 memory::PlanSettings plan_settings(const EngineSettings& s, int64_t pinned) {
     memory::PlanSettings p;
-    p.fast_budget = s.fast_budget;
+    p.fast_budget = s.fast_budget;  // 0 (automatic) and kNoBudget (Ledger::kUnlimited) mean the same to the plan
+    if (s.fast_budget == 0) p.fast_available = memory::available_ram_bytes();
     p.slow_budget = s.slow_budget;
     p.expert_cache_fraction = s.expert_cache_fraction;
     p.expert_slots = s.expert_slots;
@@ -115,6 +118,12 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
 
     std::vector<experts::ExpertKey> pinned;
     if (!settings.pin_file.empty()) pinned = read_pin_file(settings.pin_file, m);
+
+    // The device: a GPU is found and reported, the forward pass runs where
+    // choose_device says (the CPU until the CUDA forward pass exists).
+    const backend::DeviceChoice device =
+        backend::choose_device({}, backend::probe_devices(), backend::cuda_forward_built());
+    logger("engine")->info("{}", device.reason);
 
     report("planning", 0.02);
     eng->plan_ = memory::make_plan(m, plan_settings(settings, static_cast<int64_t>(pinned.size())));
@@ -433,7 +442,7 @@ TelemetrySnapshot Engine::snapshot() const {
     }
     for (const memory::LedgerRow& r : ledger_.rows())
         t.ledger.push_back({memory::account_name(r.account), memory::tier_name(r.tier), r.reserved, r.used});
-    t.fast_budget = settings_.fast_budget;
+    t.fast_budget = plan_.fast_budget == memory::Ledger::kUnlimited ? 0 : plan_.fast_budget;
     t.slow_budget = settings_.slow_budget;
     return t;
 }

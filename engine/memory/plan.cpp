@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "kernels/dispatch.h"
 #include "memory/aligned_buffer.h"
+#include "memory/system_memory.h"
 #include "model/context.h"
 #include "model/model.h"
 
@@ -179,7 +180,16 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
 
     const Totals t = measure(m);
     Plan p;
-    p.fast_budget = s.fast_budget == 0 ? Ledger::kUnlimited : s.fast_budget;
+    p.fast_available = s.fast_available;
+    if (s.fast_budget == 0) {
+        const uint64_t automatic = auto_budget(s.fast_available);
+        p.fast_budget_auto = automatic > 0 || s.fast_available > 0;
+        // Nothing left after the reserve still is a budget (of a page): the
+        // verdict then says the machine has no room, rather than planning unlimited.
+        p.fast_budget = p.fast_budget_auto ? std::max<uint64_t>(automatic, 4096) : Ledger::kUnlimited;
+    } else {
+        p.fast_budget = s.fast_budget;
+    }
     p.slow_budget = s.slow_budget == 0 ? Ledger::kUnlimited : s.slow_budget;
     p.experts_total = t.total;
     p.moe_layers = t.moe_layers;
@@ -350,11 +360,20 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     if (t.total > 0)
         slots_text = "expert cache " + std::to_string(slots) + " of " + std::to_string(t.total) + " slots (" +
                      pct(p.cache_fraction) + ")";
+    // An automatic budget says where it came from, so "raise the budget" is
+    // not read as a setting the user made.
+    const std::string auto_text =
+        p.fast_budget_auto ? " (automatic: " + format_bytes(p.fast_available) + " available on this machine minus a " +
+                                 format_bytes(default_budget_reserve(p.fast_available)) + " reserve)"
+                           : std::string();
+    if (!why_not.empty() && p.fast_budget_auto && why_not.find("fast budget") != std::string::npos)
+        why_not += "; the fast budget was automatic" + auto_text +
+                   ": free memory, or set a fast budget explicitly (beyond what is available the system swaps)";
     if (why_not.empty()) {
         p.fits = true;
         std::ostringstream os;
         os << "fits: " << format_bytes(p.fast_total) << " fast"
-           << (limited ? " of " + format_bytes(p.fast_budget) : std::string(" (no budget given)")) << ", "
+           << (limited ? " of " + format_bytes(p.fast_budget) + auto_text : std::string(" (no budget given)")) << ", "
            << format_bytes(p.slow_total) << " slow"
            << (p.slow_budget != Ledger::kUnlimited ? " of " + format_bytes(p.slow_budget) : std::string());
         if (!slots_text.empty()) os << "; " << slots_text;
@@ -395,6 +414,9 @@ std::string Plan::to_table() const {
         if (budget == Ledger::kUnlimited) tail = "no budget";
         else if (total <= budget) tail = "of " + format_bytes(budget) + ", " + format_bytes(budget - total) + " spare";
         else tail = "of " + format_bytes(budget) + ", OVER by " + format_bytes(total - budget);
+        if (t == Tier::Fast && fast_budget_auto)
+            tail += " (automatic: " + format_bytes(fast_available) + " available minus a " +
+                    format_bytes(default_budget_reserve(fast_available)) + " reserve)";
         std::snprintf(line, sizeof line, "%-18s %-5s %12s  %s\n", "total", tier_name(t), format_bytes(total).c_str(),
                       tail.c_str());
         os << line;
@@ -425,7 +447,8 @@ std::string Plan::to_json() const {
     char frac[32];
     std::snprintf(frac, sizeof frac, "%.6g", cache_fraction);
     os << "{\"model\":" << json_str(model) << ",\"fits\":" << (fits ? "true" : "false") << ",\"reason\":" << json_str(reason)
-       << ",\"fast_budget\":" << budget(fast_budget) << ",\"slow_budget\":" << budget(slow_budget)
+       << ",\"fast_budget\":" << budget(fast_budget) << ",\"fast_budget_auto\":" << (fast_budget_auto ? "true" : "false")
+       << ",\"fast_available\":" << fast_available << ",\"slow_budget\":" << budget(slow_budget)
        << ",\"fast_total\":" << fast_total << ",\"slow_total\":" << slow_total
        << ",\"resident_minimum\":" << resident_minimum << ",\"expert_slots\":" << expert_slots
        << ",\"pinned_experts\":" << pinned_experts << ",\"experts_total\":" << experts_total

@@ -52,7 +52,11 @@ struct FfnMatrices;
 namespace strata::memory {
 
 struct PlanSettings {
-    uint64_t fast_budget = 0;            // 0: unlimited (no budget given)
+    // 0: automatic, what the machine has for the fast tier (fast_available)
+    // minus memory::default_budget_reserve, or no budget when fast_available
+    // is 0 (unknown); Ledger::kUnlimited: no budget.
+    uint64_t fast_budget = 0;
+    uint64_t fast_available = 0;         // free RAM (VRAM with a GPU) when planned; 0: unknown
     uint64_t slow_budget = 0;            // 0: unlimited
     double expert_cache_fraction = -1;   // of all routed experts, in (0, 1]; <0: every expert that fits the
                                          // fast budget, or all of them without a budget
@@ -76,6 +80,8 @@ struct Plan {
     std::vector<std::string> notes;  // one per row: what the bytes are
     uint64_t fast_budget = Ledger::kUnlimited;
     uint64_t slow_budget = Ledger::kUnlimited;
+    bool fast_budget_auto = false;   // fast_budget came from fast_available (automatic)
+    uint64_t fast_available = 0;     // what the machine had for the fast tier (0: unknown)
     uint64_t fast_total = 0;         // sum of the fast rows
     uint64_t slow_total = 0;
     uint64_t resident_minimum = 0;   // fewest fast bytes with which the model runs at all

@@ -208,7 +208,15 @@ private Q_SLOTS:
 
         again.resetToDefaults();
         QCOMPARE(again.engine_settings().policy, std::string("lru"));
+        // The defaults come from the machine: an automatic fast budget (0) and
+        // an expert cache of every expert that fits (-1), not a fixed share.
         QCOMPARE(again.engine_settings().fast_budget, uint64_t(0));
+        QCOMPARE(again.engine_settings().expert_cache_fraction, -1.0);
+        QCOMPARE(again.value(QStringLiteral("expert_cache_fraction")).toDouble(), -1.0);
+        QCOMPARE(again.setValue(QStringLiteral("fast_budget"), QStringLiteral("None")), QString());
+        QCOMPARE(again.engine_settings().fast_budget, strata::kNoBudget);
+        QCOMPARE(again.setValue(QStringLiteral("slow_budget"), QStringLiteral("none")), QString());
+        QCOMPARE(again.engine_settings().slow_budget, uint64_t(0));
     }
 
     void settings_recent_models() {

@@ -248,7 +248,18 @@ private Q_SLOTS:
         QCOMPARE(o["experts_total"].toInt(), 16);
         QCOMPARE(o["expert_slots"].toInt(), 4);
         QCOMPARE(o["fits"].toBool(), true);
-        QVERIFY(o["fast_budget"].isNull());
+        // No --fast-budget: automatic, from the RAM available (a number); "none": no budget.
+        QVERIFY(o["fast_budget_auto"].toBool());
+        QVERIFY(o["fast_budget"].toDouble() > 0);
+        QVERIFY(o["fast_available"].toDouble() > o["fast_budget"].toDouble());
+        QVERIFY(o["device"].toString().startsWith("device auto: "));
+        QVERIFY(o["gpus"].isArray());
+        const Run none = cli({"plan", path, "--threads", "1", "--fast-budget", "none", "--json"});
+        QCOMPARE(none.code, 0);
+        QVERIFY(QJsonDocument::fromJson(none.out.toUtf8()).object()["fast_budget"].isNull());
+        const Run zero = cli({"plan", path, "--fast-budget", "0"});
+        QCOMPARE(zero.code, 2);
+        QVERIFY2(zero.err.contains("auto") && zero.err.contains("none"), qPrintable(zero.err));
         qint64 fast = 0;
         for (const QJsonValue r : o["rows"].toArray())
             if (r.toObject()["tier"].toString() == "fast") fast += r.toObject()["bytes"].toInteger();

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "memory/plan.h"
+#include "memory/system_memory.h"
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
@@ -153,6 +154,75 @@ private Q_SLOTS:
         QCOMPARE(p.bytes(Account::WeightsShared) + p.bytes(Account::WeightsRouter) + p.bytes(Account::ExpertsHome),
                  file_tensor_bytes(*moe_));
         reserve_plan(p);
+    }
+
+    // The default budget comes from what the machine has: everything when the
+    // model fits in it, the expert cache that fits when not, and a refusal
+    // that says the budget was automatic when not even the minimum fits.
+    void automatic_budget_from_available_memory() {
+        const Plan everything = make_plan(*moe_, {});
+        const uint64_t GiB = 1ull << 30;
+        PlanSettings s;  // fast_budget 0: automatic
+        s.fast_available = 16 * GiB;
+        const Plan roomy = make_plan(*moe_, s);
+        check_invariants(*moe_, roomy);
+        QVERIFY(roomy.fits);
+        QVERIFY(roomy.fast_budget_auto);
+        QCOMPARE(roomy.fast_available, 16 * GiB);
+        QCOMPARE(roomy.fast_budget, 16 * GiB - default_budget_reserve(16 * GiB));
+        QCOMPARE(roomy.expert_slots, roomy.experts_total);  // fits: fully resident, not a share
+        QVERIFY2(roomy.reason.find("automatic") != std::string::npos, roomy.reason.c_str());
+        QVERIFY(roomy.to_table().find("automatic: 16.00 GiB available") != std::string::npos);
+        QVERIFY(roomy.to_json().find("\"fast_budget_auto\":true") != std::string::npos);
+
+        // Room for the resident part and 5 slots after the reserve.
+        const uint64_t reserve = default_budget_reserve(everything.resident_minimum + 5 * everything.slot_bytes);
+        s.fast_available = everything.resident_minimum + 3 * everything.slot_bytes + reserve + everything.slot_bytes / 2;
+        const Plan tight = make_plan(*moe_, s);
+        check_invariants(*moe_, tight);
+        QVERIFY2(tight.fits, tight.reason.c_str());
+        QCOMPARE(tight.fast_budget, s.fast_available - default_budget_reserve(s.fast_available));
+        QVERIFY(tight.expert_slots > tight.minimum_slots);
+        QVERIFY(tight.expert_slots < tight.experts_total);
+        QVERIFY(tight.fast_total <= tight.fast_budget);
+
+        // The reserve (512 MiB here) leaves half the resident minimum.
+        s.fast_available = 512 * MiB + everything.resident_minimum / 2;
+        const Plan poor = make_plan(*moe_, s);
+        QVERIFY(!poor.fits);
+        QVERIFY2(poor.reason.find("fast budget was automatic") != std::string::npos, poor.reason.c_str());
+        QVERIFY2(poor.reason.find(format_bytes(s.fast_available) + " available") != std::string::npos, poor.reason.c_str());
+
+        s.fast_available = 100 * MiB;  // below the reserve: nothing left, still a budget (not "unlimited")
+        const Plan none_left = make_plan(*moe_, s);
+        QVERIFY(!none_left.fits);
+        QVERIFY(none_left.fast_budget != Ledger::kUnlimited);
+
+        s.fast_budget = Ledger::kUnlimited;  // "none" wins over what is available
+        const Plan unlimited = make_plan(*moe_, s);
+        QVERIFY(unlimited.fits);
+        QVERIFY(!unlimited.fast_budget_auto);
+        QCOMPARE(unlimited.fast_budget, Ledger::kUnlimited);
+
+        s.fast_budget = 0;
+        s.fast_available = 0;  // unknown: no budget, as before
+        QCOMPARE(make_plan(*moe_, s).fast_budget, Ledger::kUnlimited);
+    }
+
+    void system_memory_parsing() {
+        QCOMPARE(parse_meminfo_available("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20971520 kB\n"),
+                 uint64_t{20971520} * 1024);
+        QCOMPARE(parse_meminfo_available("MemTotal: 1 kB\n"), uint64_t{0});
+        QCOMPARE(parse_meminfo_available("MemAvailable: lots kB\n"), uint64_t{0});
+        QCOMPARE(cgroup_room("max\n", "123\n"), uint64_t{0});
+        QCOMPARE(cgroup_room("1000\n", "400\n"), uint64_t{600});
+        QCOMPARE(cgroup_room("1000\n", "4000\n"), uint64_t{1});  // over its limit: known, nothing left
+        QCOMPARE(default_budget_reserve(1ull << 30), uint64_t{512} << 20);
+        QCOMPARE(default_budget_reserve(20ull << 30), uint64_t{2} << 30);
+        QCOMPARE(default_budget_reserve(200ull << 30), uint64_t{4} << 30);
+        QCOMPARE(auto_budget(256ull << 20), uint64_t{0});
+        QCOMPARE(auto_budget(0), uint64_t{0});
+        QVERIFY(available_ram_bytes() > 0);  // Linux: /proc/meminfo is there
     }
 
     void shared_expert_and_quantized() {

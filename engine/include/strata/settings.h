@@ -8,9 +8,16 @@
 
 namespace strata {
 
+// A budget of "none": the tier may take whatever the machine gives.
+inline constexpr uint64_t kNoBudget = UINT64_MAX;
+
 struct EngineSettings {
-    // Tiers. 0 = no budget. The fast tier holds the shared weights, the expert
-    // cache, the KV cache and scratch; the slow tier holds the experts (the file).
+    // Tiers. The fast tier holds the shared weights, the expert cache, the KV
+    // cache and scratch; the slow tier holds the experts (the file).
+    // fast_budget 0 = automatic: the RAM available when the model loads,
+    // minus a reserve (memory/system_memory.h), so a model that fits runs
+    // fully resident and one that does not gets the expert cache that fits;
+    // kNoBudget = none. slow_budget 0 = none.
     uint64_t fast_budget = 0;
     uint64_t slow_budget = 0;
 
