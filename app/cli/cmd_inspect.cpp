@@ -85,8 +85,11 @@ int cmd_inspect(int argc, char** argv) {
                     cpu::numa_summary(p.numa_topology, p.numa).c_str(), p.huge_pages.c_str(),
                     human_bytes(p.fast_total).c_str());
         const backend::DeviceProbe& probe = backend::probe_devices();
-        std::printf("  %s\n  %s\n", backend::describe_probe(probe).c_str(),
-                    backend::choose_device({}, probe, backend::cuda_forward_built()).reason.c_str());
+        std::printf("  %s\n", backend::describe_probe(probe).c_str());
+        for (const backend::GpuInfo& g : probe.gpus)
+            std::printf("  cuda:%d host-to-device %.1f GB/s (pinned, measured now)\n", g.index,
+                        backend::measure_link_gbs(g.index));
+        std::printf("  %s\n", backend::choose_device({}, probe, backend::cuda_forward_built()).reason.c_str());
     }
 
     if (a.flag_set("--metadata")) {

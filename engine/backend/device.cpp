@@ -52,6 +52,12 @@ const DeviceProbe& probe_devices() {
 
 bool cuda_forward_built() { return false; }
 
+double measure_link_gbs(int index) {
+    for (const GpuInfo& g : probe_devices().gpus)
+        if (g.index == index) return cuda::link_gbs(index);
+    return 0;
+}
+
 DeviceChoice choose_device(const DeviceRequest& r, const DeviceProbe& probe, bool cuda_forward_available) {
     DeviceChoice c;
     if (r.mode == DeviceMode::Cpu) {

@@ -54,6 +54,11 @@ struct DeviceChoice {
 };
 DeviceChoice choose_device(const DeviceRequest& r, const DeviceProbe& probe, bool cuda_forward_available);
 
+// The host-to-device rate of GPU `index` over its link (pinned host memory to
+// VRAM, 64 MiB copies timed with events, best of 3), in GB/s; 0 where there is
+// no such GPU or the build has no CUDA. Takes tens of milliseconds.
+double measure_link_gbs(int index);
+
 // One line per GPU: "cuda:0 NVIDIA H200, 139.8 GiB (139.2 GiB free), compute 9.0, 132 SMs".
 std::string describe_gpu(const GpuInfo& g);
 // The whole probe in a few lines (inspect, plan, About).

@@ -3,6 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <exception>
+
+#include "backend/cuda/cuda_runtime.h"
 
 namespace strata::backend::cuda {
 
@@ -68,6 +71,15 @@ DeviceProbe probe() {
     }
     if (p.gpus.empty()) p.why_none = "no CUDA device answered cudaGetDeviceProperties";
     return p;
+}
+
+double link_gbs(int index) {
+    try {
+        set_device(index);
+        return measure_h2d_gbs();
+    } catch (const std::exception&) {
+        return 0;
+    }
 }
 
 }  // namespace strata::backend::cuda

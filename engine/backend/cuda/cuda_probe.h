@@ -9,5 +9,7 @@ namespace strata::backend::cuda {
 
 // Never throws: a machine without a driver or a device gets why_none.
 DeviceProbe probe();
+// backend::measure_link_gbs on this build; never throws (0 on any failure).
+double link_gbs(int index);
 
 }  // namespace strata::backend::cuda

@@ -8,4 +8,6 @@ DeviceProbe probe() {
     return p;
 }
 
+double link_gbs(int) { return 0; }
+
 }  // namespace strata::backend::cuda

@@ -1,0 +1,119 @@
+// The CUDA runtime as the engine uses it: device memory and pinned host memory
+// reserved in the ledger for as long as they live, streams, events, copies,
+// and every error turned into a strata::Error that names the operation. No
+// CUDA header here (handles are the runtime's opaque pointers), so the rest
+// of the engine compiles without the toolkit; only built with STRATA_HAVE_CUDA.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "memory/ledger.h"
+
+struct CUstream_st;
+struct CUevent_st;
+
+namespace strata::backend::cuda {
+
+// Throws strata::Error "CUDA <op> failed: <name> (<text>)" for a non-zero
+// CUDA error code; what = the operation ("cudaMalloc of 1.50 GiB for kv.pages").
+void check(int code, const std::string& what);
+
+// The device this thread works on (cudaSetDevice).
+void set_device(int index);
+// Free and total VRAM of the current device (cudaMemGetInfo).
+void memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
+
+// VRAM, reserved in the ledger (tier, account) before cudaMalloc, released
+// with it. Moves, never copies.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& o) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    void* data() const { return data_; }
+    template <class T>
+    T* as() const { return static_cast<T*>(data_); }
+    uint64_t size() const { return size_; }
+    void reset();
+
+private:
+    memory::Ledger* ledger_ = nullptr;
+    memory::Account account_ = memory::Account::Activations;
+    memory::Tier tier_ = memory::Tier::Fast;
+    void* data_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+// Page-locked host memory (cudaHostAlloc), the experts' home with a GPU:
+// copies from it run at the link's full rate and asynchronously. Reserved in
+// the ledger like DeviceBuffer.
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    PinnedBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes);
+    ~PinnedBuffer();
+    PinnedBuffer(PinnedBuffer&& o) noexcept;
+    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+    uint8_t* data() const { return data_; }
+    uint64_t size() const { return size_; }
+    void reset();
+
+private:
+    memory::Ledger* ledger_ = nullptr;
+    memory::Account account_ = memory::Account::ExpertsHome;
+    memory::Tier tier_ = memory::Tier::Slow;
+    uint8_t* data_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+class Stream {
+public:
+    Stream();  // a non-blocking stream on the current device
+    ~Stream();
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    CUstream_st* get() const { return s_; }
+    void synchronize(const char* what) const;
+
+private:
+    CUstream_st* s_ = nullptr;
+};
+
+class Event {
+public:
+    explicit Event(bool timing = false);
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    CUevent_st* get() const { return e_; }
+    void record(const Stream& s);
+    // Makes `s` wait for this event (the copy stream's load before the compute that reads it).
+    void wait_on(const Stream& s) const;
+    bool done() const;  // cudaEventQuery
+    void synchronize() const;
+    // Milliseconds from `start` to this event (both recorded with timing).
+    float ms_since(const Event& start) const;
+
+private:
+    CUevent_st* e_ = nullptr;
+};
+
+// Copies on a stream; host pointers should be pinned for the copy to be asynchronous.
+void copy_to_device(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what);
+void copy_to_host(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what);
+void copy_on_device(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what);
+
+// The host-to-device rate over the link: `bytes` from pinned memory, timed
+// with events, best of `passes`. GB/s (1e9 bytes per second).
+double measure_h2d_gbs(uint64_t bytes = 64ull << 20, int passes = 3);
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,98 @@
+// The CUDA kernels the forward pass runs on a GPU. Like every kernel here
+// they take pointers (device pointers), sizes and strides, and nothing of the
+// engine; each has a scalar twin in kernels/ref and a test against it
+// (tests/kernels/test_cuda_kernels, label gpu). No CUDA header: a stream is
+// the runtime's opaque handle, declared here as the runtime declares it.
+//
+// Every function launches on `stream` and returns 0, or the CUDA error code of
+// the launch (cudaGetLastError); error_name()/error_string() say what it
+// means. The backend (engine/backend/cuda) turns a non-zero code into a
+// strata::Error naming the op.
+//
+// Activations are F32 rows; weights any core format (QType), decoded element
+// by element exactly as the reference decodes them (dequant_elem.h), with F32
+// accumulation. GPU results differ from the reference by summation order and
+// FMA contraction only, so one relative tolerance holds for every format.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/dequant_elem.h"
+
+struct CUstream_st;
+
+namespace strata::kernels::cuda {
+
+using Stream = CUstream_st*;  // cudaStream_t; nullptr: the legacy default stream
+
+const char* error_name(int code);
+const char* error_string(int code);
+
+// Y[t * y_stride + r] = dot(W row r, X[t * x_stride ..]) for r < rows, t < n.
+// W: rows of row_bytes (cols elements of type t, whole blocks).
+// One token (n = 1) is the GEMV of decode; small batches read each weight
+// once for up to 8 tokens.
+int gemm_q(QType t, const void* w, int64_t row_bytes, int64_t rows, int64_t cols, const float* x, int64_t x_stride,
+           int64_t n, float* y, int64_t y_stride, Stream stream);
+
+// The grouped expert GEMM (ggml's mul_mat_id): groups g < n_groups, each an
+// expert's matrix weights[g] (device pointers to rows x cols of type t) over
+// its tokens, rows [offsets[g], offsets[g+1]) of X (gathered, x_stride apart),
+// into the same rows of Y (y_stride apart). weights and offsets are device
+// arrays; max_group is the largest group's token count (sizes the grid).
+int gemm_q_grouped(QType t, const void* const* weights, int64_t row_bytes, int64_t rows, int64_t cols,
+                   const float* x, int64_t x_stride, const int32_t* offsets, int64_t n_groups, int64_t max_group,
+                   float* y, int64_t y_stride, Stream stream);
+
+// out[i * cols ..] = row ids[i] of W decoded (embedding lookup), i < n.
+int get_rows(QType t, const void* w, int64_t row_bytes, int64_t cols, const int32_t* ids, int64_t n, float* out,
+             Stream stream);
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   for each of `rows` rows of n
+// (w may be null); rows stride apart in x and y.
+int rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride, int64_t rows, int64_t n,
+             float eps, Stream stream);
+
+// RoPE with a per-token table (ref::rope_table made on the host: n_rot floats,
+// cos and sin of each pair): rotates the first n_rot dims of each of n_heads
+// heads (head_dim apart) of each of n_tokens rows (row_stride apart).
+int rope_apply(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+               const float* cs, bool neox, Stream stream);
+
+// y[i] = silu(g[i]) * u[i]
+int swiglu(const float* g, const float* u, float* y, int64_t n, Stream stream);
+// y[i] += x[i]
+int add(float* y, const float* x, int64_t n, Stream stream);
+// y[i] += a * x[i]
+int axpy(float a, const float* x, float* y, int64_t n, Stream stream);
+// y[dst[i] * cols ..] += w[i] * x[i * cols ..] for i < rows (the weighted
+// combine of expert outputs, one row per routed (token, expert)); rows that
+// share a dst are added in i order (one thread walks them), so the sum is
+// deterministic: call it with the rows sorted by router rank.
+int scatter_add_rows(const float* x, const float* w, const int32_t* dst, int64_t rows, int64_t cols, float* y,
+                     Stream stream);
+
+// The router: for each of n_tokens rows of n_expert logits (stride apart),
+// softmax in place, then the k most probable experts best first (ties to the
+// lower id) into ids/w (k per token): ref::router_topk per row.
+int router_topk(float* logits, int64_t stride, int64_t n_tokens, int64_t n_expert, int64_t k, int32_t* ids, float* w,
+                Stream stream);
+
+// Attention over a paged KV cache. K of (block b, kv head h, slot s) is at
+// k + b * block_stride + h * head_stride + s * head_dim (V likewise at v),
+// blocks of block_tokens positions. Token t (of n_tokens) attends with its
+// n_head query heads (q row t, q_stride apart; head j uses kv head
+// j / (n_head / n_head_kv)) to keys 0..n_keys[t]-1 of the sequence whose block
+// table starts at tables + table_offset[t]:
+//   out[t * out_stride + j * head_dim ..] = softmax(q . K * scale) . V
+// head_dim at most 256.
+int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
+                     int64_t head_dim, const float* k, const float* v, int64_t block_tokens, int64_t block_stride,
+                     int64_t head_stride, const int32_t* tables, const int32_t* table_offset, const int32_t* n_keys,
+                     float scale, float* out, int64_t out_stride, Stream stream);
+
+// Reads n 16-byte words and adds them into *sum (the read-bandwidth probe:
+// the device's own roofline for kernel_stream_gbs).
+int read_sum(const void* p, int64_t n16, unsigned long long* sum, Stream stream);
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,187 @@
+// The float ops of a layer on the GPU: RMSNorm, RoPE, SwiGLU, adds, the
+// weighted combine of expert outputs, the router, and the read probe. Each
+// mirrors its kernels/ref twin's arithmetic (ops_ref.cpp) where the order
+// matters to the result.
+#include <cfloat>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace strata::kernels::cuda {
+
+using detail::kWarp;
+
+namespace {
+
+constexpr int kNormThreads = 256;
+
+__global__ void rms_norm_kernel(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                                int64_t n, float eps) {
+    const float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
+    float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += xr[i] * xr[i];
+    __shared__ float partial[kNormThreads / kWarp];
+    sum = detail::warp_sum(sum);
+    if ((threadIdx.x & (kWarp - 1)) == 0) partial[threadIdx.x / kWarp] = sum;
+    __syncthreads();
+    if (threadIdx.x < kWarp) {
+        float s = threadIdx.x < blockDim.x / kWarp ? partial[threadIdx.x] : 0.0f;
+        s = detail::warp_sum(s);
+        if (threadIdx.x == 0) partial[0] = s;
+    }
+    __syncthreads();
+    // As the reference: 1 / sqrt(mean + eps), computed in double.
+    const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(partial[0]) / static_cast<double>(n) + eps));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+}
+
+__global__ void rope_kernel(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads, int64_t head_dim,
+                            int64_t n_rot, const float* cs, bool neox) {
+    const int64_t half = n_rot / 2;
+    const int64_t total = n_tokens * n_heads * half;
+    for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
+         k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t i = k % half;
+        const int64_t h = (k / half) % n_heads;
+        const int64_t t = k / (half * n_heads);
+        const float c = cs[t * n_rot + 2 * i];
+        const float s = cs[t * n_rot + 2 * i + 1];
+        float* v = x + t * row_stride + h * head_dim;
+        const int64_t a = neox ? i : 2 * i;
+        const int64_t b = neox ? i + half : 2 * i + 1;
+        const float x0 = v[a];
+        const float x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+    }
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, float* y, int64_t n) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+__global__ void axpy_kernel(float a, const float* x, float* y, int64_t n, bool plain_add) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        y[i] = plain_add ? y[i] + x[i] : y[i] + a * x[i];
+}
+
+// One thread per column: rows in order, so rows with one destination add up
+// in the caller's order (router rank), whatever the grid.
+__global__ void scatter_add_rows_kernel(const float* x, const float* w, const int32_t* dst, int64_t rows, int64_t cols,
+                                        float* y) {
+    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
+         c += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        for (int64_t i = 0; i < rows; ++i) y[static_cast<int64_t>(dst[i]) * cols + c] += w[i] * x[i * cols + c];
+}
+
+// One thread per token: ref::router_topk (softmax with a double sum, then
+// repeated arg-max, ties to the lower id).
+__global__ void router_topk_kernel(float* logits, int64_t stride, int64_t n_tokens, int64_t n_expert, int64_t k,
+                                   int32_t* ids, float* w) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (t >= n_tokens) return;
+    float* x = logits + t * stride;
+    float mx = x[0];
+    for (int64_t e = 1; e < n_expert; ++e) mx = x[e] > mx ? x[e] : mx;
+    double sum = 0.0;
+    for (int64_t e = 0; e < n_expert; ++e) {
+        x[e] = expf(x[e] - mx);
+        sum += x[e];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < n_expert; ++e) x[e] *= inv;
+    int32_t* id = ids + t * k;
+    float* wt = w + t * k;
+    for (int64_t r = 0; r < k; ++r) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n_expert; ++e) {
+            bool taken = false;
+            for (int64_t j = 0; j < r; ++j) taken |= id[j] == e;
+            if (!taken && (best < 0 || x[e] > x[best])) best = e;
+        }
+        id[r] = best;
+        wt[r] = best >= 0 ? x[best] : 0.0f;
+    }
+}
+
+__global__ void read_sum_kernel(const uint4* p, int64_t n, unsigned long long* out) {
+    unsigned long long acc = 0;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const uint4 v = __ldcs(p + i);  // streaming: read once, not kept in L2
+        acc += static_cast<unsigned long long>(v.x) + v.y + v.z + v.w;
+    }
+    for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & (kWarp - 1)) == 0) atomicAdd(out, acc);
+}
+
+constexpr int kThreads = 256;
+
+}  // namespace
+
+int rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride, int64_t rows, int64_t n,
+             float eps, Stream stream) {
+    if (rows <= 0) return 0;
+    if (rows > INT32_MAX) return static_cast<int>(cudaErrorInvalidValue);
+    rms_norm_kernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(x, x_stride, w, y, y_stride, n, eps);
+    return detail::launched();
+}
+
+int rope_apply(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+               const float* cs, bool neox, Stream stream) {
+    const int64_t total = n_tokens * n_heads * (n_rot / 2);
+    if (total <= 0) return 0;
+    rope_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, stream>>>(x, n_tokens, row_stride, n_heads, head_dim,
+                                                                              n_rot, cs, neox);
+    return detail::launched();
+}
+
+int swiglu(const float* g, const float* u, float* y, int64_t n, Stream stream) {
+    if (n <= 0) return 0;
+    swiglu_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, stream>>>(g, u, y, n);
+    return detail::launched();
+}
+
+int add(float* y, const float* x, int64_t n, Stream stream) {
+    if (n <= 0) return 0;
+    axpy_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, stream>>>(1.0f, x, y, n, true);
+    return detail::launched();
+}
+
+int axpy(float a, const float* x, float* y, int64_t n, Stream stream) {
+    if (n <= 0) return 0;
+    axpy_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, stream>>>(a, x, y, n, false);
+    return detail::launched();
+}
+
+int scatter_add_rows(const float* x, const float* w, const int32_t* dst, int64_t rows, int64_t cols, float* y,
+                     Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    scatter_add_rows_kernel<<<detail::blocks_for(cols, kThreads), kThreads, 0, stream>>>(x, w, dst, rows, cols, y);
+    return detail::launched();
+}
+
+int router_topk(float* logits, int64_t stride, int64_t n_tokens, int64_t n_expert, int64_t k, int32_t* ids, float* w,
+                Stream stream) {
+    if (n_tokens <= 0) return 0;
+    if (n_expert <= 0 || k <= 0 || k > n_expert) return static_cast<int>(cudaErrorInvalidValue);
+    constexpr int kPerBlock = 64;
+    router_topk_kernel<<<detail::blocks_for(n_tokens, kPerBlock, INT32_MAX), kPerBlock, 0, stream>>>(
+        logits, stride, n_tokens, n_expert, k, ids, w);
+    return detail::launched();
+}
+
+int read_sum(const void* p, int64_t n16, unsigned long long* sum, Stream stream) {
+    if (n16 <= 0) return 0;
+    int device = 0, sms = 1;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    read_sum_kernel<<<static_cast<unsigned>(sms * 8), kThreads, 0, stream>>>(static_cast<const uint4*>(p), n16, sum);
+    return detail::launched();
+}
+
+}  // namespace strata::kernels::cuda
