@@ -40,6 +40,14 @@ Dialog {
             Label { text: appInfo.qtVersion; color: Theme.text }
             Label { text: "Engine"; color: Theme.textFaint }
             Label { text: appInfo.engineBuild; color: Theme.text; Layout.fillWidth: true; wrapMode: Text.Wrap }
+            Label { text: "Computing on"; color: Theme.textFaint; visible: telemetry.device !== "" }
+            Label {
+                visible: telemetry.device !== ""
+                text: telemetry.device
+                color: Theme.text
+                Layout.fillWidth: true
+                wrapMode: Text.Wrap
+            }
             Label { text: "Model"; color: Theme.textFaint }
             Label {
                 Layout.fillWidth: true

@@ -21,8 +21,9 @@ int cmd_plan(int argc, char** argv) {
            "with a GPU). Without --expert-cache-fraction or --slots the expert cache gets every slot that fits\n"
            "the fast budget (all experts with --fast-budget none). Exits 0 whether or not the model fits.");
     a.positional("MODEL", "a GGUF model");
-    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 8G; auto: the RAM available now minus a\n"
-             "reserve (a tenth, 512M..4G); none: no budget", "auto");
+    a.option("--device", "", "D", "plan for auto (a GPU when there is one), cpu, cuda or cuda:N", "auto");
+    a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 8G; auto: what is available\n"
+             "now minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget for the experts' home (default: no budget)");
     a.option("--expert-cache-fraction", "", "F", "share of all routed experts that get a cache slot, in (0, 1]");
     a.option("--slots", "", "N", "expert cache slots, pinned included (overrides the fraction)");
@@ -46,7 +47,17 @@ int cmd_plan(int argc, char** argv) {
         return b;
     };
     s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "option --fast-budget");
-    if (s.fast_budget == 0) s.fast_available = memory::available_ram_bytes();
+    backend::DeviceRequest request;
+    if (const std::string err = backend::parse_device(a.str("--device"), &request); !err.empty())
+        throw UsageError("option --device: " + err);
+    const backend::DeviceChoice choice =
+        backend::choose_device(request, backend::probe_devices(), backend::cuda_forward_built());
+    if (!choice.error.empty()) throw UsageError("option --device: " + choice.error);
+    // The fast tier is VRAM on a GPU (its free memory as probed), RAM elsewhere.
+    const bool on_gpu = choice.kind == backend::DeviceMode::Cuda;
+    if (s.fast_budget == 0)
+        s.fast_available = on_gpu ? backend::probe_devices().gpus[static_cast<size_t>(choice.index)].free_bytes
+                                  : memory::available_ram_bytes();
     s.slow_budget = budget("--slow-budget");
     if (a.has("--expert-cache-fraction")) {
         const double inf = std::numeric_limits<double>::infinity();
@@ -64,6 +75,7 @@ int cmd_plan(int argc, char** argv) {
     }
     s.pinned_experts = a.integer("--pinned", 0, std::numeric_limits<int32_t>::max());
     s.transfer_buffers = a.integer("--transfer-buffers", 0, 1 << 16);
+    if (on_gpu) s.transfer_buffers = 0;  // the GPU's expert cache copies straight into its slots
     s.prefetch = !a.flag_set("--no-prefetch");
     s.runtime_reserve = parse_size(a.str("--runtime-reserve"), "option --runtime-reserve");
     const model::ContextParams cp = context_params(a);
@@ -89,7 +101,7 @@ int cmd_plan(int argc, char** argv) {
         throw UsageError(e.what());  // the model loaded, so what is wrong is a setting
     }
     const backend::DeviceProbe& probe = backend::probe_devices();
-    const std::string device = backend::choose_device({}, probe, backend::cuda_forward_built()).reason;
+    const std::string device = choice.reason;
     if (a.flag_set("--json")) {
         std::string j = p.to_json();
         j.pop_back();  // the closing brace: the device joins the plan's object

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "backend/device.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "memory/ledger.h"
@@ -17,8 +18,10 @@ void add_context_options(Args& a) {
 
 void add_engine_options(Args& a) {
     add_context_options(a);
-    a.option("--fast-budget", "", "SIZE", "fast-tier (RAM) budget, e.g. 512M, 4G; auto: the RAM available at load\n"
-             "minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
+    a.option("--device", "", "D", "where the forward pass runs: auto (a GPU when there is one and it passes its\n"
+             "check against the CPU at load), cpu, cuda or cuda:N", "auto");
+    a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 512M, 4G; auto: what is\n"
+             "available at load minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none");
     a.option("--expert-cache-fraction", "", "F", "expert cache size as a fraction (0,1] of all expert bytes");
     a.option("--slots", "", "N", "expert cache size in slots (overrides the fraction)");
@@ -51,6 +54,8 @@ EngineSettings engine_settings(const Args& a) {
     s.n_batch = cp.n_batch;
     s.threads = cp.n_threads;
     s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "--fast-budget");
+    s.device = a.str("--device");
+    if (const std::string err = backend::parse_device(s.device, nullptr); !err.empty()) throw UsageError("--device: " + err);
     if (a.has("--slow-budget")) {
         s.slow_budget = parse_size(a.str("--slow-budget"), "--slow-budget");
         if (s.slow_budget == 0) throw UsageError("--slow-budget: 0 bytes leaves no room for the experts (omit the option for no budget)");

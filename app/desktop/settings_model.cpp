@@ -1,5 +1,7 @@
 #include "settings_model.h"
 
+#include "backend/device.h"
+
 #include <QFileInfo>
 #include <QUrl>
 #include <algorithm>
@@ -85,12 +87,21 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
         return &fields_.last();
     };
     f("fast_budget", "Fast-tier budget", mem, "size", QString(), A::NextLoad,
-      "RAM the engine may hold: shared weights, expert cache, KV cache, scratch. Empty: automatic, the RAM "
-      "available when the model loads minus a reserve (a tenth, 512 MiB to 4 GiB), so a model that fits runs fully "
-      "resident. 'none': no budget.", "automatic");
+      "Memory the engine may hold for shared weights, expert cache, KV cache and scratch: RAM, or VRAM on a GPU. "
+      "Empty: automatic, what is available when the model loads minus a reserve (a tenth, 512 MiB to 4 GiB), so a "
+      "model that fits runs fully resident. 'none': no budget.", "automatic");
     f("slow_budget", "Slow-tier budget", mem, "size", QString(), A::NextLoad,
       "Where the experts live when they are not cached: the model file on a CPU-only machine. A model whose experts "
       "exceed it is refused with the reason. Empty: no budget.", "none");
+    {
+        // auto, cpu, and each GPU this machine has (About says why there is none).
+        QStringList devices = {QStringLiteral("auto"), QStringLiteral("cpu")};
+        for (const backend::GpuInfo& g : backend::probe_devices().gpus) devices << QStringLiteral("cuda:%1").arg(g.index);
+        f("device", "Device", mem, "choice", "auto", A::NextLoad,
+          "Where the model runs. auto: the GPU when there is one (its VRAM is then the fast tier) and it computes what "
+          "the CPU computes on the first tokens; else the CPU. Help > About says which and why.")
+            ->choices = devices;
+    }
     f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096.")
         ->lo = 0;
     fields_.last().hi = 1 << 20;
@@ -284,6 +295,7 @@ EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) con
     const QString sb = v.value(QStringLiteral("slow_budget")).toString();
     if (!sb.isEmpty() && sb != QLatin1String("none") && parse_size(sb, &b, &err)) s.slow_budget = b;
     s.n_ctx = v.value(QStringLiteral("n_ctx")).toLongLong();
+    s.device = v.value(QStringLiteral("device")).toString().toStdString();
     s.threads = int(v.value(QStringLiteral("threads")).toLongLong());
     const double frac = v.value(QStringLiteral("expert_cache_fraction")).toDouble();
     s.expert_cache_fraction = frac < 0 ? -1.0 : frac;

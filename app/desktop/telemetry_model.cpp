@@ -57,7 +57,7 @@ void TelemetryModel::push(const TelemetrySnapshot& s) {
         }
         QVariantMap t;
         t[QStringLiteral("tier")] = QString::fromLatin1(tier);
-        t[QStringLiteral("description")] = QString::fromLatin1(tier[0] == 'f' ? "RAM" : "model file");
+        t[QStringLiteral("description")] = QString::fromStdString(tier[0] == 'f' ? s.fast_tier : s.slow_tier);
         t[QStringLiteral("budget")] = double(tier[0] == 'f' ? s.fast_budget : s.slow_budget);
         t[QStringLiteral("reserved")] = reserved;
         t[QStringLiteral("used")] = used;

@@ -40,6 +40,7 @@ class TelemetryModel : public QObject {
     Q_PROPERTY(double maxHeat READ maxHeat NOTIFY updated)
     // The CPU kernel level and the weight bytes repacked in place for it.
     Q_PROPERTY(QString kernels READ kernels NOTIFY updated)
+    Q_PROPERTY(QString device READ device NOTIFY updated)
     Q_PROPERTY(double repackedBytes READ repackedBytes NOTIFY updated)
     // [{tier, description, budget (0: none), reserved, used, accounts: [{account, reserved, used}]}]
     Q_PROPERTY(QVariantList ledger READ ledger NOTIFY updated)
@@ -77,6 +78,8 @@ public:
     int loadingExperts() const { return loading_; }
     double maxHeat() const { return max_heat_; }
     QString kernels() const { return QString::fromStdString(snap_.kernels); }
+    // Which device computes the loaded model, and why (a GPU that failed its check says so).
+    QString device() const { return QString::fromStdString(snap_.device); }
     double repackedBytes() const { return double(snap_.repacked_bytes); }
     QVariantList ledger() const { return ledger_; }
     QList<qreal> hitRateHistory() const { return hit_hist_; }

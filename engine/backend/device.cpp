@@ -50,7 +50,13 @@ const DeviceProbe& probe_devices() {
     return probe;
 }
 
-bool cuda_forward_built() { return false; }
+bool cuda_forward_built() {
+#ifdef STRATA_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
 
 double measure_link_gbs(int index) {
     for (const GpuInfo& g : probe_devices().gpus)

@@ -64,9 +64,8 @@ std::string describe_gpu(const GpuInfo& g);
 // The whole probe in a few lines (inspect, plan, About).
 std::string describe_probe(const DeviceProbe& p);
 
-// Whether this build can run the forward pass on a GPU. The kernels and the
-// device layer are built wherever nvcc exists; the CUDA forward pass is not
-// written yet, so a GPU is reported but the engine computes on the CPU.
+// Whether this build can run the forward pass on a GPU (built with the CUDA
+// toolkit: backend/cuda/cuda_forward.h).
 bool cuda_forward_built();
 
 }  // namespace strata::backend

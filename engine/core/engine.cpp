@@ -38,6 +38,7 @@ std::string EngineSettings::validate() const {
         return "kv_block_tokens " + std::to_string(kv_block_tokens) + " is out of range (1..4096)";
     if (kv_type != "f32" && kv_type != "q8") return "kv_type '" + kv_type + "' is unknown (use f32 or q8)";
     if (std::string err = cpu::parse_numa_policy(numa, nullptr); !err.empty()) return err;
+    if (std::string err = backend::parse_device(device, nullptr); !err.empty()) return err;
     return "";
 }
 
@@ -119,11 +120,41 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     std::vector<experts::ExpertKey> pinned;
     if (!settings.pin_file.empty()) pinned = read_pin_file(settings.pin_file, m);
 
-    // The device: a GPU is found and reported, the forward pass runs where
-    // choose_device says (the CPU until the CUDA forward pass exists).
+    // The device: auto takes a GPU when there is one (and says why not when not).
+    backend::DeviceRequest request;
+    (void)backend::parse_device(settings.device, &request);  // validate() checked it
     const backend::DeviceChoice device =
-        backend::choose_device({}, backend::probe_devices(), backend::cuda_forward_built());
+        backend::choose_device(request, backend::probe_devices(), backend::cuda_forward_built());
+    if (!device.error.empty()) throw Error(device.error);
     logger("engine")->info("{}", device.reason);
+    eng->device_ = device.reason;
+    if (device.kind == backend::DeviceMode::Cuda) {
+#ifdef STRATA_HAVE_CUDA
+        std::string mismatch;
+        try {
+            load_on_gpu(*eng, path, pinned, device.index, report, &mismatch);
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const std::exception& e) {
+            if (request.mode == backend::DeviceMode::Cuda) throw;  // asked for the GPU: say why it failed
+            mismatch = e.what();
+        }
+        if (mismatch.empty()) {
+            eng->finish_load(path, report);
+            return eng;
+        }
+        // Never compute wrong text: the CPU computes, and the log, About and
+        // the snapshot say why.
+        logger("engine")->warn("{}: the GPU failed its check ({}); computing on the CPU instead", path, mismatch);
+        eng.reset();
+        EngineSettings cpu = settings;
+        cpu.device = "cpu";
+        std::unique_ptr<Engine> on_cpu = load(path, cpu, progress);
+        on_cpu->device_ = "device auto: the CPU, because the GPU (" + device.reason.substr(device.reason.find(':') + 2) +
+                          ") failed its check: " + mismatch;
+        return on_cpu;
+#endif
+    }
 
     report("planning", 0.02);
     eng->plan_ = memory::make_plan(m, plan_settings(settings, static_cast<int64_t>(pinned.size())));
@@ -186,10 +217,19 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
         eng->store_ = std::make_unique<experts::ExpertStore>(m, ledger, memory::Tier::Fast, ss);
         eng->ctx_->set_expert_provider(eng->store_.get());
     }
+    eng->finish_load(path, report);
+    return eng;
+}
+
+void Engine::finish_load(const std::string& path, const std::function<void(std::string_view, double)>& report) {
+    const model::Model& m = *model_;
+    const model::ModelConfig& c = m.config();
+    const EngineSettings& settings = settings_;
+    Engine* eng = this;
     // Everything the engine computes with is now out of the mapping.
     m.file().drop_pages();
 
-    Engine* self = eng.get();
+    Engine* self = eng;
     eng->recent_.reserve(kRecentMax);
     eng->heat_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 1)), 0.0f);
     eng->ctx_->set_routing_observer([self](const model::RoutingEvent& e) { self->on_route(e); });
@@ -201,7 +241,6 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     }
     eng->set_prefetch(settings.prefetch, settings.prefetch_width);
     report("ready", 1.0);
-    return eng;
 }
 
 Engine::~Engine() {
@@ -334,8 +373,8 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     std::lock_guard<std::mutex> lock(tele_mu_);
     tokens_ += n_tokens;
     compute_seconds_ += seconds;
-    if (!store_) return;
-    const experts::ExpertStoreStats st = store_->stats();
+    if (!store_ && !gpu_experts()) return;
+    const experts::ExpertStoreStats st = expert_stats();
     if (recent_.size() >= kRecentMax) recent_.erase(recent_.begin());
     recent_.push_back({st.demanded - last_stats_.demanded, st.hits - last_stats_.hits, n_tokens});
     last_stats_ = st;
@@ -346,26 +385,51 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(drop));
 }
 
+Error Engine::no_cache_error() const {
+    if (gpu_experts())
+        return Error("the GPU's expert cache is sized when the model loads: change the setting and reload the model");
+    return Error("this model has no experts to cache");
+}
+
+const model::DeviceForward* Engine::gpu_experts() const {
+    const model::DeviceForward* d = ctx_ ? ctx_->device() : nullptr;
+    return d && model_->config().n_expert > 0 ? d : nullptr;
+}
+
+experts::ExpertStoreStats Engine::expert_stats() const {
+    if (store_) return store_->stats();
+    experts::ExpertStoreStats st;
+    if (const model::DeviceForward* gpu = gpu_experts()) {
+        const model::DeviceExpertStats ds = gpu->expert_stats();
+        st.demanded = ds.demanded;
+        st.hits = ds.hits;
+        st.demand_loads = ds.demanded - ds.hits;
+        st.bytes_loaded = ds.bytes_loaded;
+        st.stall_seconds = ds.stall_seconds;
+    }
+    return st;
+}
+
 void Engine::set_expert_slots(int64_t slots) {
-    if (!store_) throw Error("this model has no experts to cache");
+    if (!store_) throw no_cache_error();
     store_->set_slots(slots);
     install_lookahead();  // prefetch matters again (or no longer) at this size
 }
 
 void Engine::set_expert_cache_fraction(double fraction) {
     if (!(fraction > 0.0 && fraction <= 1.0)) throw Error("expert cache fraction must be in (0, 1]");
-    if (!store_) throw Error("this model has no experts to cache");
+    if (!store_) throw no_cache_error();
     set_expert_slots(std::max<int64_t>(1, std::llround(fraction * static_cast<double>(store_->experts_total()))));
 }
 
 void Engine::set_policy(const std::string& policy) {
-    if (!store_) throw Error("this model has no experts to cache");
+    if (!store_) throw no_cache_error();
     store_->set_policy(policy == "pinned" ? "lru" : policy);
     settings_.policy = policy;
 }
 
 void Engine::set_pin_file(const std::string& path) {
-    if (!store_) throw Error("this model has no experts to cache");
+    if (!store_) throw no_cache_error();
     store_->set_pinned(path.empty() ? std::vector<experts::ExpertKey>{} : read_pin_file(path, *model_));
     settings_.pin_file = path;
 }
@@ -400,7 +464,7 @@ void Engine::wait_idle() {
 }
 
 uint64_t Engine::repacked_bytes() const {
-    return resident_->repacked_bytes() + (store_ ? store_->stats().bytes_repacked : 0);
+    return (resident_ ? resident_->repacked_bytes() : 0) + (store_ ? store_->stats().bytes_repacked : 0);
 }
 
 TelemetrySnapshot Engine::snapshot() const {
@@ -422,6 +486,30 @@ TelemetrySnapshot Engine::snapshot() const {
     }
     t.n_layer = c.n_layer;
     t.n_expert = c.n_expert;
+    t.device = device_;
+    t.fast_tier = ledger_.description(memory::Tier::Fast);
+    t.slow_tier = ledger_.description(memory::Tier::Slow);
+    if (const model::DeviceForward* gpu = gpu_experts()) {
+        // The GPU's expert cache: its counts, and residency per (layer, expert).
+        const experts::ExpertStoreStats st = expert_stats();
+        const model::DeviceExpertStats ds = gpu->expert_stats();
+        t.hit_rate_total = st.hit_rate();
+        t.bytes_loaded = st.bytes_loaded;
+        t.bytes_loaded_per_token = t.tokens_processed ? double(st.bytes_loaded) / double(t.tokens_processed) : 0.0;
+        t.stall_fraction = t.compute_seconds > 0 ? std::min(1.0, st.stall_seconds / t.compute_seconds) : 0.0;
+        t.expert_slots = ds.slots;
+        t.expert_slot_bytes = ds.slot_bytes;
+        t.policy = settings_.policy;
+        t.residency.assign(static_cast<size_t>(c.n_layer * c.n_expert), 0);
+        std::vector<uint8_t> mask(static_cast<size_t>(c.n_expert));
+        for (const model::LayerWeights& L : model_->weights().layers) {
+            if (L.ffn != model::FfnKind::Moe) continue;
+            gpu->resident_mask(L.index, mask.data(), c.n_expert);
+            for (int64_t e = 0; e < c.n_expert; ++e)
+                t.residency[static_cast<size_t>(L.index * c.n_expert + e)] =
+                    mask[static_cast<size_t>(e)] ? static_cast<uint8_t>(experts::Residency::Resident) : 0;
+        }
+    }
     if (store_) {
         const experts::ExpertStoreStats st = store_->stats();
         t.hit_rate_total = st.hit_rate();

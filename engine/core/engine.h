@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/error.h"
 #include "core/resident_weights.h"
 #include "experts/expert_store.h"
 #include "memory/ledger.h"
@@ -100,8 +101,23 @@ public:
     // transfer threads to go idle.
     void wait_idle();
 
+    // Which device computes and why ("device auto: the CPU, because ...").
+    const std::string& device() const { return device_; }
+    // The expert cache's counts, from the CPU's expert store or the GPU's cache.
+    experts::ExpertStoreStats expert_stats() const;
+
 private:
     Engine() = default;
+    using Report = std::function<void(std::string_view stage, double fraction)>;
+    // What every load does once the forward pass exists: observers, trace, prefetch.
+    void finish_load(const std::string& path, const Report& report);
+    // The GPU's part of load(): plan against VRAM, the KV tables, the CUDA
+    // forward pass, then its self-check against the CPU, whose mismatch goes
+    // to *mismatch (the caller then loads on the CPU). engine_gpu.cpp.
+    const model::DeviceForward* gpu_experts() const;  // the GPU forward pass of a MoE model, else null
+    Error no_cache_error() const;
+    static void load_on_gpu(Engine& eng, const std::string& path, const std::vector<experts::ExpertKey>& pinned,
+                            int device, const Report& report, std::string* mismatch);
     void on_route(const model::RoutingEvent& e);
     void on_lookahead(const model::LookaheadEvent& e);
     void on_step(int64_t n_tokens, double seconds);
@@ -117,6 +133,7 @@ private:
     void install_lookahead();
 
     EngineSettings settings_;
+    std::string device_;
     std::unique_ptr<model::Model> model_;
     memory::Plan plan_;
     memory::Ledger ledger_;

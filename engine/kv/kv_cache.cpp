@@ -70,14 +70,16 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     data_bytes_ = p_.data_bytes();
     // One mapping for the whole pool; from 2 MiB up it is huge-page advised
     // (the plan rounds kv.pages the same way: reserved_bytes in memory/plan.cpp).
-    pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
-                                  /*huge_pages=*/true, /*zero=*/true);
-    // Commit every page now, as llama.cpp clears its KV buffer at load. A
-    // block's pieces lie in 2 x layers x KV heads different pages, so where
-    // the kernel hands out 4 KiB pages a new block cost ~100 page faults in
-    // the decode step that first wrote it: up to 3% of the 1.2B Q4_0 model's
-    // decode time over 160 tokens (measured with cycle counters).
-    pool_.fill_zero();
+    if (p_.host_storage) {
+        pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
+                                      /*huge_pages=*/true, /*zero=*/true);
+        // Commit every page now, as llama.cpp clears its KV buffer at load. A
+        // block's pieces lie in 2 x layers x KV heads different pages, so where
+        // the kernel hands out 4 KiB pages a new block cost ~100 page faults in
+        // the decode step that first wrote it: up to 3% of the 1.2B Q4_0 model's
+        // decode time over 160 tokens (measured with cycle counters).
+        pool_.fill_zero();
+    }
     blocks_.resize(static_cast<size_t>(p_.n_blocks));
     uint64_t nb = 1;
     while (nb < static_cast<uint64_t>(p_.n_blocks) * 2) nb <<= 1;
@@ -91,7 +93,7 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
 }
 
 KvCache::~KvCache() {
-    if (ledger_) ledger_->set_used(memory::Account::KvPages, tier_, 0);
+    if (ledger_ && p_.host_storage) ledger_->set_used(memory::Account::KvPages, tier_, 0);
 }
 
 KvStats KvCache::stats() const {
@@ -109,6 +111,7 @@ KvStats KvCache::stats() const {
 }
 
 void KvCache::update_ledger() {
+    if (!p_.host_storage) return;  // the device that holds the data accounts for it
     const uint64_t in_use = static_cast<uint64_t>(p_.n_blocks - static_cast<int64_t>(free_.size()));
     ledger_->set_used(memory::Account::KvPages, tier_, std::min(in_use * block_bytes_, pool_.reserved_bytes()));
 }
@@ -316,7 +319,13 @@ int64_t KvCache::attach_prefix(SeqId s, std::span<const int32_t> prompt) {
 
 // --- K/V data ----------------------------------------------------------------
 
+const std::vector<int32_t>& KvCache::blocks(SeqId s) const { return seq(s).blocks; }
+
 void KvCache::copy_block(int32_t from, int32_t to) {
+    if (!p_.host_storage) {
+        if (copier_) copier_(from, to);
+        return;
+    }
     const uint64_t piece = p_.piece_bytes();
     for (int64_t layer = 0; layer < p_.n_layer; ++layer)
         for (int which = 0; which < 2; ++which)
@@ -417,11 +426,13 @@ void KvCache::write_head(Row r, int64_t layer, int64_t head, const float* k, con
 }
 
 void KvCache::write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v) {
+    if (!p_.host_storage) throw Error("this KV cache keeps no K/V data on the host (a device holds it)");
     const Row r = row(s, pos);
     for (int64_t h = 0; h < p_.n_head_kv; ++h) write_head(r, layer, h, k + h * p_.head_dim, v + h * p_.head_dim);
 }
 
 void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const {
+    if (!p_.host_storage) throw Error("this KV cache keeps no K/V data on the host (a device holds it)");
     const Seq& q = seq(s);
     const int32_t block = q.blocks[static_cast<size_t>(pos / p_.block_tokens)];
     const int64_t slot = pos % p_.block_tokens;

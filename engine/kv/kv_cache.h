@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <span>
@@ -57,6 +58,11 @@ struct KvCacheParams {
     int64_t block_tokens = 16;
     int64_t n_blocks = 0;
     KvType type = KvType::F32;
+    // false: the cache keeps the block tables, sequences and prefix sharing
+    // only, and a device holds the K/V data (the CUDA backend's VRAM pool,
+    // indexed by the same block ids). No host pool is allocated or put in the
+    // ledger, and the data calls (write, attend, read) must not be used.
+    bool host_storage = true;
 
     // Bytes of one piece: a block's positions of one layer's K or V for one KV head.
     uint64_t piece_bytes() const { return static_cast<uint64_t>(block_tokens * head_dim) * (type == KvType::Q8 ? 1 : 4); }
@@ -170,6 +176,13 @@ public:
     // Reads one position back as floats (tests, debugging).
     void read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const;
 
+    // A sequence's blocks in position order (its block table), for a device
+    // that keeps the K/V data of those blocks itself.
+    const std::vector<int32_t>& blocks(SeqId s) const;
+    // Without host storage: called when the cache copies block `from` into
+    // `to` (copy-on-write of a shared block), so the device copies its data.
+    void set_block_copier(std::function<void(int32_t from, int32_t to)> copier) { copier_ = std::move(copier); }
+
 private:
     struct Seq {
         bool live = false;
@@ -230,6 +243,7 @@ private:
     std::vector<Seq> seqs_;
     std::vector<SeqId> free_seq_ids_;
     uint64_t prefix_tokens_reused_ = 0;
+    std::function<void(int32_t, int32_t)> copier_;
 };
 
 }  // namespace strata::kv

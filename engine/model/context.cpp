@@ -44,9 +44,10 @@ constexpr int64_t kRegionGrainRows = 48;
 }  // namespace
 
 Context::Context(const Model& model, const ContextParams& params, const ModelWeights* weights, ExpertProvider* experts,
-                 kv::KvCache* kv)
+                 kv::KvCache* kv, std::unique_ptr<DeviceForward> device)
     : model_(model),
       cfg_(model.config()),
+      device_(std::move(device)),
       weights_(weights ? *weights : model.weights()),
       mapped_(weights_),
       experts_(experts ? experts : &mapped_) {
@@ -578,6 +579,17 @@ void Context::rows_product(const Matrix& W, const float* X, const uint8_t* act, 
 }
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
+    if (device_) {
+        DeviceChunk chunk;
+        chunk.tokens = tokens;
+        chunk.n = n;
+        chunk.seqs = tok_seq_.data();
+        chunk.pos = tok_pos_.data();
+        chunk.want = want;
+        chunk.logits = logits_out;
+        device_->run(chunk, *kv_, observer_, lookahead_);
+        return;
+    }
     const ModelConfig& c = cfg_;
     const ModelWeights& w = weights_;
     const int64_t d = c.n_embd;

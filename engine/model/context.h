@@ -35,6 +35,7 @@
 
 #include "kv/kv_cache.h"
 #include "model/decode_profile.h"
+#include "model/device_forward.h"
 #include "model/expert_provider.h"
 #include "model/model.h"
 
@@ -70,31 +71,6 @@ struct ContextParams {
 kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_t block_tokens = 16,
                                   kv::KvType type = kv::KvType::F32);
 
-// What the router chose for one token in one MoE layer.
-struct RoutingEvent {
-    int64_t layer;
-    int64_t pos;               // position of the token in its sequence
-    const int32_t* experts;    // n_used expert ids, best first
-    const float* weights;      // their combine weights
-    int64_t n_used;
-    const float* probs;        // softmax over all n_expert experts
-    int64_t n_expert;
-    kv::SeqId seq = 0;         // the token's sequence
-};
-using RoutingObserver = std::function<void(const RoutingEvent&)>;
-
-// Cross-layer lookahead: the next MoE layer's router applied to the residual
-// stream as it enters this layer's FFN (normalised with the next layer's FFN
-// norm), one layer before that router runs. What a prefetcher can know early.
-struct LookaheadEvent {
-    int64_t layer;             // the MoE layer being predicted
-    int64_t pos;
-    const float* probs;        // predicted softmax over its n_expert experts
-    int64_t n_expert;
-    kv::SeqId seq = 0;
-};
-using LookaheadObserver = std::function<void(const LookaheadEvent&)>;
-
 // Before every decode() call (how many tokens it will run), and after it (how
 // many it ran and how long it took).
 using StepBeginObserver = std::function<void(int64_t n_tokens)>;
@@ -107,8 +83,11 @@ public:
     // may be an expert cache; `kv` (default: one of its own, for one sequence
     // of n_ctx tokens) may be a shared paged cache sized for many sequences.
     // All must outlive the context.
+    // `device` (default: none, the CPU computes) runs every chunk on another
+    // device (DeviceForward); the context then keeps only the bookkeeping.
     Context(const Model& model, const ContextParams& params, const ModelWeights* weights = nullptr,
-            ExpertProvider* experts = nullptr, kv::KvCache* kv = nullptr);
+            ExpertProvider* experts = nullptr, kv::KvCache* kv = nullptr,
+            std::unique_ptr<DeviceForward> device = nullptr);
     ~Context();
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
@@ -154,6 +133,9 @@ public:
     // fills in each thread's time inside parallel regions (decode_profile.h).
     // `p` is reset (one entry per compute thread) and must outlive the profiling.
     void set_profile(DecodeProfile* p);
+
+    // The device that computes the forward pass (null: the CPU).
+    DeviceForward* device() const { return device_.get(); }
 
     // Bytes of the KV pool (its own or the shared one) and of the forward-pass scratch.
     uint64_t kv_bytes() const { return kv_->pool_bytes(); }
@@ -234,6 +216,7 @@ private:
 
     const Model& model_;
     const ModelConfig& cfg_;
+    std::unique_ptr<DeviceForward> device_;
     const ModelWeights& weights_;
     MappedExperts mapped_;
     ExpertProvider* experts_;

@@ -72,6 +72,20 @@ int axpy(float a, const float* x, float* y, int64_t n, Stream stream);
 int scatter_add_rows(const float* x, const float* w, const int32_t* dst, int64_t rows, int64_t cols, float* y,
                      Stream stream);
 
+// y[r * stride + c] += b[c] for r < rows, c < cols (a projection's bias).
+int add_bias(float* y, int64_t stride, const float* b, int64_t rows, int64_t cols, Stream stream);
+// y[r * cols ..] += g[r] * x[r * cols ..], g[r] = sigmoid(gate_logits[r]) (1
+// when gate_logits is null): the shared expert's gated add.
+int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t cols, float* y, Stream stream);
+
+// Stores n tokens' keys and values (rows of n_head_kv * head_dim, k_stride
+// and v_stride apart) into a paged pool: token t's head h goes to
+// k_pool + block[t] * block_stride + h * head_stride + slot[t] * head_dim
+// (v_pool likewise), the layout attention_paged reads.
+int kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t n, int64_t n_head_kv,
+             int64_t head_dim, float* k_pool, float* v_pool, int64_t block_stride, int64_t head_stride,
+             const int32_t* block, const int32_t* slot, Stream stream);
+
 // The router: for each of n_tokens rows of n_expert logits (stride apart),
 // softmax in place, then the k most probable experts best first (ties to the
 // lower id) into ids/w (k per token): ref::router_topk per row.

@@ -78,6 +78,36 @@ __global__ void scatter_add_rows_kernel(const float* x, const float* w, const in
         for (int64_t i = 0; i < rows; ++i) y[static_cast<int64_t>(dst[i]) * cols + c] += w[i] * x[i * cols + c];
 }
 
+__global__ void add_bias_kernel(float* y, int64_t stride, const float* b, int64_t rows, int64_t cols) {
+    const int64_t total = rows * cols;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        y[(i / cols) * stride + i % cols] += b[i % cols];
+}
+
+__global__ void gated_add_kernel(const float* x, const float* gate_logits, int64_t rows, int64_t cols, float* y) {
+    const int64_t total = rows * cols;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const float g = gate_logits ? 1.0f / (1.0f + expf(-gate_logits[i / cols])) : 1.0f;
+        y[i] += g * x[i];
+    }
+}
+
+__global__ void kv_store_kernel(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t n,
+                                int64_t n_head_kv, int64_t head_dim, float* k_pool, float* v_pool,
+                                int64_t block_stride, int64_t head_stride, const int32_t* block, const int32_t* slot) {
+    const int64_t kv_dim = n_head_kv * head_dim;
+    const int64_t total = n * kv_dim;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t t = i / kv_dim, e = i % kv_dim, h = e / head_dim, d = e % head_dim;
+        const int64_t off = static_cast<int64_t>(block[t]) * block_stride + h * head_stride + slot[t] * head_dim + d;
+        k_pool[off] = k[t * k_stride + e];
+        v_pool[off] = v[t * v_stride + e];
+    }
+}
+
 // One thread per token: ref::router_topk (softmax with a double sum, then
 // repeated arg-max, ties to the lower id).
 __global__ void router_topk_kernel(float* logits, int64_t stride, int64_t n_tokens, int64_t n_expert, int64_t k,
@@ -162,6 +192,27 @@ int scatter_add_rows(const float* x, const float* w, const int32_t* dst, int64_t
                      Stream stream) {
     if (rows <= 0 || cols <= 0) return 0;
     scatter_add_rows_kernel<<<detail::blocks_for(cols, kThreads), kThreads, 0, stream>>>(x, w, dst, rows, cols, y);
+    return detail::launched();
+}
+
+int add_bias(float* y, int64_t stride, const float* b, int64_t rows, int64_t cols, Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    add_bias_kernel<<<detail::blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, stride, b, rows, cols);
+    return detail::launched();
+}
+
+int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t cols, float* y, Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    gated_add_kernel<<<detail::blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(x, gate_logits, rows, cols, y);
+    return detail::launched();
+}
+
+int kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t n, int64_t n_head_kv,
+             int64_t head_dim, float* k_pool, float* v_pool, int64_t block_stride, int64_t head_stride,
+             const int32_t* block, const int32_t* slot, Stream stream) {
+    if (n <= 0) return 0;
+    kv_store_kernel<<<detail::blocks_for(n * n_head_kv * head_dim, kThreads), kThreads, 0, stream>>>(
+        k, k_stride, v, v_stride, n, n_head_kv, head_dim, k_pool, v_pool, block_stride, head_stride, block, slot);
     return detail::launched();
 }
 

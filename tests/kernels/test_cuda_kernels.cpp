@@ -252,6 +252,53 @@ private Q_SLOTS:
         }
     }
 
+    void bias_gate_and_kv_store() {
+        std::mt19937 rng(17);
+        Dev dev;
+        const int64_t rows = 3, cols = 70, stride = 80;
+        std::vector<float> y = random_floats(rng, size_t(rows * stride));
+        const std::vector<float> b = random_floats(rng, size_t(cols));
+        float* dy = dev.up(y);
+        dev.ok(kc::add_bias(dy, stride, dev.up(b), rows, cols, dev.stream.get()), "add_bias");
+        std::vector<float> got = dev.down(dy, y.size());
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < stride; ++c)
+                QCOMPARE(got[size_t(r * stride + c)], y[size_t(r * stride + c)] + (c < cols ? b[size_t(c)] : 0.0f));
+
+        // Gated: sigmoid of a per-row logit, and ungated (null logits).
+        const std::vector<float> x = random_floats(rng, size_t(rows * cols)), g = random_floats(rng, size_t(rows), -3, 3);
+        std::vector<float> acc = random_floats(rng, size_t(rows * cols));
+        float* da = dev.up(acc);
+        dev.ok(kc::gated_add(dev.up(x), dev.up(g), rows, cols, da, dev.stream.get()), "gated_add");
+        dev.ok(kc::gated_add(dev.up(x), nullptr, rows, cols, da, dev.stream.get()), "gated_add");
+        got = dev.down(da, acc.size());
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+                const size_t i = size_t(r * cols + c);
+                const float want = (acc[i] + 1.0f / (1.0f + std::exp(-g[size_t(r)])) * x[i]) + x[i];
+                QVERIFY(close(got[i], want, 1e-6f * (1 + std::fabs(want))));
+            }
+
+        // kv_store then attention_paged reads what was stored: tokens to (block, slot).
+        const int64_t n = 4, n_kv = 2, hd = 32, bt = 8, blocks = 5, head_stride = bt * hd, block_stride = n_kv * head_stride;
+        const std::vector<float> k = random_floats(rng, size_t(n * n_kv * hd)), v = random_floats(rng, size_t(n * n_kv * hd));
+        const std::vector<int32_t> blk = {3, 3, 0, 4}, slot = {0, 7, 5, 1};
+        float* kp = dev.zeros<float>(size_t(blocks * block_stride));
+        float* vp = dev.zeros<float>(size_t(blocks * block_stride));
+        dev.ok(kc::kv_store(dev.up(k), n_kv * hd, dev.up(v), n_kv * hd, n, n_kv, hd, kp, vp, block_stride, head_stride,
+                            dev.up(blk), dev.up(slot), dev.stream.get()),
+               "kv_store");
+        const std::vector<float> kh = dev.down(kp, size_t(blocks * block_stride));
+        const std::vector<float> vh = dev.down(vp, size_t(blocks * block_stride));
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t h = 0; h < n_kv; ++h)
+                for (int64_t d = 0; d < hd; ++d) {
+                    const size_t at = size_t(blk[size_t(t)] * block_stride + h * head_stride + slot[size_t(t)] * hd + d);
+                    QCOMPARE(kh[at], k[size_t(t * n_kv * hd + h * hd + d)]);
+                    QCOMPARE(vh[at], v[size_t(t * n_kv * hd + h * hd + d)]);
+                }
+    }
+
     void router_topk_matches_reference() {
         std::mt19937 rng(9);
         Dev dev;

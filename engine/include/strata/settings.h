@@ -50,6 +50,11 @@ struct EngineSettings {
 
     std::string trace_file;            // record a routing trace here (empty: off)
 
+    // Where the forward pass runs: auto (a GPU when there is one), cpu,
+    // cuda or cuda:N. A GPU that fails its first-load check against the CPU
+    // is not used (auto falls back to the CPU and says why).
+    std::string device = "auto";
+
     // Empty when valid, else one line naming the field and the allowed values.
     std::string validate() const;
 };

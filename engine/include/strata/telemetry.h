@@ -42,6 +42,9 @@ struct TelemetrySnapshot {
     std::vector<uint8_t> residency;
 
     std::vector<LedgerEntry> ledger;
+    std::string fast_tier = "RAM";        // what the tiers are: "RAM", "VRAM (NVIDIA H200)"
+    std::string slow_tier = "model file"; // "model file", "pinned host RAM"
+    std::string device;                   // which device computes and why (Engine::device)
     uint64_t fast_budget = 0;           // 0 = none
     uint64_t slow_budget = 0;
 

@@ -1,0 +1,782 @@
+#include "backend/cuda/cuda_forward.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_runtime.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "experts/cache_policy.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+
+namespace strata::backend::cuda {
+
+namespace kc = kernels::cuda;
+using memory::Account;
+using memory::Tier;
+
+namespace {
+
+struct DevMat {
+    kc::QType type = kc::QType::F32;
+    const void* data = nullptr;
+    int64_t rows = 0, cols = 0, row_bytes = 0;
+    explicit operator bool() const { return data != nullptr; }
+};
+
+struct DevFfn {
+    DevMat gate, up, down;
+};
+
+struct DevLayer {
+    int64_t index = 0;
+    model::FfnKind ffn = model::FfnKind::Dense;
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;
+    DevMat wq, wk, wv, wo;
+    DevFfn dense;
+    DevMat router;
+    int64_t n_ff_expert = 0;
+    std::vector<DevFfn> experts;  // every routed expert in VRAM; empty when they go through the cache
+    DevFfn shared;
+    DevMat shared_gate;           // 1 x n_embd F32: the shared expert's gate logit per token
+};
+
+// One expert's matrices at a slot base: gate | up | down, each rows * row_bytes.
+DevFfn ffn_at(const uint8_t* base, const model::FfnMatrices& f) {
+    DevFfn d;
+    uint64_t off = 0;
+    auto one = [&](const model::Matrix& m) {
+        DevMat x{static_cast<kc::QType>(m.type), base + off, m.rows, m.cols, static_cast<int64_t>(m.row_bytes)};
+        off += m.slab_bytes();
+        return x;
+    };
+    d.gate = one(f.gate);
+    d.up = one(f.up);
+    d.down = one(f.down);
+    return d;
+}
+
+uint64_t ffn_bytes(const model::FfnMatrices& f) { return f.gate.slab_bytes() + f.up.slab_bytes() + f.down.slab_bytes(); }
+
+class CudaForward final : public model::DeviceForward {
+public:
+    CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o);
+    ~CudaForward() override;
+
+    void run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
+             const model::LookaheadObserver& lookahead) override;
+    std::string name() const override { return name_; }
+    model::DeviceExpertStats expert_stats() const override { return stats_; }
+    void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const override;
+
+private:
+    // --- loading ---
+    const void* upload_bytes(const void* host, uint64_t bytes, Account a, const char* what);
+    DevMat upload(const model::Matrix& m, Account a);
+    const float* upload_vector(const std::vector<float>& v);
+    void load_experts(const CudaForwardOptions& o);
+
+    // --- the pass ---
+    void ok(int code, const char* op, int64_t layer = -1) const;
+    void gemm(const DevMat& w, const float* x, int64_t n, float* y, const char* op, int64_t layer);
+    void attention(const DevLayer& L, int64_t n);
+    void ffn_dense(const DevFfn& f, const float* x, int64_t n, float* y, int64_t ff, int64_t layer);
+    void ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing);
+    void lookahead(const DevLayer& next, const model::DeviceChunk& c, const model::LookaheadObserver& obs);
+    // The expert cache: makes `keys` resident (loading the missing ones on the
+    // copy stream, ordered before the compute that follows) and returns their
+    // matrices; `keys` must fit the slots together.
+    void make_resident(const std::vector<int32_t>& experts, int64_t layer, std::vector<DevFfn>* out);
+    int32_t take_slot(const std::vector<uint32_t>& in_use);
+
+    template <class T>
+    T* scratch(uint64_t count, const char* what) {
+        bufs_.emplace_back(ledger_, Account::Activations, Tier::Fast, std::max<uint64_t>(count, 1) * sizeof(T));
+        (void)what;
+        return bufs_.back().as<T>();
+    }
+    template <class T>
+    void put(T* dst, const std::vector<T>& src, size_t n) {
+        copy_to_device(dst, src.data(), n * sizeof(T), compute_, "copying step data to the GPU");
+    }
+
+    const model::Model& model_;
+    const model::ModelConfig& cfg_;
+    memory::Ledger& ledger_;
+    std::string name_;
+    int device_ = 0;
+    int64_t n_batch_ = 0;
+    int64_t n_used_ = 0;
+    int64_t ff_max_ = 0;
+    Stream compute_;
+    Stream copy_;
+
+    std::vector<DeviceBuffer> weights_;   // every uploaded tensor
+    std::vector<DeviceBuffer> bufs_;      // scratch
+    std::unordered_map<const void*, const void*> uploaded_;  // host tensor -> its device copy (tied embeddings)
+    DevMat tok_embd_, output_;
+    const float* output_norm_ = nullptr;
+    std::vector<DevLayer> layers_;
+
+    // KV pool: [block][layer][K|V][kv head][slot][head_dim] floats.
+    DeviceBuffer kv_pool_;
+    int64_t kv_block_tokens_ = 0, kv_head_stride_ = 0, kv_layer_stride_ = 0, kv_block_stride_ = 0;
+
+    // Device scratch, sized for n_batch tokens.
+    float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr;
+    float *router_ = nullptr, *route_w_ = nullptr, *look_ = nullptr, *look_w_ = nullptr;
+    float *xe_ = nullptr, *ge_ = nullptr, *ue_ = nullptr, *ye_ = nullptr, *yr_ = nullptr, *gate_logit_ = nullptr;
+    float *logits_ = nullptr, *rope_cs_ = nullptr, *combine_w_ = nullptr;
+    int32_t *tokens_ = nullptr, *route_ids_ = nullptr, *look_ids_ = nullptr, *gather_ = nullptr, *rank_src_ = nullptr;
+    int32_t *combine_dst_ = nullptr, *offsets_ = nullptr, *kv_block_ = nullptr, *kv_slot_ = nullptr;
+    int32_t *table_offset_ = nullptr, *n_keys_ = nullptr, *want_rows_ = nullptr;
+    const void** expert_ptrs_ = nullptr;  // 3 x n_expert device pointers (gate, up, down of each group)
+    DeviceBuffer tables_;                 // block tables of the chunk's sequences, grown as needed
+    uint64_t tables_cap_ = 0;
+
+    // Host mirrors of the per-step arrays (sized once).
+    std::vector<int32_t> h_tokens_, h_ids_, h_gather_, h_rank_src_, h_dst_, h_offsets_, h_kv_block_, h_kv_slot_;
+    std::vector<int32_t> h_tables_, h_table_offset_, h_n_keys_, h_want_rows_, h_count_, h_order_;
+    std::vector<float> h_w_, h_probs_, h_cs_, h_combine_w_, h_look_;
+    std::vector<const void*> h_ptrs_;
+
+    // Expert cache (when not every expert is resident).
+    bool cached_ = false;
+    int64_t slots_ = 0;
+    uint64_t slot_bytes_ = 0;
+    DeviceBuffer arena_;
+    PinnedBuffer home_;
+    std::vector<uint64_t> home_offset_;   // per key
+    std::vector<int32_t> slot_of_;        // per key: its slot, or -1
+    std::vector<uint32_t> key_of_slot_;   // per slot: its key, or UINT32_MAX
+    std::vector<int32_t> free_slots_;
+    std::unique_ptr<experts::CachePolicy> policy_;
+    std::unique_ptr<Event> compute_done_;  // the last wave's compute: copies into reused slots wait for it
+    std::unique_ptr<Event> copies_done_;
+    std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> stalls_;  // compute waiting on copies
+    model::DeviceExpertStats stats_;
+};
+
+CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o)
+    : model_(m), cfg_(m.config()), ledger_(ledger), device_(o.device) {
+    set_device(o.device);  // before the streams: they belong to the current device
+    const model::ModelConfig& c = cfg_;
+    const model::ModelWeights& w = m.weights();  // the file's layout
+    if (const std::string bad = cuda_unsupported_tensor(m); !bad.empty()) throw Error(bad);
+    if (c.head_dim > 256) throw Error("the CUDA backend's attention takes heads of up to 256 dims; this model's are " +
+                                      std::to_string(c.head_dim) + " (use --device cpu)");
+    const kv::KvCacheParams& kp = kv.params();
+    if (kp.host_storage) throw Error("internal: the CUDA backend needs a KV cache without host storage");
+    if (kp.type != kv::KvType::F32) throw Error("the CUDA backend keeps the KV cache in f32; set the KV cache type to f32");
+    {
+        cudaDeviceProp prop{};
+        check(cudaGetDeviceProperties(&prop, o.device), "cudaGetDeviceProperties");
+        name_ = "cuda:" + std::to_string(o.device) + " " + prop.name;
+    }
+    n_batch_ = std::max<int64_t>(1, o.n_batch);
+    n_used_ = std::max<int64_t>(1, c.n_expert_used);
+    ff_max_ = std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}});
+    for (const model::LayerWeights& L : w.layers)
+        if (L.has_shared_expert()) ff_max_ = std::max(ff_max_, L.shared.gate.rows);
+
+    // Shared weights.
+    tok_embd_ = upload(w.tok_embd, Account::WeightsShared);
+    output_ = upload(w.output, Account::WeightsShared);
+    output_norm_ = upload_vector(w.output_norm);
+    for (const model::LayerWeights& L : w.layers) {
+        DevLayer d;
+        d.index = L.index;
+        d.ffn = L.ffn;
+        d.attn_norm = upload_vector(L.attn_norm);
+        d.ffn_norm = upload_vector(L.ffn_norm);
+        d.wq = upload(L.wq, Account::WeightsShared);
+        d.wk = upload(L.wk, Account::WeightsShared);
+        d.wv = upload(L.wv, Account::WeightsShared);
+        d.wo = upload(L.wo, Account::WeightsShared);
+        d.bq = upload_vector(L.bq);
+        d.bk = upload_vector(L.bk);
+        d.bv = upload_vector(L.bv);
+        d.bo = upload_vector(L.bo);
+        d.q_norm = upload_vector(L.q_norm);
+        d.k_norm = upload_vector(L.k_norm);
+        if (L.ffn == model::FfnKind::Dense) {
+            d.dense = {upload(L.dense.gate, Account::WeightsShared), upload(L.dense.up, Account::WeightsShared),
+                       upload(L.dense.down, Account::WeightsShared)};
+        } else {
+            d.router = upload(L.router, Account::WeightsRouter);
+            d.n_ff_expert = L.n_ff_expert;
+        }
+        if (L.has_shared_expert()) {
+            d.shared = {upload(L.shared.gate, Account::WeightsShared), upload(L.shared.up, Account::WeightsShared),
+                        upload(L.shared.down, Account::WeightsShared)};
+            if (!L.shared_gate.empty())
+                d.shared_gate = {kc::QType::F32, upload_vector(L.shared_gate), 1, c.n_embd, c.n_embd * 4};
+        }
+        layers_.push_back(std::move(d));
+    }
+    load_experts(o);
+
+    // The KV pool, under the host cache's block ids.
+    kv_block_tokens_ = kp.block_tokens;
+    kv_head_stride_ = kp.block_tokens * kp.head_dim;
+    kv_layer_stride_ = 2 * kp.n_head_kv * kv_head_stride_;
+    kv_block_stride_ = kp.n_layer * kv_layer_stride_;
+    kv_pool_ = DeviceBuffer(ledger_, Account::KvPages, Tier::Fast,
+                            static_cast<uint64_t>(kp.n_blocks * kv_block_stride_) * sizeof(float));
+    ledger_.set_used(Account::KvPages, Tier::Fast, kv_pool_.size());
+    check(cudaMemsetAsync(kv_pool_.data(), 0, kv_pool_.size(), compute_.get()), "clearing the KV pool");
+    float* pool = kv_pool_.as<float>();
+    const int64_t block_floats = kv_block_stride_;
+    kv.set_block_copier([this, pool, block_floats](int32_t from, int32_t to) {
+        copy_on_device(pool + to * block_floats, pool + from * block_floats, static_cast<uint64_t>(block_floats) * 4,
+                       compute_, "copying a shared KV block");
+    });
+
+    // Scratch for n_batch tokens.
+    const uint64_t B = static_cast<uint64_t>(n_batch_), d = static_cast<uint64_t>(c.n_embd);
+    const uint64_t qd = static_cast<uint64_t>(c.n_head * c.head_dim), kvd = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
+    const uint64_t E = static_cast<uint64_t>(std::max<int64_t>(c.n_expert, 1)), U = static_cast<uint64_t>(n_used_);
+    const uint64_t ff = static_cast<uint64_t>(ff_max_);
+    x_ = scratch<float>(B * d, "x");
+    h_ = scratch<float>(B * d, "h");
+    tmp_ = scratch<float>(B * d, "tmp");
+    q_ = scratch<float>(B * qd, "q");
+    attn_ = scratch<float>(B * qd, "attn");
+    k_ = scratch<float>(B * kvd, "k");
+    v_ = scratch<float>(B * kvd, "v");
+    logits_ = scratch<float>(B * static_cast<uint64_t>(c.n_vocab), "logits");
+    rope_cs_ = scratch<float>(B * static_cast<uint64_t>(std::max<int64_t>(c.n_rot, 2)), "rope");
+    router_ = scratch<float>(B * E, "router");
+    route_w_ = scratch<float>(B * U, "route weights");
+    look_ = scratch<float>(B * E, "lookahead");
+    look_w_ = scratch<float>(B, "lookahead weights");
+    xe_ = scratch<float>(B * U * d, "expert inputs");
+    ye_ = scratch<float>(B * U * d, "expert outputs");
+    yr_ = scratch<float>(B * U * d, "expert outputs by rank");
+    ge_ = scratch<float>(B * std::max(U, uint64_t{1}) * ff, "gate");
+    ue_ = scratch<float>(B * std::max(U, uint64_t{1}) * ff, "up");
+    gate_logit_ = scratch<float>(B, "shared gate");
+    combine_w_ = scratch<float>(B * U, "combine weights");
+    tokens_ = scratch<int32_t>(B, "tokens");
+    route_ids_ = scratch<int32_t>(B * U, "route ids");
+    look_ids_ = scratch<int32_t>(B, "lookahead ids");
+    gather_ = scratch<int32_t>(B * U, "gather");
+    rank_src_ = scratch<int32_t>(B * U, "rank rows");
+    combine_dst_ = scratch<int32_t>(B * U, "combine rows");
+    offsets_ = scratch<int32_t>(E + 1, "offsets");
+    kv_block_ = scratch<int32_t>(B, "kv blocks");
+    kv_slot_ = scratch<int32_t>(B, "kv slots");
+    table_offset_ = scratch<int32_t>(B, "table offsets");
+    n_keys_ = scratch<int32_t>(B, "key counts");
+    want_rows_ = scratch<int32_t>(B, "logit rows");
+    expert_ptrs_ = reinterpret_cast<const void**>(scratch<uint64_t>(3 * E, "expert pointers"));
+    for (const DeviceBuffer& b : bufs_) ledger_.adjust_used(Account::Activations, Tier::Fast, static_cast<int64_t>(b.size()));
+
+    h_tokens_.resize(B);
+    h_ids_.resize(B * U);
+    h_w_.resize(B * U);
+    h_probs_.resize(B * E);
+    h_look_.resize(B * E);
+    h_gather_.resize(B * U);
+    h_rank_src_.resize(B * U);
+    h_dst_.resize(B * U);
+    h_combine_w_.resize(B * U);
+    h_offsets_.resize(E + 1);
+    h_count_.resize(E);
+    h_order_.reserve(E);
+    h_ptrs_.resize(3 * E);
+    h_kv_block_.resize(B);
+    h_kv_slot_.resize(B);
+    h_table_offset_.resize(B);
+    h_n_keys_.resize(B);
+    h_want_rows_.resize(B);
+    h_cs_.resize(B * static_cast<uint64_t>(std::max<int64_t>(c.n_rot, 2)));
+    compute_.synchronize("loading the model onto the GPU");
+    logger("cuda")->info("{}: {} in VRAM ({} expert slots of {})", name_, memory::format_bytes(ledger_.reserved(Tier::Fast)),
+                         cached_ ? slots_ : stats_.experts_total, stats_.experts_total);
+}
+
+CudaForward::~CudaForward() {
+    // Work in flight may still read the buffers: let it end before they go.
+    cudaStreamSynchronize(compute_.get());
+    cudaStreamSynchronize(copy_.get());
+}
+
+const void* CudaForward::upload_bytes(const void* host, uint64_t bytes, Account a, const char* what) {
+    if (auto it = uploaded_.find(host); it != uploaded_.end()) return it->second;
+    weights_.emplace_back(ledger_, a, Tier::Fast, bytes);
+    ledger_.adjust_used(a, Tier::Fast, static_cast<int64_t>(bytes));
+    // From the file mapping (pageable): the runtime stages it, so the copy is
+    // done when the call returns and the mapping may be dropped later.
+    check(cudaMemcpy(weights_.back().data(), host, bytes, cudaMemcpyHostToDevice), what);
+    uploaded_[host] = weights_.back().data();
+    return weights_.back().data();
+}
+
+DevMat CudaForward::upload(const model::Matrix& m, Account a) {
+    if (!m) return {};
+    const std::string what = "uploading " + std::string(m.name);
+    return {static_cast<kc::QType>(m.type), upload_bytes(m.data, m.slab_bytes() * static_cast<uint64_t>(m.slabs), a, what.c_str()),
+            m.rows, m.cols, static_cast<int64_t>(m.row_bytes)};
+}
+
+const float* CudaForward::upload_vector(const std::vector<float>& v) {
+    if (v.empty()) return nullptr;
+    return static_cast<const float*>(upload_bytes(v.data(), v.size() * sizeof(float), Account::WeightsShared, "uploading a norm or bias"));
+}
+
+void CudaForward::load_experts(const CudaForwardOptions& o) {
+    const model::ModelWeights& w = model_.weights();
+    const int64_t E = cfg_.n_expert;
+    int64_t total = 0;
+    uint64_t slot = 0, all = 0;
+    for (const model::LayerWeights& L : w.layers) {
+        if (L.ffn != model::FfnKind::Moe) continue;
+        for (int64_t e = 0; e < L.n_experts(); ++e) {
+            const uint64_t b = ffn_bytes(L.expert(e));
+            slot = std::max(slot, (b + 255) / 256 * 256);
+            all += b;
+            ++total;
+        }
+    }
+    stats_.experts_total = total;
+    if (total == 0) return;
+    cached_ = o.expert_slots >= 0 && o.expert_slots < total;
+    if (!cached_) {
+        // Every expert in VRAM: each layer's experts in one buffer, expert e at its slab offset.
+        for (size_t li = 0; li < layers_.size(); ++li) {
+            const model::LayerWeights& L = w.layers[li];
+            if (L.ffn != model::FfnKind::Moe) continue;
+            uint64_t layer_bytes = 0;
+            for (int64_t e = 0; e < L.n_experts(); ++e) layer_bytes += ffn_bytes(L.expert(e));
+            weights_.emplace_back(ledger_, Account::ExpertsCache, Tier::Fast, layer_bytes);
+            ledger_.adjust_used(Account::ExpertsCache, Tier::Fast, static_cast<int64_t>(layer_bytes));
+            auto* base = static_cast<uint8_t*>(weights_.back().data());
+            uint64_t off = 0;
+            for (int64_t e = 0; e < L.n_experts(); ++e) {
+                const model::FfnMatrices f = L.expert(e);
+                for (const model::Matrix* m : {&f.gate, &f.up, &f.down}) {
+                    check(cudaMemcpy(base + off, m->data, m->slab_bytes(), cudaMemcpyHostToDevice),
+                          "uploading " + std::string(m->name));
+                    off += m->slab_bytes();
+                }
+                layers_[li].experts.push_back(ffn_at(base + off - ffn_bytes(f), f));
+            }
+        }
+        stats_.slots = total;
+        stats_.slot_bytes = slot;
+        return;
+    }
+    // A VRAM cache over the experts' home in pinned host RAM.
+    slots_ = std::max<int64_t>(o.expert_slots, n_used_);
+    slot_bytes_ = slot;
+    stats_.slots = slots_;
+    stats_.slot_bytes = slot;
+    home_ = PinnedBuffer(ledger_, Account::ExpertsHome, Tier::Slow, all);
+    ledger_.adjust_used(Account::ExpertsHome, Tier::Slow, static_cast<int64_t>(all));
+    home_offset_.assign(static_cast<size_t>(w.layers.size() * static_cast<size_t>(E)), UINT64_MAX);
+    uint64_t off = 0;
+    for (const model::LayerWeights& L : w.layers) {
+        if (L.ffn != model::FfnKind::Moe) continue;
+        for (int64_t e = 0; e < L.n_experts(); ++e) {
+            const model::FfnMatrices f = L.expert(e);
+            home_offset_[static_cast<size_t>(L.index * E + e)] = off;
+            for (const model::Matrix* m : {&f.gate, &f.up, &f.down}) {
+                std::copy(m->data, m->data + m->slab_bytes(), home_.data() + off);
+                off += m->slab_bytes();
+            }
+        }
+    }
+    arena_ = DeviceBuffer(ledger_, Account::ExpertsCache, Tier::Fast, static_cast<uint64_t>(slots_) * slot_bytes_);
+    slot_of_.assign(home_offset_.size(), -1);
+    key_of_slot_.assign(static_cast<size_t>(slots_), UINT32_MAX);
+    for (int64_t s = slots_ - 1; s >= 0; --s) free_slots_.push_back(static_cast<int32_t>(s));
+    policy_ = experts::make_policy(o.policy == "pinned" ? "lru" : o.policy, slots_);
+    compute_done_ = std::make_unique<Event>();
+    copies_done_ = std::make_unique<Event>();
+}
+
+void CudaForward::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {
+    for (int64_t e = 0; e < n_expert; ++e)
+        mask[e] = !cached_ || slot_of_[static_cast<size_t>(layer * cfg_.n_expert + e)] >= 0;
+}
+
+void CudaForward::ok(int code, const char* op, int64_t layer) const {
+    if (code == 0) return;
+    check(code, layer >= 0 ? std::string(op) + " (layer " + std::to_string(layer) + ")" : std::string(op));
+}
+
+void CudaForward::gemm(const DevMat& w, const float* x, int64_t n, float* y, const char* op, int64_t layer) {
+    ok(kc::gemm_q(w.type, w.data, w.row_bytes, w.rows, w.cols, x, w.cols, n, y, w.rows, compute_.get()), op, layer);
+}
+
+void CudaForward::ffn_dense(const DevFfn& f, const float* x, int64_t n, float* y, int64_t ff, int64_t layer) {
+    gemm(f.gate, x, n, ge_, "ffn gate", layer);
+    gemm(f.up, x, n, ue_, "ffn up", layer);
+    ok(kc::swiglu(ge_, ue_, ge_, n * ff, compute_.get()), "swiglu", layer);
+    gemm(f.down, ge_, n, y, "ffn down", layer);
+}
+
+void CudaForward::attention(const DevLayer& L, int64_t n) {
+    const model::ModelConfig& c = cfg_;
+    const int64_t hd = c.head_dim, qd = c.n_head * hd, kvd = c.n_head_kv * hd;
+    const int64_t li = L.index;
+    gemm(L.wq, h_, n, q_, "attention q", li);
+    gemm(L.wk, h_, n, k_, "attention k", li);
+    gemm(L.wv, h_, n, v_, "attention v", li);
+    if (L.bq) ok(kc::add_bias(q_, qd, L.bq, n, qd, compute_.get()), "q bias", li);
+    if (L.bk) ok(kc::add_bias(k_, kvd, L.bk, n, kvd, compute_.get()), "k bias", li);
+    if (L.bv) ok(kc::add_bias(v_, kvd, L.bv, n, kvd, compute_.get()), "v bias", li);
+    if (L.q_norm) {
+        if (c.traits.qk_norm == model::QkNorm::PerHead) {
+            ok(kc::rms_norm(q_, hd, L.q_norm, q_, hd, n * c.n_head, hd, c.norm_eps, compute_.get()), "q norm", li);
+            ok(kc::rms_norm(k_, hd, L.k_norm, k_, hd, n * c.n_head_kv, hd, c.norm_eps, compute_.get()), "k norm", li);
+        } else {
+            ok(kc::rms_norm(q_, qd, L.q_norm, q_, qd, n, qd, c.norm_eps, compute_.get()), "q norm", li);
+            ok(kc::rms_norm(k_, kvd, L.k_norm, k_, kvd, n, kvd, c.norm_eps, compute_.get()), "k norm", li);
+        }
+    }
+    const bool neox = c.traits.rope == model::RopeType::NeoX;
+    ok(kc::rope_apply(q_, n, qd, c.n_head, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope q", li);
+    ok(kc::rope_apply(k_, n, kvd, c.n_head_kv, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope k", li);
+    float* kp = kv_pool_.as<float>() + li * kv_layer_stride_;
+    float* vp = kp + c.n_head_kv * kv_head_stride_;
+    ok(kc::kv_store(k_, kvd, v_, kvd, n, c.n_head_kv, hd, kp, vp, kv_block_stride_, kv_head_stride_, kv_block_, kv_slot_,
+                    compute_.get()),
+       "kv store", li);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    ok(kc::attention_paged(q_, qd, n, c.n_head, c.n_head_kv, hd, kp, vp, kv_block_tokens_, kv_block_stride_,
+                           kv_head_stride_, tables_.as<int32_t>(), table_offset_, n_keys_, scale, attn_, qd,
+                           compute_.get()),
+       "attention", li);
+    gemm(L.wo, attn_, n, tmp_, "attention output", li);
+    if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
+}
+
+void CudaForward::lookahead(const DevLayer& next, const model::DeviceChunk& c, const model::LookaheadObserver& obs) {
+    const int64_t n = c.n, d = cfg_.n_embd, E = cfg_.n_expert;
+    // yr_ is free outside ffn_moe: the next layer's normalised input goes there.
+    ok(kc::rms_norm(x_, d, next.ffn_norm, yr_, d, n, d, cfg_.norm_eps, compute_.get()), "lookahead norm", next.index);
+    // router_topk's softmax (k = 1, its pick unused) gives the predicted probabilities.
+    gemm(next.router, yr_, n, look_, "lookahead router", next.index);
+    ok(kc::router_topk(look_, E, n, E, 1, look_ids_, look_w_, compute_.get()), "lookahead softmax", next.index);
+    copy_to_host(h_look_.data(), look_, static_cast<uint64_t>(n * E) * 4, compute_, "reading the lookahead");
+    compute_.synchronize("the lookahead router");
+    for (int64_t t = 0; t < n; ++t) obs(model::LookaheadEvent{next.index, c.pos[t], h_look_.data() + t * E, E, c.seqs[t]});
+}
+
+int32_t CudaForward::take_slot(const std::vector<uint32_t>& in_use) {
+    if (!free_slots_.empty()) {
+        const int32_t s = free_slots_.back();
+        free_slots_.pop_back();
+        return s;
+    }
+    struct Filter final : experts::EvictableFilter {
+        const std::vector<uint32_t>* in_use;
+        bool evictable(experts::ExpertKey k) const override {
+            return std::find(in_use->begin(), in_use->end(), k) == in_use->end();
+        }
+    } filter;
+    filter.in_use = &in_use;
+    const std::optional<experts::ExpertKey> victim = policy_->victim(filter);
+    if (!victim) throw Error("the VRAM expert cache has no slot to give: every slot holds an expert this step needs");
+    policy_->on_remove(*victim);
+    const int32_t s = slot_of_[*victim];
+    slot_of_[*victim] = -1;
+    return s;
+}
+
+void CudaForward::make_resident(const std::vector<int32_t>& experts_in, int64_t layer, std::vector<DevFfn>* out) {
+    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(layer)];
+    out->clear();
+    if (!cached_) {
+        for (int32_t e : experts_in) out->push_back(layers_[static_cast<size_t>(layer)].experts[static_cast<size_t>(e)]);
+        return;
+    }
+    std::vector<uint32_t> keys;
+    for (int32_t e : experts_in) keys.push_back(static_cast<uint32_t>(layer * cfg_.n_expert + e));
+    bool copied = false;
+    for (size_t i = 0; i < keys.size(); ++i) {
+        const uint32_t k = keys[i];
+        ++stats_.demanded;
+        if (slot_of_[k] >= 0) {
+            ++stats_.hits;
+            policy_->on_hit(k);
+            continue;
+        }
+        policy_->on_miss(k);
+        if (!copied) {
+            // A slot may have been read by compute already queued: copies wait for it.
+            compute_done_->record(compute_);
+            check(cudaStreamWaitEvent(copy_.get(), compute_done_->get(), 0), "ordering expert copies after compute");
+        }
+        const int32_t s = take_slot(keys);
+        const model::FfnMatrices f = L.expert(experts_in[i]);
+        copy_to_device(static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(s) * slot_bytes_,
+                       home_.data() + home_offset_[k], ffn_bytes(f), copy_, "copying an expert to the GPU");
+        stats_.bytes_loaded += ffn_bytes(f);
+        slot_of_[k] = s;
+        key_of_slot_[static_cast<size_t>(s)] = k;
+        policy_->on_insert(k);
+        copied = true;
+    }
+    if (copied) {
+        copies_done_->record(copy_);
+        auto begin = std::make_unique<Event>(true), end = std::make_unique<Event>(true);
+        begin->record(compute_);
+        copies_done_->wait_on(compute_);
+        end->record(compute_);
+        stalls_.emplace_back(std::move(begin), std::move(end));
+    }
+    ledger_.set_used(Account::ExpertsCache, Tier::Fast,
+                     static_cast<uint64_t>(slots_ - static_cast<int64_t>(free_slots_.size())) * slot_bytes_);
+    for (size_t i = 0; i < keys.size(); ++i)
+        out->push_back(ffn_at(static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(slot_of_[keys[i]]) * slot_bytes_,
+                              L.expert(experts_in[i])));
+}
+
+void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing) {
+    const model::ModelConfig& cf = cfg_;
+    const int64_t n = c.n, d = cf.n_embd, E = cf.n_expert, U = n_used_, ff = L.n_ff_expert, li = L.index;
+
+    // Route on the device; the choices come back for the observers, the cache and the grouping.
+    gemm(L.router, h_, n, router_, "router", li);
+    ok(kc::router_topk(router_, E, n, E, U, route_ids_, route_w_, compute_.get()), "router top-k", li);
+    copy_to_host(h_ids_.data(), route_ids_, static_cast<uint64_t>(n * U) * 4, compute_, "reading the routing");
+    copy_to_host(h_w_.data(), route_w_, static_cast<uint64_t>(n * U) * 4, compute_, "reading the routing");
+    copy_to_host(h_probs_.data(), router_, static_cast<uint64_t>(n * E) * 4, compute_, "reading the routing");
+    compute_.synchronize("the router");
+
+    std::fill(h_count_.begin(), h_count_.end(), 0);
+    for (int64_t t = 0; t < n; ++t) {
+        int32_t* ids = h_ids_.data() + t * U;
+        float* wts = h_w_.data() + t * U;
+        int64_t used = 0;
+        for (int64_t k = 0; k < U; ++k) used += ids[k] >= 0;
+        if (cf.expert_weights_norm && used > 0) {  // as model::Context::ffn_moe
+            float sum = 0.0f;
+            for (int64_t k = 0; k < U; ++k) sum += wts[k];
+            for (int64_t k = 0; k < U; ++k) wts[k] /= sum;
+        }
+        for (int64_t k = 0; k < U; ++k) {
+            wts[k] *= cf.expert_weights_scale;
+            if (ids[k] >= 0) ++h_count_[static_cast<size_t>(ids[k])];
+        }
+        if (routing)
+            routing(model::RoutingEvent{li, c.pos[t], ids, wts, used, h_probs_.data() + t * E, E, c.seqs[t]});
+    }
+
+    // Experts in the order they run: resident ones first (their compute
+    // overlaps the others' copies), then the rest; each a contiguous run of
+    // rows, its tokens in order.
+    h_order_.clear();
+    for (int pass = 0; pass < 2; ++pass)
+        for (int32_t e = 0; e < E; ++e) {
+            if (h_count_[static_cast<size_t>(e)] == 0) continue;
+            const bool resident = !cached_ || slot_of_[static_cast<size_t>(li * E + e)] >= 0;
+            if (resident == (pass == 0)) h_order_.push_back(e);
+        }
+    std::vector<int32_t> row_of(static_cast<size_t>(E), 0);
+    h_offsets_[0] = 0;
+    for (size_t g = 0; g < h_order_.size(); ++g) {
+        row_of[static_cast<size_t>(h_order_[g])] = h_offsets_[g];
+        h_offsets_[g + 1] = h_offsets_[g] + h_count_[static_cast<size_t>(h_order_[g])];
+    }
+    std::vector<int32_t> fill(row_of);
+    int64_t combine_rows = 0;
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t k = 0; k < U; ++k) {
+            const int32_t e = h_ids_[static_cast<size_t>(t * U + k)];
+            if (e < 0) continue;
+            const int32_t r = fill[static_cast<size_t>(e)]++;
+            h_gather_[static_cast<size_t>(r)] = static_cast<int32_t>(t);
+            h_rank_src_[static_cast<size_t>(combine_rows)] = r;
+            h_dst_[static_cast<size_t>(combine_rows)] = static_cast<int32_t>(t);
+            h_combine_w_[static_cast<size_t>(combine_rows)] = h_w_[static_cast<size_t>(t * U + k)];
+            ++combine_rows;
+        }
+    const int64_t rows = h_offsets_[h_order_.size()];
+    put(gather_, h_gather_, static_cast<size_t>(rows));
+    put(offsets_, h_offsets_, h_order_.size() + 1);
+    put(rank_src_, h_rank_src_, static_cast<size_t>(combine_rows));
+    put(combine_dst_, h_dst_, static_cast<size_t>(combine_rows));
+    put(combine_w_, h_combine_w_, static_cast<size_t>(combine_rows));
+    ok(kc::get_rows(kc::QType::F32, h_, d * 4, d, gather_, rows, xe_, compute_.get()), "gathering expert inputs", li);
+
+    // Waves of at most `slots` experts (all at once when every expert is resident).
+    const size_t wave_max = cached_ ? static_cast<size_t>(slots_) : h_order_.size();
+    std::vector<DevFfn> mats;
+    for (size_t g0 = 0; g0 < h_order_.size(); g0 += wave_max) {
+        const size_t g1 = std::min(h_order_.size(), g0 + wave_max);
+        const std::vector<int32_t> wave(h_order_.begin() + static_cast<long>(g0), h_order_.begin() + static_cast<long>(g1));
+        make_resident(wave, li, &mats);
+        const size_t G = wave.size();
+        int32_t max_group = 1;
+        for (size_t g = 0; g < G; ++g) {
+            h_ptrs_[g] = mats[g].gate.data;
+            h_ptrs_[G + g] = mats[g].up.data;
+            h_ptrs_[2 * G + g] = mats[g].down.data;
+            max_group = std::max(max_group, h_count_[static_cast<size_t>(wave[g])]);
+        }
+        const int64_t r0 = h_offsets_[g0], r1 = h_offsets_[g1];
+        bool same = true;  // stacked tensors: one type and shape for all (split files may differ)
+        for (size_t g = 1; g < G; ++g)
+            for (int m = 0; m < 3; ++m) {
+                const DevMat& a = m == 0 ? mats[g].gate : m == 1 ? mats[g].up : mats[g].down;
+                const DevMat& b = m == 0 ? mats[0].gate : m == 1 ? mats[0].up : mats[0].down;
+                same &= a.type == b.type && a.rows == b.rows && a.cols == b.cols && a.row_bytes == b.row_bytes;
+            }
+        if (!same) {
+            for (size_t g = 0; g < G; ++g) {
+                const int64_t a = h_offsets_[g0 + g], cnt = h_offsets_[g0 + g + 1] - a;
+                gemm(mats[g].gate, xe_ + a * d, cnt, ge_ + a * ff, "expert gate", li);
+                gemm(mats[g].up, xe_ + a * d, cnt, ue_ + a * ff, "expert up", li);
+                ok(kc::swiglu(ge_ + a * ff, ue_ + a * ff, ge_ + a * ff, cnt * ff, compute_.get()), "expert swiglu", li);
+                gemm(mats[g].down, ge_ + a * ff, cnt, ye_ + a * d, "expert down", li);
+            }
+            continue;
+        }
+        // Stream order keeps this upload behind the previous wave's reads of the array.
+        put(expert_ptrs_, h_ptrs_, 3 * G);
+        const DevMat& g0m = mats[0].gate;
+        const DevMat& d0m = mats[0].down;
+        const int32_t* off = offsets_ + g0;
+        ok(kc::gemm_q_grouped(g0m.type, expert_ptrs_, g0m.row_bytes, g0m.rows, g0m.cols, xe_, d, off,
+                              static_cast<int64_t>(G), max_group, ge_, ff, compute_.get()),
+           "expert gate", li);
+        ok(kc::gemm_q_grouped(mats[0].up.type, expert_ptrs_ + G, mats[0].up.row_bytes, mats[0].up.rows, mats[0].up.cols,
+                              xe_, d, off, static_cast<int64_t>(G), max_group, ue_, ff, compute_.get()),
+           "expert up", li);
+        ok(kc::swiglu(ge_ + r0 * ff, ue_ + r0 * ff, ge_ + r0 * ff, (r1 - r0) * ff, compute_.get()), "expert swiglu", li);
+        ok(kc::gemm_q_grouped(d0m.type, expert_ptrs_ + 2 * G, d0m.row_bytes, d0m.rows, d0m.cols, ge_, ff, off,
+                              static_cast<int64_t>(G), max_group, ye_, d, compute_.get()),
+           "expert down", li);
+    }
+
+    // Combine in router-rank order, as the CPU does.
+    ok(kc::get_rows(kc::QType::F32, ye_, d * 4, d, rank_src_, combine_rows, yr_, compute_.get()), "ordering expert outputs", li);
+    check(cudaMemsetAsync(tmp_, 0, static_cast<uint64_t>(n * d) * 4, compute_.get()), "clearing the expert sum");
+    ok(kc::scatter_add_rows(yr_, combine_w_, combine_dst_, combine_rows, d, tmp_, compute_.get()), "combining experts", li);
+
+    if (L.shared.gate) {
+        ffn_dense(L.shared, h_, n, ye_, L.shared.gate.rows, li);
+        if (L.shared_gate) gemm(L.shared_gate, h_, n, gate_logit_, "shared expert gate", li);
+        ok(kc::gated_add(ye_, L.shared_gate ? gate_logit_ : nullptr, n, d, tmp_, compute_.get()), "shared expert", li);
+    }
+}
+
+void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
+                      const model::LookaheadObserver& lookahead_obs) {
+    const model::ModelConfig& cf = cfg_;
+    const int64_t n = c.n, d = cf.n_embd;
+    if (n > n_batch_) throw Error("internal: a chunk of " + std::to_string(n) + " tokens for a GPU pass sized for " +
+                                  std::to_string(n_batch_));
+    set_device(device_);
+
+    // Step data: tokens, RoPE tables, where each token's K/V goes, and the block tables.
+    std::copy(c.tokens, c.tokens + n, h_tokens_.begin());
+    const int64_t n_rot = std::max<int64_t>(cf.n_rot, 2);
+    for (int64_t t = 0; t < n; ++t)
+        kernels::ops::rope_table(cf.n_rot, c.pos[t], cf.rope_freq_base, cf.rope_freq_scale, h_cs_.data() + t * n_rot);
+    h_tables_.clear();
+    std::vector<std::pair<kv::SeqId, int32_t>> seen;
+    for (int64_t t = 0; t < n; ++t) {
+        const kv::KvCache::Row r = kv.row(c.seqs[t], c.pos[t]);
+        h_kv_block_[static_cast<size_t>(t)] = r.block;
+        h_kv_slot_[static_cast<size_t>(t)] = static_cast<int32_t>(r.slot);
+        auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == c.seqs[t]; });
+        if (it == seen.end()) {
+            seen.emplace_back(c.seqs[t], static_cast<int32_t>(h_tables_.size()));
+            const std::vector<int32_t>& b = kv.blocks(c.seqs[t]);
+            h_tables_.insert(h_tables_.end(), b.begin(), b.end());
+            it = seen.end() - 1;
+        }
+        h_table_offset_[static_cast<size_t>(t)] = it->second;
+        h_n_keys_[static_cast<size_t>(t)] = static_cast<int32_t>(c.pos[t] + 1);
+    }
+    if (h_tables_.size() * 4 > tables_cap_) {
+        compute_.synchronize("growing the block tables");
+        tables_cap_ = std::max<uint64_t>(h_tables_.size() * 4 * 2, 4096);
+        tables_ = DeviceBuffer(ledger_, Account::Activations, Tier::Fast, tables_cap_);
+    }
+    put(tokens_, h_tokens_, static_cast<size_t>(n));
+    put(rope_cs_, h_cs_, static_cast<size_t>(n * n_rot));
+    put(kv_block_, h_kv_block_, static_cast<size_t>(n));
+    put(kv_slot_, h_kv_slot_, static_cast<size_t>(n));
+    put(table_offset_, h_table_offset_, static_cast<size_t>(n));
+    put(n_keys_, h_n_keys_, static_cast<size_t>(n));
+    put(tables_.as<int32_t>(), h_tables_, h_tables_.size());
+
+    ok(kc::get_rows(tok_embd_.type, tok_embd_.data, tok_embd_.row_bytes, d, tokens_, n, x_, compute_.get()), "embedding");
+    for (const DevLayer& L : layers_) {
+        ok(kc::rms_norm(x_, d, L.attn_norm, h_, d, n, d, cf.norm_eps, compute_.get()), "attention norm", L.index);
+        attention(L, n);
+        ok(kc::add(x_, tmp_, n * d, compute_.get()), "residual", L.index);
+        const size_t next = static_cast<size_t>(L.index + 1);
+        if (lookahead_obs && next < layers_.size() && layers_[next].ffn == model::FfnKind::Moe)
+            lookahead(layers_[next], c, lookahead_obs);
+        ok(kc::rms_norm(x_, d, L.ffn_norm, h_, d, n, d, cf.norm_eps, compute_.get()), "ffn norm", L.index);
+        if (L.ffn == model::FfnKind::Dense) ffn_dense(L.dense, h_, n, tmp_, cf.n_ff, L.index);
+        else ffn_moe(L, c, routing);
+        ok(kc::add(x_, tmp_, n * d, compute_.get()), "residual", L.index);
+    }
+
+    int64_t rows = 0;
+    if (c.logits) {
+        for (int64_t t = 0; t < n; ++t)
+            if (c.want[t]) h_want_rows_[static_cast<size_t>(rows++)] = static_cast<int32_t>(t);
+        put(want_rows_, h_want_rows_, static_cast<size_t>(rows));
+        ok(kc::get_rows(kc::QType::F32, x_, d * 4, d, want_rows_, rows, h_, compute_.get()), "picking logit rows");
+        ok(kc::rms_norm(h_, d, output_norm_, h_, d, rows, d, cf.norm_eps, compute_.get()), "output norm");
+        gemm(output_, h_, rows, logits_, "output head", -1);
+        copy_to_host(c.logits, logits_, static_cast<uint64_t>(rows * cf.n_vocab) * 4, compute_, "reading the logits");
+    }
+    compute_.synchronize("the forward pass on the GPU");
+    for (const auto& [begin, end] : stalls_) stats_.stall_seconds += end->ms_since(*begin) * 1e-3;
+    stalls_.clear();
+    if (cached_) policy_->on_step();
+}
+
+}  // namespace
+
+std::string cuda_unsupported_tensor(const model::Model& m) {
+    const model::ModelWeights& w = m.weights();
+    std::string bad;
+    auto check_type = [&](const model::Matrix& x) {
+        if (!bad.empty() || !x) return;
+        if (!kc::known_qtype(static_cast<uint32_t>(x.type)))
+            bad = "tensor " + std::string(x.name) + " has a weight type the CUDA backend has no kernel for (" +
+                  kernels::type_traits(x.type)->name + "); use --device cpu";
+    };
+    check_type(w.tok_embd);
+    check_type(w.output);
+    for (const model::LayerWeights& L : w.layers) {
+        for (const model::Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router, &L.dense.gate, &L.dense.up, &L.dense.down,
+                                       &L.shared.gate, &L.shared.up, &L.shared.down})
+            check_type(*x);
+        for (int64_t e = 0; e < L.n_experts(); ++e) {
+            const model::FfnMatrices f = L.expert(e);
+            check_type(f.gate);
+            check_type(f.up);
+            check_type(f.down);
+        }
+    }
+    return bad;
+}
+
+std::unique_ptr<model::DeviceForward> make_cuda_forward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger,
+                                                        const CudaForwardOptions& options) {
+    return std::make_unique<CudaForward>(m, kv, ledger, options);
+}
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,53 @@
+// The forward pass on an NVIDIA GPU (model::DeviceForward): VRAM is the fast
+// tier. The shared weights, routers and KV pool live in VRAM, every allocation
+// reserved in the ledger under the same accounts as on the CPU. Routed experts
+// are either all in VRAM, or in a VRAM expert cache of `expert_slots` slots
+// (the same replacement policies as the CPU's expert store) filled on a copy
+// stream from their home in pinned host RAM (the slow tier), each load ahead
+// of the compute that reads it by an event.
+//
+// Per layer it runs what model::Context runs on the CPU, kernel by kernel
+// (kernels/cuda): RMSNorm, Q/K/V (+bias, Q/K norm), RoPE, the K/V store and
+// paged attention, the output projection, then the dense FFN or the router,
+// the grouped expert GEMMs and the weighted combine in router-rank order,
+// plus the shared expert. The router's choices come back to the host once
+// per MoE layer (the observers, the expert cache and the grouping need them).
+//
+// Weights are read in the file's layout (the CPU's repacked layouts are never
+// uploaded). Built only with STRATA_HAVE_CUDA; no CUDA type in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kv/kv_cache.h"
+#include "memory/ledger.h"
+#include "model/device_forward.h"
+
+namespace strata::model {
+class Model;
+}
+
+namespace strata::backend::cuda {
+
+struct CudaForwardOptions {
+    int device = 0;
+    int64_t n_batch = 256;       // the largest chunk the context hands over
+    int64_t expert_slots = -1;   // VRAM slots for routed experts; < 0 or >= all experts: all resident
+    std::string policy = "lru";  // the VRAM expert cache's replacement policy (lru, lfu, arc)
+};
+
+// Uploads the model and sizes the device's scratch for `kv`'s block geometry
+// (its tables stay on the host; `kv` must have host_storage = false and
+// outlive the forward pass, which hooks its copy-on-write). Throws
+// strata::Error naming the tensor or the CUDA operation that failed, with
+// every device allocation already given back.
+std::unique_ptr<model::DeviceForward> make_cuda_forward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger,
+                                                        const CudaForwardOptions& options);
+
+// Whether every matrix of the model has a CUDA kernel (its type is known to
+// kernels/cuda); empty when it has, else the first tensor that has not.
+std::string cuda_unsupported_tensor(const model::Model& m);
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,125 @@
+// Engine::load on a GPU: the plan against VRAM (the fast tier) and pinned host
+// RAM (the experts' home), the KV cache's tables on the host with its data in
+// VRAM, the CUDA forward pass, and the self-check that keeps a GPU which
+// computes something else from ever writing text. Built with STRATA_HAVE_CUDA.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_forward.h"
+#include "backend/cuda/cuda_runtime.h"
+#include "backend/device.h"
+#include "common/log.h"
+#include "core/engine.h"
+
+namespace strata::core {
+
+namespace {
+
+// The first tokens' logits on the GPU against the CPU's on the same file
+// (the file's layout on both). The CPU multiplies quantized weights with
+// 8-bit activations, the GPU with float ones, so the test is the fixtures'
+// quantized tolerance: top-1 agreement and the mean difference against the
+// logits' spread. Empty when they agree, else what differed.
+std::string self_check(const model::Model& m, model::Context& gpu) {
+    const model::ModelConfig& c = m.config();
+    const int64_t V = c.n_vocab;
+    std::vector<int32_t> tokens;
+    if (m.vocab().bos() >= 0) tokens.push_back(m.vocab().bos());
+    for (int32_t t = 0; static_cast<int64_t>(tokens.size()) < 12; ++t)
+        tokens.push_back(static_cast<int32_t>((7 + 131 * t) % V));
+    const int64_t n = static_cast<int64_t>(tokens.size());
+
+    gpu.clear();
+    const float* g = gpu.decode(tokens, /*all_logits=*/true);
+    const std::vector<float> on_gpu(g, g + n * V);
+    gpu.clear();
+
+    model::ContextParams cp;
+    cp.n_ctx = std::max<int64_t>(n, 16);
+    cp.n_batch = n;
+    cp.n_threads = 0;
+    model::Context cpu(m, cp);
+    const float* r = cpu.decode(tokens, /*all_logits=*/true);
+
+    double sum = 0, sq = 0, diff = 0;
+    int64_t agree = 0;
+    for (int64_t t = 0; t < n; ++t) {
+        const float* a = on_gpu.data() + t * V;
+        const float* b = r + t * V;
+        agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+        for (int64_t i = 0; i < V; ++i) {
+            if (!std::isfinite(a[i])) return "the GPU's logits are not finite at position " + std::to_string(t);
+            sum += b[i];
+            sq += double(b[i]) * b[i];
+            diff += std::fabs(double(a[i]) - b[i]);
+        }
+    }
+    const double count = double(n * V);
+    const double stddev = std::sqrt(std::max(0.0, sq / count - (sum / count) * (sum / count)));
+    const double mean_diff = diff / count;
+    const double top1 = double(agree) / double(n);
+    logger("cuda")->info("self-check over {} tokens: top-1 agreement {:.3f}, mean |difference| {:.3g} ({:.3g} of the "
+                         "logits' spread)",
+                         n, top1, mean_diff, stddev > 0 ? mean_diff / stddev : 0.0);
+    if (top1 >= 0.75 && mean_diff <= 0.05 * stddev) return {};
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "its logits differ from the CPU's on the first %lld tokens (top-1 agreement %.2f, mean |difference| "
+                  "%.3g, %.3g of the logits' spread; allowed: 0.75 and 0.05)",
+                  static_cast<long long>(n), top1, mean_diff, stddev > 0 ? mean_diff / stddev : 0.0);
+    return buf;
+}
+
+}  // namespace
+
+void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector<experts::ExpertKey>& pinned, int device,
+                         const Report& report, std::string* mismatch) {
+    namespace bc = backend::cuda;
+    const EngineSettings& settings = eng.settings_;
+    const model::Model& m = *eng.model_;
+    const model::ModelConfig& c = m.config();
+    if (const std::string bad = bc::cuda_unsupported_tensor(m); !bad.empty()) throw Error(path + ": " + bad);
+    if (settings.kv_type != "f32")
+        throw Error("the KV cache type " + settings.kv_type + " is not supported on the GPU: use f32, or --device cpu");
+    bc::set_device(device);
+    uint64_t free_vram = 0, total_vram = 0;
+    bc::memory_info(&free_vram, &total_vram);
+
+    report("planning", 0.02);
+    memory::PlanSettings ps = plan_settings(settings, static_cast<int64_t>(pinned.size()));
+    // VRAM is the fast tier: an automatic budget is the free VRAM minus the reserve.
+    ps.fast_available = settings.fast_budget == 0 ? free_vram : 0;
+    ps.numa = "off";  // host placement does not apply to VRAM
+    eng.plan_ = memory::make_plan(m, ps);
+    if (!eng.plan_.fits) throw Error(path + ": " + eng.plan_.reason + " (fast tier: VRAM of " +
+                                     backend::probe_devices().gpus[static_cast<size_t>(device)].name + ")");
+    report("weights", 0.05);
+
+    memory::Ledger& ledger = eng.ledger_;
+    memory::apply_budgets(eng.plan_, ledger);
+    ledger.set_description(memory::Tier::Fast, "VRAM (" + backend::probe_devices().gpus[static_cast<size_t>(device)].name + ")");
+    ledger.set_description(memory::Tier::Slow, "pinned host RAM");
+    ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng.plan_.bytes(memory::Account::RuntimeReserve));
+    if (!pinned.empty()) logger("cuda")->warn("pinned experts are not kept apart in the GPU's expert cache yet");
+
+    kv::KvCacheParams kp = model::kv_cache_params(c, eng.plan_.kv_blocks, eng.plan_.kv_block_tokens, kv::KvType::F32);
+    kp.host_storage = false;  // the block tables here, the K/V data in VRAM
+    eng.kv_ = std::make_unique<kv::KvCache>(kp, &ledger, memory::Tier::Fast);
+
+    bc::CudaForwardOptions o;
+    o.device = device;
+    o.n_batch = eng.plan_.n_batch;
+    o.expert_slots = eng.plan_.expert_slots < eng.plan_.experts_total ? eng.plan_.expert_slots : -1;
+    o.policy = settings.policy;
+    auto forward = bc::make_cuda_forward(m, *eng.kv_, ledger, o);
+    report("experts", 0.9);
+
+    model::ContextParams cp;
+    cp.n_ctx = settings.n_ctx;
+    cp.n_batch = settings.n_batch;
+    cp.n_threads = 1;  // the host only orchestrates
+    eng.ctx_ = std::make_unique<model::Context>(m, cp, &m.weights(), nullptr, eng.kv_.get(), std::move(forward));
+    *mismatch = self_check(m, *eng.ctx_);
+}
+
+}  // namespace strata::core
