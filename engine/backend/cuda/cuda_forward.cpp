@@ -1,7 +1,5 @@
 #include "backend/cuda/cuda_forward.h"
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -82,7 +80,7 @@ public:
 private:
     // --- loading ---
     const void* upload_bytes(const void* host, uint64_t bytes, Account a, const char* what);
-    DevMat upload(const model::Matrix& m, Account a);
+    DevMat upload_matrix(const model::Matrix& m, Account a);
     const float* upload_vector(const std::vector<float>& v);
     void load_experts(const CudaForwardOptions& o);
 
@@ -178,11 +176,7 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     const kv::KvCacheParams& kp = kv.params();
     if (kp.host_storage) throw Error("internal: the CUDA backend needs a KV cache without host storage");
     if (kp.type != kv::KvType::F32) throw Error("the CUDA backend keeps the KV cache in f32; set the KV cache type to f32");
-    {
-        cudaDeviceProp prop{};
-        check(cudaGetDeviceProperties(&prop, o.device), "cudaGetDeviceProperties");
-        name_ = "cuda:" + std::to_string(o.device) + " " + prop.name;
-    }
+    name_ = "cuda:" + std::to_string(o.device) + " " + device_name(o.device);
     n_batch_ = std::max<int64_t>(1, o.n_batch);
     n_used_ = std::max<int64_t>(1, c.n_expert_used);
     ff_max_ = std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}});
@@ -190,8 +184,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         if (L.has_shared_expert()) ff_max_ = std::max(ff_max_, L.shared.gate.rows);
 
     // Shared weights.
-    tok_embd_ = upload(w.tok_embd, Account::WeightsShared);
-    output_ = upload(w.output, Account::WeightsShared);
+    tok_embd_ = upload_matrix(w.tok_embd, Account::WeightsShared);
+    output_ = upload_matrix(w.output, Account::WeightsShared);
     output_norm_ = upload_vector(w.output_norm);
     for (const model::LayerWeights& L : w.layers) {
         DevLayer d;
@@ -199,10 +193,10 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         d.ffn = L.ffn;
         d.attn_norm = upload_vector(L.attn_norm);
         d.ffn_norm = upload_vector(L.ffn_norm);
-        d.wq = upload(L.wq, Account::WeightsShared);
-        d.wk = upload(L.wk, Account::WeightsShared);
-        d.wv = upload(L.wv, Account::WeightsShared);
-        d.wo = upload(L.wo, Account::WeightsShared);
+        d.wq = upload_matrix(L.wq, Account::WeightsShared);
+        d.wk = upload_matrix(L.wk, Account::WeightsShared);
+        d.wv = upload_matrix(L.wv, Account::WeightsShared);
+        d.wo = upload_matrix(L.wo, Account::WeightsShared);
         d.bq = upload_vector(L.bq);
         d.bk = upload_vector(L.bk);
         d.bv = upload_vector(L.bv);
@@ -210,15 +204,15 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         d.q_norm = upload_vector(L.q_norm);
         d.k_norm = upload_vector(L.k_norm);
         if (L.ffn == model::FfnKind::Dense) {
-            d.dense = {upload(L.dense.gate, Account::WeightsShared), upload(L.dense.up, Account::WeightsShared),
-                       upload(L.dense.down, Account::WeightsShared)};
+            d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared), upload_matrix(L.dense.up, Account::WeightsShared),
+                       upload_matrix(L.dense.down, Account::WeightsShared)};
         } else {
-            d.router = upload(L.router, Account::WeightsRouter);
+            d.router = upload_matrix(L.router, Account::WeightsRouter);
             d.n_ff_expert = L.n_ff_expert;
         }
         if (L.has_shared_expert()) {
-            d.shared = {upload(L.shared.gate, Account::WeightsShared), upload(L.shared.up, Account::WeightsShared),
-                        upload(L.shared.down, Account::WeightsShared)};
+            d.shared = {upload_matrix(L.shared.gate, Account::WeightsShared), upload_matrix(L.shared.up, Account::WeightsShared),
+                        upload_matrix(L.shared.down, Account::WeightsShared)};
             if (!L.shared_gate.empty())
                 d.shared_gate = {kc::QType::F32, upload_vector(L.shared_gate), 1, c.n_embd, c.n_embd * 4};
         }
@@ -234,7 +228,7 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     kv_pool_ = DeviceBuffer(ledger_, Account::KvPages, Tier::Fast,
                             static_cast<uint64_t>(kp.n_blocks * kv_block_stride_) * sizeof(float));
     ledger_.set_used(Account::KvPages, Tier::Fast, kv_pool_.size());
-    check(cudaMemsetAsync(kv_pool_.data(), 0, kv_pool_.size(), compute_.get()), "clearing the KV pool");
+    fill_zero(kv_pool_.data(), kv_pool_.size(), compute_, "clearing the KV pool");
     float* pool = kv_pool_.as<float>();
     const int64_t block_floats = kv_block_stride_;
     kv.set_block_copier([this, pool, block_floats](int32_t from, int32_t to) {
@@ -308,8 +302,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
 
 CudaForward::~CudaForward() {
     // Work in flight may still read the buffers: let it end before they go.
-    cudaStreamSynchronize(compute_.get());
-    cudaStreamSynchronize(copy_.get());
+    compute_.synchronize_quietly();
+    copy_.synchronize_quietly();
 }
 
 const void* CudaForward::upload_bytes(const void* host, uint64_t bytes, Account a, const char* what) {
@@ -318,12 +312,12 @@ const void* CudaForward::upload_bytes(const void* host, uint64_t bytes, Account 
     ledger_.adjust_used(a, Tier::Fast, static_cast<int64_t>(bytes));
     // From the file mapping (pageable): the runtime stages it, so the copy is
     // done when the call returns and the mapping may be dropped later.
-    check(cudaMemcpy(weights_.back().data(), host, bytes, cudaMemcpyHostToDevice), what);
+    upload(weights_.back().data(), host, bytes, what);
     uploaded_[host] = weights_.back().data();
     return weights_.back().data();
 }
 
-DevMat CudaForward::upload(const model::Matrix& m, Account a) {
+DevMat CudaForward::upload_matrix(const model::Matrix& m, Account a) {
     if (!m) return {};
     const std::string what = "uploading " + std::string(m.name);
     return {static_cast<kc::QType>(m.type), upload_bytes(m.data, m.slab_bytes() * static_cast<uint64_t>(m.slabs), a, what.c_str()),
@@ -366,8 +360,7 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
             for (int64_t e = 0; e < L.n_experts(); ++e) {
                 const model::FfnMatrices f = L.expert(e);
                 for (const model::Matrix* m : {&f.gate, &f.up, &f.down}) {
-                    check(cudaMemcpy(base + off, m->data, m->slab_bytes(), cudaMemcpyHostToDevice),
-                          "uploading " + std::string(m->name));
+                    upload(base + off, m->data, m->slab_bytes(), ("uploading " + std::string(m->name)).c_str());
                     off += m->slab_bytes();
                 }
                 layers_[li].experts.push_back(ffn_at(base + off - ffn_bytes(f), f));
@@ -518,7 +511,7 @@ void CudaForward::make_resident(const std::vector<int32_t>& experts_in, int64_t 
         if (!copied) {
             // A slot may have been read by compute already queued: copies wait for it.
             compute_done_->record(compute_);
-            check(cudaStreamWaitEvent(copy_.get(), compute_done_->get(), 0), "ordering expert copies after compute");
+            compute_done_->wait_on(copy_);
         }
         const int32_t s = take_slot(keys);
         const model::FfnMatrices f = L.expert(experts_in[i]);
@@ -665,7 +658,7 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
 
     // Combine in router-rank order, as the CPU does.
     ok(kc::get_rows(kc::QType::F32, ye_, d * 4, d, rank_src_, combine_rows, yr_, compute_.get()), "ordering expert outputs", li);
-    check(cudaMemsetAsync(tmp_, 0, static_cast<uint64_t>(n * d) * 4, compute_.get()), "clearing the expert sum");
+    fill_zero(tmp_, static_cast<uint64_t>(n * d) * 4, compute_, "clearing the expert sum");
     ok(kc::scatter_add_rows(yr_, combine_w_, combine_dst_, combine_rows, d, tmp_, compute_.get()), "combining experts", li);
 
     if (L.shared.gate) {

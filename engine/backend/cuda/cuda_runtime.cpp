@@ -25,6 +25,12 @@ void memory_info(uint64_t* free_bytes, uint64_t* total_bytes) {
     if (total_bytes) *total_bytes = t;
 }
 
+std::string device_name(int index) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties(" + std::to_string(index) + ")");
+    return prop.name;
+}
+
 // --- DeviceBuffer -------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
@@ -124,6 +130,10 @@ Stream::~Stream() {
 
 void Stream::synchronize(const char* what) const { check(cudaStreamSynchronize(s_), what); }
 
+void Stream::synchronize_quietly() const noexcept {
+    if (cudaStreamSynchronize(s_) != cudaSuccess) cudaGetLastError();
+}
+
 Event::Event(bool timing) {
     cudaEvent_t e = nullptr;
     check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming), "cudaEventCreate");
@@ -167,6 +177,14 @@ void copy_to_host(void* dst, const void* src, uint64_t bytes, const Stream& s, c
 
 void copy_on_device(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what) {
     if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.get()), what);
+}
+
+void upload(void* dst, const void* src, uint64_t bytes, const char* what) {
+    if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), what);
+}
+
+void fill_zero(void* dst, uint64_t bytes, const Stream& s, const char* what) {
+    if (bytes) check(cudaMemsetAsync(dst, 0, bytes, s.get()), what);
 }
 
 double measure_h2d_gbs(uint64_t bytes, int passes) {

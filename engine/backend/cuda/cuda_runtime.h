@@ -2,7 +2,11 @@
 // reserved in the ledger for as long as they live, streams, events, copies,
 // and every error turned into a strata::Error that names the operation. No
 // CUDA header here (handles are the runtime's opaque pointers), so the rest
-// of the engine compiles without the toolkit; only built with STRATA_HAVE_CUDA.
+// of the engine compiles without the toolkit. cuda_runtime.cpp implements it
+// on the CUDA runtime (built with STRATA_HAVE_CUDA); the tests' host
+// emulation (tests/backend/cuda_emulation) implements the same interface on
+// host memory, so the CUDA forward pass's own logic runs in CI without a GPU.
+// Everything the forward pass asks of the runtime goes through here.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,8 @@ void check(int code, const std::string& what);
 void set_device(int index);
 // Free and total VRAM of the current device (cudaMemGetInfo).
 void memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
+// The device's name ("NVIDIA H200").
+std::string device_name(int index);
 
 // VRAM, reserved in the ledger (tier, account) before cudaMalloc, released
 // with it. Moves, never copies.
@@ -83,6 +89,8 @@ public:
     Stream& operator=(const Stream&) = delete;
     CUstream_st* get() const { return s_; }
     void synchronize(const char* what) const;
+    // For destructors: waits, and ignores an error (a lost device has nothing left to wait for).
+    void synchronize_quietly() const noexcept;
 
 private:
     CUstream_st* s_ = nullptr;
@@ -111,6 +119,10 @@ private:
 void copy_to_device(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what);
 void copy_to_host(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what);
 void copy_on_device(void* dst, const void* src, uint64_t bytes, const Stream& s, const char* what);
+// A synchronous host-to-device copy from any host memory (the file mapping at load).
+void upload(void* dst, const void* src, uint64_t bytes, const char* what);
+// Zeroes device memory on a stream.
+void fill_zero(void* dst, uint64_t bytes, const Stream& s, const char* what);
 
 // The host-to-device rate over the link: `bytes` from pinned memory, timed
 // with events, best of `passes`. GB/s (1e9 bytes per second).
