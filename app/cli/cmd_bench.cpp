@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "bench_serving.h"
+#include "backend/device.h"
 #include "commands.h"
 #include "common.h"
 #include "common/error.h"
@@ -129,6 +130,9 @@ int cmd_bench(int argc, char** argv) {
     }
     if (wants_serving(a)) return bench_serving(a, settings, read_gbs, a.has("--prompt") ? a.str("--prompt") : kDefaultText);
     auto engine = core::Engine::load(a.pos("MODEL"), settings);
+    // On a GPU the roofline is the device's: its read bandwidth, timed on it.
+    const int gpu = engine->gpu_index();
+    if (gpu >= 0) read_gbs = backend::measure_device_read_gbs(gpu);
     const model::Model& m = engine->model();
     model::Context& ctx = engine->context();
     const int64_t V = m.config().n_vocab;
@@ -169,8 +173,7 @@ int cmd_bench(int argc, char** argv) {
     const float* logits = ctx.decode(prompt, false);
     const double prefill_s = seconds_since(t0);
 
-    experts::ExpertStoreStats s0{}, s1{};
-    if (auto* store = engine->expert_store()) s0 = store->stats();
+    experts::ExpertStoreStats s0 = engine->expert_stats(), s1{};
     const experts::PredictionCounts p0 = engine->prediction_counts();
     model::DecodeProfile profile;
     const bool profiling = a.flag_set("--profile");
@@ -186,9 +189,15 @@ int cmd_bench(int argc, char** argv) {
     // after the decode and keep the better peak (the roofline is a ceiling);
     // the sustained rates before and after bracket the decode's time.
     const uint64_t peak_rss = peak_rss_bytes();
-    const core::ReadBandwidth after = core::measure_read_bandwidth(threads, 256ull << 20);
-    read_gbs = std::max(read_gbs, after.peak_gbs);
-    const double sustained_gbs = (before.sustained_gbs + after.sustained_gbs) / 2.0;
+    double sustained_gbs = 0;
+    if (gpu >= 0) {
+        read_gbs = std::max(read_gbs, backend::measure_device_read_gbs(gpu));
+        sustained_gbs = read_gbs;  // a device probe's passes do not drift as a shared host's do
+    } else {
+        const core::ReadBandwidth after = core::measure_read_bandwidth(threads, 256ull << 20);
+        read_gbs = std::max(read_gbs, after.peak_gbs);
+        sustained_gbs = (before.sustained_gbs + after.sustained_gbs) / 2.0;
+    }
     // The weight kernel alone on the model's bulk weight type (its experts',
     // else its attention's): does it keep up with the memory?
     const auto& layers = engine->model().weights().layers;
@@ -196,8 +205,9 @@ int cmd_bench(int argc, char** argv) {
     const kernels::WeightType bulk = moe != layers.end() ? moe->expert(0).gate.type
                                      : layers.empty()    ? kernels::WeightType::F32
                                                          : layers[0].wq.type;
-    const double kernel_gbs = core::measure_gemm_gbs(threads, bulk, 256ull << 20, moe != layers.end());
-    if (auto* store = engine->expert_store()) s1 = store->stats();
+    const double kernel_gbs = gpu >= 0 ? backend::measure_device_gemm_gbs(gpu, static_cast<uint32_t>(bulk))
+                                       : core::measure_gemm_gbs(threads, bulk, 256ull << 20, moe != layers.end());
+    s1 = engine->expert_stats();
     experts::PredictionCounts pc = engine->prediction_counts();
     pc.predicted -= p0.predicted;
     pc.routed -= p0.routed;
@@ -226,12 +236,14 @@ int cmd_bench(int argc, char** argv) {
     const uint64_t pf_loads = s1.prefetch_loads - s0.prefetch_loads;
     const uint64_t pf_used = s1.prefetch_used - s0.prefetch_used;
     auto* store = engine->expert_store();
-    const int64_t slots = store ? store->slots() : 0;
-    const int64_t experts_total = store ? store->experts_total() : 0;
+    const TelemetrySnapshot snap = engine->snapshot();
+    const int64_t experts_total = store ? store->experts_total() : (m.config().n_expert > 0 ? engine->plan().experts_total : 0);
+    const int64_t slots = store ? store->slots() : snap.expert_slots;
 
     std::ostringstream js;
     js.precision(6);
-    js << "{\"model\": \"" << json_escape(a.pos("MODEL")) << "\", \"threads\": " << threads
+    js << "{\"model\": \"" << json_escape(a.pos("MODEL")) << "\", \"device\": \"" << json_escape(engine->device())
+       << "\", \"threads\": " << threads
        << ", \"prompt_tokens\": " << prompt_len << ", \"decode_tokens\": " << n_decode
        << ", \"prefill_tok_s\": " << prefill_tok_s << ", \"prefill_gflops\": " << prefill_flops / prefill_s / 1e9
        << ", \"prefill_vs_decode\": " << prefill_tok_s / decode_tok_s << ", \"decode_tok_s\": " << decode_tok_s
@@ -271,6 +283,7 @@ int cmd_bench(int argc, char** argv) {
         return 0;
     }
     std::printf("model               %s\n", a.pos("MODEL").c_str());
+    std::printf("device              %s\n", engine->device().c_str());
     std::printf("prefill             %.1f tok/s (%lld tokens), %.1f GFLOP/s, %.2fx decode\n", prefill_tok_s,
                 static_cast<long long>(prompt_len), prefill_flops / prefill_s / 1e9, prefill_tok_s / decode_tok_s);
     std::printf("decode              %.1f tok/s (%lld tokens)\n", decode_tok_s, static_cast<long long>(n_decode));
@@ -284,7 +297,7 @@ int cmd_bench(int argc, char** argv) {
     if (kernel_gbs > 0)
         std::printf("kernel alone        %.2f GB/s of %s weights (gemm over a large buffer, no forward pass)\n", kernel_gbs,
                     kernels::type_traits(bulk)->name);
-    if (store) {
+    if (experts_total > 0) {
         std::printf("expert cache        %lld of %lld experts, policy %s, prefetch %s\n", static_cast<long long>(slots),
                     static_cast<long long>(experts_total), engine->settings().policy.c_str(),
                     engine->settings().prefetch ? "on" : "off");

@@ -4,6 +4,9 @@
 #include <mutex>
 
 #include "backend/cuda/cuda_probe.h"
+#ifdef STRATA_HAVE_CUDA
+#include "backend/cuda/cuda_probes.h"
+#endif
 
 namespace strata::backend {
 
@@ -56,6 +59,33 @@ bool cuda_forward_built() {
 #else
     return false;
 #endif
+}
+
+#ifdef STRATA_HAVE_CUDA
+namespace {
+bool has_gpu(int index) {
+    for (const GpuInfo& g : probe_devices().gpus)
+        if (g.index == index) return true;
+    return false;
+}
+}  // namespace
+#endif
+
+double measure_device_read_gbs(int index) {
+#ifdef STRATA_HAVE_CUDA
+    if (has_gpu(index)) return cuda::device_read_gbs(index);
+#endif
+    (void)index;
+    return 0;
+}
+
+double measure_device_gemm_gbs(int index, uint32_t type) {
+#ifdef STRATA_HAVE_CUDA
+    if (has_gpu(index)) return cuda::device_gemm_gbs(index, type);
+#endif
+    (void)index;
+    (void)type;
+    return 0;
 }
 
 double measure_link_gbs(int index) {

@@ -59,6 +59,12 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceProbe& probe, boo
 // no such GPU or the build has no CUDA. Takes tens of milliseconds.
 double measure_link_gbs(int index);
 
+// GPU `index`'s read bandwidth and what the weight kernel alone streams on
+// raw type `type` (rows of 4096), in GB/s, timed on the device (bench's GPU
+// roofline). 0 where there is no such GPU or no CUDA build.
+double measure_device_read_gbs(int index);
+double measure_device_gemm_gbs(int index, uint32_t type);
+
 // One line per GPU: "cuda:0 NVIDIA H200, 139.8 GiB (139.2 GiB free), compute 9.0, 132 SMs".
 std::string describe_gpu(const GpuInfo& g);
 // The whole probe in a few lines (inspect, plan, About).

@@ -103,6 +103,8 @@ public:
 
     // Which device computes and why ("device auto: the CPU, because ...").
     const std::string& device() const { return device_; }
+    // The GPU the forward pass runs on, or -1 (the CPU).
+    int gpu_index() const { return gpu_index_; }
     // The expert cache's counts, from the CPU's expert store or the GPU's cache.
     experts::ExpertStoreStats expert_stats() const;
 
@@ -134,6 +136,7 @@ private:
 
     EngineSettings settings_;
     std::string device_;
+    int gpu_index_ = -1;
     std::unique_ptr<model::Model> model_;
     memory::Plan plan_;
     memory::Ledger ledger_;

@@ -120,6 +120,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     cp.n_threads = 1;  // the host only orchestrates
     eng.ctx_ = std::make_unique<model::Context>(m, cp, &m.weights(), nullptr, eng.kv_.get(), std::move(forward));
     *mismatch = self_check(m, *eng.ctx_);
+    eng.gpu_index_ = device;
 }
 
 }  // namespace strata::core

@@ -1,8 +1,12 @@
-// The CUDA forward pass's own logic, on the host: engine/backend/cuda/
-// cuda_forward.cpp compiled unchanged over a host emulation of the CUDA
-// runtime and kernels (cuda_emulation/). What a GPU adds, its kernels, is
-// tested against the reference on a GPU (test_cuda_kernels, label gpu); what
-// this suite checks runs in CI:
+// The CUDA forward pass against the fixtures and the CPU. Built twice:
+//  - test_cuda_forward_emulated (label unit): engine/backend/cuda/
+//    cuda_forward.cpp compiled unchanged over a host emulation of the CUDA
+//    runtime and kernels (cuda_emulation/), so the pass's own logic runs in
+//    CI without a GPU;
+//  - test_cuda_forward (label gpu, STRATA_TEST_REAL_GPU): the same checks on
+//    the real runtime and kernels, plus Engine::load on the GPU (its
+//    self-check against the CPU); skipped, saying why, without a GPU.
+// The checks:
 //  - every fixture model within the fixtures README's tolerances (float
 //    activations: the README's bounds for quantized files);
 //  - the VRAM expert cache at 25% and at the minimum (waves within a layer)
@@ -17,6 +21,10 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_forward.h"
+#include "backend/device.h"
+#ifdef STRATA_TEST_REAL_GPU
+#include "core/engine.h"
+#endif
 #include "common/error.h"
 #include "fixture_check.h"
 #include "kernels/quant_types.h"
@@ -79,12 +87,39 @@ double max_diff(const float* a, const float* b, size_t n) {
 
 }  // namespace
 
-class TestCudaForwardEmulated : public QObject {
+class TestCudaForward : public QObject {
     Q_OBJECT
 
     QTemporaryDir dir_;
 
 private Q_SLOTS:
+#ifdef STRATA_TEST_REAL_GPU
+    void initTestCase() {
+        const backend::DeviceProbe& p = backend::probe_devices();
+        if (p.gpus.empty()) QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(p.why_none)));
+        qInfo("%s", backend::describe_gpu(p.gpus[0]).c_str());
+    }
+
+    // The engine on the GPU: its plan against VRAM, the tiers it names, and
+    // the self-check against the CPU, which a correct GPU passes.
+    void engine_on_the_gpu() {
+        STRATA_REQUIRE_FIXTURES();
+        EngineSettings s;
+        s.device = "cuda:0";
+        s.n_ctx = 256;
+        auto e = core::Engine::load(test::fixture_path("models/moe-tiny-q8_0.gguf"), s);
+        QVERIFY2(e->device().rfind("device cuda:0", 0) == 0, e->device().c_str());
+        QCOMPARE(e->gpu_index(), 0);
+        QVERIFY(e->ledger().description(memory::Tier::Fast).rfind("VRAM (", 0) == 0);
+        QVERIFY(e->ledger().reserved(memory::Account::WeightsShared, memory::Tier::Fast) > 0);
+        const std::vector<int32_t> p = e->vocab().encode("Once upon a time", true);
+        const float* l = e->context().decode(p, false);
+        QVERIFY(std::isfinite(l[0]));
+        const TelemetrySnapshot t = e->snapshot();
+        QCOMPARE(QString::fromStdString(t.fast_tier), QString::fromStdString(e->ledger().description(memory::Tier::Fast)));
+    }
+#endif
+
     void fixtures_data() {
         QTest::addColumn<QString>("name");
         QTest::addColumn<int>("tolerance");
@@ -101,6 +136,9 @@ private Q_SLOTS:
         STRATA_REQUIRE_FIXTURES();
         QFETCH(QString, name);
         QFETCH(int, tolerance);
+        // A GPU machine may carry a subset of the fixtures (packaging/gpu-bundle.sh).
+        if (!QFileInfo::exists(test::fixtures_dir() + "/models/" + name + ".gguf"))
+            QSKIP(qPrintable(name + " is not in this fixture set"));
         std::vector<std::unique_ptr<GpuContext>> keep;
         test::check_fixture(
             name, test::Tolerance(tolerance),
@@ -287,5 +325,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestCudaForwardEmulated)
+QTEST_GUILESS_MAIN(TestCudaForward)
 #include "test_cuda_forward_emulated.moc"
