@@ -17,7 +17,8 @@
 #     fully resident, batches, the engine's self-check against the CPU);
 #  2. bench --device cuda --json on the 1.2B make-model MoE (12 layers, dim
 #     1024, 32 experts top-4, expert FFN 1024) in Q4_0, Q8_0 and Q4_K: fully
-#     resident, then with the VRAM expert cache at 50% and 25%;
+#     resident, with the VRAM expert cache at 50% and 25%, and with every
+#     layer's experts on the CPU (--cpu-moe);
 #  3. batched decode: bench --concurrency 1 and 8 on the Q4_0 file.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -59,9 +60,13 @@ step "bench: the 1.2B make-model MoE on the GPU (JSON lines)"
 for type in q4_0 q8_0 q4_k; do
     "$cli" make-model "$work/moe-$type.gguf" --layers 12 --dim 1024 --heads 16 --kv-heads 4 --experts 32 --used 4 \
         --expert-ff 1024 --vocab 512 --type "$type" >/dev/null || { fail=1; continue; }
-    for cache in resident 0.5 0.25; do
+    for cache in resident 0.5 0.25 cpu-moe; do
         opts=()
-        [ "$cache" != resident ] && opts=(--expert-cache-fraction "$cache")
+        case "$cache" in
+            resident) ;;
+            cpu-moe) opts=(--cpu-moe) ;;
+            *) opts=(--expert-cache-fraction "$cache") ;;
+        esac
         echo "--- $type, expert cache $cache"
         timeout 120 "$cli" bench "$work/moe-$type.gguf" --device cuda -n 128 --prompt-len 64 --warmup 8 \
             "${opts[@]}" --json || fail=1

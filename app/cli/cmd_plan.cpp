@@ -22,6 +22,8 @@ int cmd_plan(int argc, char** argv) {
            "the fast budget (all experts with --fast-budget none). Exits 0 whether or not the model fits.");
     a.positional("MODEL", "a GGUF model");
     a.option("--device", "", "D", "plan for auto (a GPU when there is one), cpu, cuda or cuda:N", "auto");
+    a.flag("--cpu-moe", "on a GPU: every MoE layer's experts on the CPU (no expert slots in VRAM)");
+    a.option("--n-cpu-moe", "", "N", "on a GPU: the experts of the first N MoE layers on the CPU", "0");
     a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 8G; auto: what is available\n"
              "now minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget for the experts' home (default: no budget)");
@@ -75,7 +77,10 @@ int cmd_plan(int argc, char** argv) {
     }
     s.pinned_experts = a.integer("--pinned", 0, std::numeric_limits<int32_t>::max());
     s.transfer_buffers = a.integer("--transfer-buffers", 0, 1 << 16);
-    if (on_gpu) s.transfer_buffers = 0;  // the GPU's expert cache copies straight into its slots
+    if (on_gpu) {
+        s.transfer_buffers = 0;  // the GPU's expert cache copies straight into its slots
+        s.cpu_moe_layers = a.flag_set("--cpu-moe") ? -1 : a.integer("--n-cpu-moe", 0, 1 << 20);
+    }
     s.prefetch = !a.flag_set("--no-prefetch");
     s.runtime_reserve = parse_size(a.str("--runtime-reserve"), "option --runtime-reserve");
     const model::ContextParams cp = context_params(a);

@@ -20,6 +20,8 @@ void add_engine_options(Args& a) {
     add_context_options(a);
     a.option("--device", "", "D", "where the forward pass runs: auto (a GPU when there is one and it passes its\n"
              "check against the CPU at load), cpu, cuda or cuda:N", "auto");
+    a.flag("--cpu-moe", "on a GPU: compute every MoE layer's experts on the CPU from host RAM");
+    a.option("--n-cpu-moe", "", "N", "on a GPU: compute the experts of the first N MoE layers on the CPU", "0");
     a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 512M, 4G; auto: what is\n"
              "available at load minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none");
@@ -55,6 +57,7 @@ EngineSettings engine_settings(const Args& a) {
     s.threads = cp.n_threads;
     s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "--fast-budget");
     s.device = a.str("--device");
+    s.cpu_moe_layers = a.flag_set("--cpu-moe") ? -1 : a.integer("--n-cpu-moe", 0, 1 << 20);
     if (const std::string err = backend::parse_device(s.device, nullptr); !err.empty()) throw UsageError("--device: " + err);
     if (a.has("--slow-budget")) {
         s.slow_budget = parse_size(a.str("--slow-budget"), "--slow-budget");

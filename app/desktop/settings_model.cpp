@@ -102,6 +102,11 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
           "the CPU computes on the first tokens; else the CPU. Help > About says which and why.")
             ->choices = devices;
     }
+    f("cpu_moe_layers", "Experts on the CPU (layers)", mem, "int", 0, A::NextLoad,
+      "On a GPU: the experts of the first N MoE layers are computed on the CPU from RAM while the rest runs on the "
+      "GPU, so they need no VRAM (as llama.cpp's --n-cpu-moe). 0: none; -1: every MoE layer. No effect on the CPU.")
+        ->lo = -1;
+    fields_.last().hi = 1 << 20;
     f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096.")
         ->lo = 0;
     fields_.last().hi = 1 << 20;
@@ -296,6 +301,7 @@ EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) con
     if (!sb.isEmpty() && sb != QLatin1String("none") && parse_size(sb, &b, &err)) s.slow_budget = b;
     s.n_ctx = v.value(QStringLiteral("n_ctx")).toLongLong();
     s.device = v.value(QStringLiteral("device")).toString().toStdString();
+    s.cpu_moe_layers = v.value(QStringLiteral("cpu_moe_layers")).toLongLong();
     s.threads = int(v.value(QStringLiteral("threads")).toLongLong());
     const double frac = v.value(QStringLiteral("expert_cache_fraction")).toDouble();
     s.expert_cache_fraction = frac < 0 ? -1.0 : frac;

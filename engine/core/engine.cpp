@@ -39,6 +39,7 @@ std::string EngineSettings::validate() const {
     if (kv_type != "f32" && kv_type != "q8") return "kv_type '" + kv_type + "' is unknown (use f32 or q8)";
     if (std::string err = cpu::parse_numa_policy(numa, nullptr); !err.empty()) return err;
     if (std::string err = backend::parse_device(device, nullptr); !err.empty()) return err;
+    if (cpu_moe_layers < -1) return "cpu_moe_layers " + std::to_string(cpu_moe_layers) + " is invalid (-1: all MoE layers, 0: none, N: the first N)";
     return "";
 }
 

@@ -90,6 +90,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     // VRAM is the fast tier: an automatic budget is the free VRAM minus the reserve.
     ps.fast_available = settings.fast_budget == 0 ? free_vram : 0;
     ps.numa = "off";  // host placement does not apply to VRAM
+    ps.cpu_moe_layers = settings.cpu_moe_layers;
     eng.plan_ = memory::make_plan(m, ps);
     if (!eng.plan_.fits) throw Error(path + ": " + eng.plan_.reason + " (fast tier: VRAM of " +
                                      backend::probe_devices().gpus[static_cast<size_t>(device)].name + ")");
@@ -111,6 +112,8 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     o.n_batch = eng.plan_.n_batch;
     o.expert_slots = eng.plan_.expert_slots < eng.plan_.experts_total ? eng.plan_.expert_slots : -1;
     o.policy = settings.policy;
+    o.cpu_moe_layers = settings.cpu_moe_layers;
+    o.cpu_threads = settings.threads;
     auto forward = bc::make_cuda_forward(m, *eng.kv_, ledger, o);
     report("experts", 0.9);
 

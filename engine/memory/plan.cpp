@@ -86,12 +86,16 @@ uint64_t reserved_bytes(uint64_t bytes, uint64_t small_page) {
     return (bytes + page - 1) / page * page;
 }
 
-Totals measure(const model::Model& m) {
+// cpu_moe_layers: the experts of the first N MoE layers (-1: all) stay out of
+// the fast tier's cache (a GPU leaves them to the CPU, in host RAM).
+Totals measure(const model::Model& m, int64_t cpu_moe_layers) {
     Totals t;
     for (const model::LayerWeights& L : m.weights().layers) {
         if (L.ffn != model::FfnKind::Moe) continue;
+        const bool on_cpu = cpu_moe_layers < 0 || t.moe_layers < cpu_moe_layers;
         ++t.moe_layers;
         t.router += mat_bytes(L.router);
+        if (on_cpu) continue;
         const int64_t n = L.n_experts();
         t.total += n;
         for (int64_t e = 0; e < n; ++e) t.slot = std::max(t.slot, expert_slot_bytes(L.expert(e)));
@@ -178,7 +182,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     cpu::NumaPolicy numa_policy;
     if (const std::string err = cpu::parse_numa_policy(s.numa, &numa_policy); !err.empty()) throw Error(err);
 
-    const Totals t = measure(m);
+    const Totals t = measure(m, s.cpu_moe_layers);
     Plan p;
     p.fast_available = s.fast_available;
     if (s.fast_budget == 0) {

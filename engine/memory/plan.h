@@ -71,6 +71,10 @@ struct PlanSettings {
     bool prefetch = true;
     int64_t transfer_buffers = 2;        // slots of staging for in-flight loads while prefetching
     uint64_t draft_model_bytes = 0;
+    // On a GPU: the experts of the first N MoE layers (-1: all) are computed
+    // on the CPU from host RAM, so they take no expert slot (experts_total
+    // and the cache count the others; experts.home still holds them all).
+    int64_t cpu_moe_layers = 0;
     uint64_t runtime_reserve = 64ull << 20;
     std::string numa = "auto";           // auto | off | bind | bind:N | interleave (backend/cpu/numa.h)
 };

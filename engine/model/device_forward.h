@@ -58,6 +58,7 @@ struct DeviceExpertStats {
     uint64_t hits = 0;           // of them, resident already
     uint64_t bytes_loaded = 0;   // expert bytes copied over the link
     double stall_seconds = 0;    // compute waiting for those copies
+    uint64_t cpu_computed = 0;   // expert uses computed on the CPU where their bytes are (no copy)
     int64_t slots = 0;           // expert slots on the device
     int64_t experts_total = 0;
     uint64_t slot_bytes = 0;

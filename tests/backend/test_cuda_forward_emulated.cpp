@@ -48,7 +48,7 @@ struct GpuContext {
 };
 
 std::unique_ptr<GpuContext> gpu_context(const model::Model& m, int64_t expert_slots = -1, int64_t n_ctx = 256,
-                                        int64_t n_batch = 64, int64_t kv_tokens = 0) {
+                                        int64_t n_batch = 64, int64_t kv_tokens = 0, int64_t cpu_moe_layers = 0) {
     auto g = std::make_unique<GpuContext>();
     kv::KvCacheParams kp = model::kv_cache_params(m.config(), 0, 16, kv::KvType::F32);
     kp.n_blocks = kp.blocks_for(kv_tokens > 0 ? kv_tokens : n_ctx);
@@ -57,6 +57,8 @@ std::unique_ptr<GpuContext> gpu_context(const model::Model& m, int64_t expert_sl
     bc::CudaForwardOptions o;
     o.n_batch = n_batch;
     o.expert_slots = expert_slots;
+    o.cpu_moe_layers = cpu_moe_layers;
+    o.cpu_threads = 2;
     auto fwd = bc::make_cuda_forward(m, *g->kv, g->ledger, o);
     g->device = fwd.get();
     model::ContextParams cp;
@@ -186,6 +188,38 @@ private Q_SLOTS:
                 for (uint8_t x : mask) resident += x;
             }
             QVERIFY(resident <= slots && resident >= c.n_expert_used);
+        }
+    }
+
+    // Experts placed on the CPU (--cpu-moe, --n-cpu-moe 1): the same text as
+    // on the GPU, none of those layers' experts in the fast tier, all of them
+    // in host RAM (the slow tier), and with a VRAM cache over the rest.
+    void experts_on_the_cpu() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/qwen2moe-tiny-f32.gguf"));
+        const model::ModelConfig& c = m->config();
+        const std::vector<int32_t> prompt = m->vocab().encode("Lily and Tom went to the park to play.", true);
+        auto gpu = gpu_context(*m);
+        const float* lg = gpu->ctx->decode(prompt, true);
+        const std::vector<float> want(lg, lg + prompt.size() * c.n_vocab);
+        const std::vector<int32_t> text = greedy(*gpu->ctx, prompt, 16, c.n_vocab);
+        const uint64_t all_experts = m->sizes().bytes_experts;
+        for (int64_t layers : {int64_t{-1}, int64_t{1}}) {
+            for (int64_t slots : {int64_t{-1}, c.n_expert_used}) {
+                auto mixed = gpu_context(*m, slots, 256, 64, 0, layers);
+                const float* lm = mixed->ctx->decode(prompt, true);
+                QVERIFY2(max_diff(lm, want.data(), want.size()) < 1e-4, qPrintable(QString("layers %1").arg(layers)));
+                QCOMPARE(greedy(*mixed->ctx, prompt, 16, c.n_vocab), text);
+                const model::DeviceExpertStats st = mixed->device->expert_stats();
+                QVERIFY(st.cpu_computed > 0);
+                const uint64_t on_cpu = layers < 0 ? all_experts : all_experts / uint64_t(c.n_layer);
+                // The CPU layers' experts live in host RAM, in the slow tier.
+                QVERIFY(mixed->ledger.reserved(memory::Account::ExpertsHome, memory::Tier::Slow) >= on_cpu);
+                if (layers < 0) {
+                    QCOMPARE(mixed->ledger.reserved(memory::Account::ExpertsCache, memory::Tier::Fast), uint64_t{0});
+                    QCOMPARE(st.bytes_loaded, uint64_t{0});
+                }
+            }
         }
     }
 

@@ -209,6 +209,25 @@ private Q_SLOTS:
         QCOMPARE(make_plan(*moe_, s).fast_budget, Ledger::kUnlimited);
     }
 
+    // A GPU that leaves the first N MoE layers' experts to the CPU plans no
+    // slots for them; experts.home still holds every expert.
+    void experts_left_to_the_cpu() {
+        PlanSettings s;
+        const Plan all = make_plan(*moe_, s);
+        s.cpu_moe_layers = 1;
+        const Plan one = make_plan(*moe_, s);
+        check_invariants(*moe_, one);
+        QCOMPARE(one.experts_total, all.experts_total / 2);  // two MoE layers, one left to the CPU
+        QCOMPARE(one.expert_slots, one.experts_total);
+        QVERIFY(one.bytes(Account::ExpertsCache) < all.bytes(Account::ExpertsCache));
+        QCOMPARE(one.bytes(Account::ExpertsHome), all.bytes(Account::ExpertsHome));
+        s.cpu_moe_layers = -1;
+        const Plan none = make_plan(*moe_, s);
+        QCOMPARE(none.experts_total, int64_t{0});
+        QCOMPARE(none.bytes(Account::ExpertsCache), uint64_t{0});
+        QVERIFY(none.fits);
+    }
+
     void system_memory_parsing() {
         QCOMPARE(parse_meminfo_available("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20971520 kB\n"),
                  uint64_t{20971520} * 1024);

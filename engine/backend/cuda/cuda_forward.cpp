@@ -2,16 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/thread_pool.h"
 #include "backend/cuda/cuda_runtime.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "experts/cache_policy.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "memory/aligned_buffer.h"
 #include "model/model.h"
 
 namespace strata::backend::cuda {
@@ -83,6 +87,7 @@ private:
     DevMat upload_matrix(const model::Matrix& m, Account a);
     const float* upload_vector(const std::vector<float>& v);
     void load_experts(const CudaForwardOptions& o);
+    void load_cpu_experts(const CudaForwardOptions& o);
 
     // --- the pass ---
     void ok(int code, const char* op, int64_t layer = -1) const;
@@ -90,6 +95,10 @@ private:
     void attention(const DevLayer& L, int64_t n);
     void ffn_dense(const DevFfn& f, const float* x, int64_t n, float* y, int64_t ff, int64_t layer);
     void ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing);
+    // The routed experts of one layer over the grouped rows, on the GPU or on the CPU.
+    void experts_on_gpu(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows);
+    void experts_on_cpu(int64_t layer, int64_t n, int64_t rows, int64_t combine_rows);
+    void host_matmul(const model::Matrix& W, const float* X, int64_t n, float* Y);
     void lookahead(const DevLayer& next, const model::DeviceChunk& c, const model::LookaheadObserver& obs);
     // The expert cache: makes `keys` resident (loading the missing ones on the
     // copy stream, ordered before the compute that follows) and returns their
@@ -163,6 +172,16 @@ private:
     std::unique_ptr<Event> copies_done_;
     std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> stalls_;  // compute waiting on copies
     model::DeviceExpertStats stats_;
+
+    // Experts placed on the CPU (--cpu-moe / --n-cpu-moe): per layer whether
+    // its experts run there, their copy in host RAM (the slow tier), the
+    // compute pool and host scratch.
+    std::vector<uint8_t> cpu_layer_;
+    memory::AlignedBuffer cpu_home_;
+    std::vector<std::vector<model::FfnMatrices>> cpu_experts_;
+    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::vector<float> host_h_, host_xe_, host_ge_, host_ue_, host_ye_, host_tmp_;
+    std::vector<uint8_t> host_act_;
 };
 
 CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o)
@@ -218,7 +237,13 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         }
         layers_.push_back(std::move(d));
     }
+    cpu_layer_.assign(w.layers.size(), 0);
+    int64_t moe_seen = 0;
+    for (const model::LayerWeights& L : w.layers)
+        if (L.ffn == model::FfnKind::Moe && (o.cpu_moe_layers < 0 || moe_seen++ < o.cpu_moe_layers))
+            cpu_layer_[static_cast<size_t>(L.index)] = 1;
     load_experts(o);
+    load_cpu_experts(o);
 
     // The KV pool, under the host cache's block ids.
     kv_block_tokens_ = kp.block_tokens;
@@ -335,7 +360,7 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
     int64_t total = 0;
     uint64_t slot = 0, all = 0;
     for (const model::LayerWeights& L : w.layers) {
-        if (L.ffn != model::FfnKind::Moe) continue;
+        if (L.ffn != model::FfnKind::Moe || cpu_layer_[static_cast<size_t>(L.index)]) continue;
         for (int64_t e = 0; e < L.n_experts(); ++e) {
             const uint64_t b = ffn_bytes(L.expert(e));
             slot = std::max(slot, (b + 255) / 256 * 256);
@@ -350,7 +375,7 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
         // Every expert in VRAM: each layer's experts in one buffer, expert e at its slab offset.
         for (size_t li = 0; li < layers_.size(); ++li) {
             const model::LayerWeights& L = w.layers[li];
-            if (L.ffn != model::FfnKind::Moe) continue;
+            if (L.ffn != model::FfnKind::Moe || cpu_layer_[li]) continue;
             uint64_t layer_bytes = 0;
             for (int64_t e = 0; e < L.n_experts(); ++e) layer_bytes += ffn_bytes(L.expert(e));
             weights_.emplace_back(ledger_, Account::ExpertsCache, Tier::Fast, layer_bytes);
@@ -380,7 +405,7 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
     home_offset_.assign(static_cast<size_t>(w.layers.size() * static_cast<size_t>(E)), UINT64_MAX);
     uint64_t off = 0;
     for (const model::LayerWeights& L : w.layers) {
-        if (L.ffn != model::FfnKind::Moe) continue;
+        if (L.ffn != model::FfnKind::Moe || cpu_layer_[static_cast<size_t>(L.index)]) continue;
         for (int64_t e = 0; e < L.n_experts(); ++e) {
             const model::FfnMatrices f = L.expert(e);
             home_offset_[static_cast<size_t>(L.index * E + e)] = off;
@@ -399,9 +424,48 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
     copies_done_ = std::make_unique<Event>();
 }
 
+void CudaForward::load_cpu_experts(const CudaForwardOptions& o) {
+    const model::ModelWeights& w = model_.weights();
+    uint64_t all = 0;
+    for (const model::LayerWeights& L : w.layers)
+        if (cpu_layer_[static_cast<size_t>(L.index)])
+            for (int64_t e = 0; e < L.n_experts(); ++e) all += ffn_bytes(L.expert(e));
+    cpu_experts_.resize(w.layers.size());
+    if (all == 0) return;
+    // Their home: a copy in host RAM (the file's layout), in the slow tier.
+    cpu_home_ = memory::AlignedBuffer(ledger_, Account::ExpertsHome, Tier::Slow, all);
+    ledger_.adjust_used(Account::ExpertsHome, Tier::Slow, static_cast<int64_t>(all));
+    uint64_t off = 0;
+    for (const model::LayerWeights& L : w.layers) {
+        if (!cpu_layer_[static_cast<size_t>(L.index)]) continue;
+        for (int64_t e = 0; e < L.n_experts(); ++e) {
+            model::FfnMatrices f = L.expert(e);
+            for (model::Matrix* m : {&f.gate, &f.up, &f.down}) {
+                std::copy(m->data, m->data + m->slab_bytes(), cpu_home_.data() + off);
+                m->data = cpu_home_.data() + off;
+                m->slabs = 1;
+                off += m->slab_bytes();
+            }
+            cpu_experts_[static_cast<size_t>(L.index)].push_back(f);
+        }
+    }
+    const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
+    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
+    const size_t B = static_cast<size_t>(n_batch_), U = static_cast<size_t>(n_used_);
+    const size_t d = static_cast<size_t>(cfg_.n_embd), ff = static_cast<size_t>(ff_max_);
+    host_h_.resize(B * d);
+    host_tmp_.resize(B * d);
+    host_xe_.resize(B * U * d);
+    host_ye_.resize(B * U * d);
+    host_ge_.resize(B * U * ff);
+    host_ue_.resize(B * U * ff);
+}
+
 void CudaForward::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {
+    // A layer computed on the CPU needs no copy: its experts count as in place.
+    const bool in_place = !cached_ || cpu_layer_[static_cast<size_t>(layer)];
     for (int64_t e = 0; e < n_expert; ++e)
-        mask[e] = !cached_ || slot_of_[static_cast<size_t>(layer * cfg_.n_expert + e)] >= 0;
+        mask[e] = in_place || slot_of_[static_cast<size_t>(layer * cfg_.n_expert + e)] >= 0;
 }
 
 void CudaForward::ok(int code, const char* op, int64_t layer) const {
@@ -540,7 +604,7 @@ void CudaForward::make_resident(const std::vector<int32_t>& experts_in, int64_t 
 
 void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing) {
     const model::ModelConfig& cf = cfg_;
-    const int64_t n = c.n, d = cf.n_embd, E = cf.n_expert, U = n_used_, ff = L.n_ff_expert, li = L.index;
+    const int64_t n = c.n, d = cf.n_embd, E = cf.n_expert, U = n_used_, li = L.index;
 
     // Route on the device; the choices come back for the observers, the cache and the grouping.
     gemm(L.router, h_, n, router_, "router", li);
@@ -576,7 +640,7 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
     for (int pass = 0; pass < 2; ++pass)
         for (int32_t e = 0; e < E; ++e) {
             if (h_count_[static_cast<size_t>(e)] == 0) continue;
-            const bool resident = !cached_ || slot_of_[static_cast<size_t>(li * E + e)] >= 0;
+            const bool resident = !cached_ || cpu_layer_[static_cast<size_t>(li)] || slot_of_[static_cast<size_t>(li * E + e)] >= 0;
             if (resident == (pass == 0)) h_order_.push_back(e);
         }
     std::vector<int32_t> row_of(static_cast<size_t>(E), 0);
@@ -599,6 +663,20 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
             ++combine_rows;
         }
     const int64_t rows = h_offsets_[h_order_.size()];
+    if (cpu_layer_[static_cast<size_t>(li)]) {
+        experts_on_cpu(li, n, rows, combine_rows);
+    } else {
+        experts_on_gpu(L, n, rows, combine_rows);
+    }
+    if (L.shared.gate) {
+        ffn_dense(L.shared, h_, n, ye_, L.shared.gate.rows, li);
+        if (L.shared_gate) gemm(L.shared_gate, h_, n, gate_logit_, "shared expert gate", li);
+        ok(kc::gated_add(ye_, L.shared_gate ? gate_logit_ : nullptr, n, d, tmp_, compute_.get()), "shared expert", li);
+    }
+}
+
+void CudaForward::experts_on_gpu(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows) {
+    const int64_t d = cfg_.n_embd, ff = L.n_ff_expert, li = L.index;
     put(gather_, h_gather_, static_cast<size_t>(rows));
     put(offsets_, h_offsets_, h_order_.size() + 1);
     put(rank_src_, h_rank_src_, static_cast<size_t>(combine_rows));
@@ -660,12 +738,46 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
     ok(kc::get_rows(kc::QType::F32, ye_, d * 4, d, rank_src_, combine_rows, yr_, compute_.get()), "ordering expert outputs", li);
     fill_zero(tmp_, static_cast<uint64_t>(n * d) * 4, compute_, "clearing the expert sum");
     ok(kc::scatter_add_rows(yr_, combine_w_, combine_dst_, combine_rows, d, tmp_, compute_.get()), "combining experts", li);
+}
 
-    if (L.shared.gate) {
-        ffn_dense(L.shared, h_, n, ye_, L.shared.gate.rows, li);
-        if (L.shared_gate) gemm(L.shared_gate, h_, n, gate_logit_, "shared expert gate", li);
-        ok(kc::gated_add(ye_, L.shared_gate ? gate_logit_ : nullptr, n, d, tmp_, compute_.get()), "shared expert", li);
+// Y[t * W.rows + r] = W.row(r) . X[t] on the host's cores, with the CPU
+// kernels (activations quantized as the CPU backend quantizes them).
+void CudaForward::host_matmul(const model::Matrix& W, const float* X, int64_t n, float* Y) {
+    const int64_t cols = W.cols;
+    const int64_t ab = (kernels::activation_row_bytes(W.type, cols) + 3) / 4 * 4;
+    if (host_act_.size() < static_cast<size_t>(n * ab)) host_act_.resize(static_cast<size_t>(n * ab));
+    for (int64_t t = 0; t < n; ++t) kernels::quantize_activation(W.type, X + t * cols, host_act_.data() + t * ab, cols);
+    pool_->parallel_for(W.rows, 16, [&](int64_t r0, int64_t r1, int) {
+        kernels::gemm_q(W.type, W.row(r0), W.row_bytes, r1 - r0, host_act_.data(), ab, n, cols, Y + r0, W.rows);
+    });
+}
+
+// The experts of a layer placed on the CPU (--cpu-moe): the routed tokens'
+// rows come to the host, each expert runs there from host RAM, and the sum
+// in router-rank order goes back as the layer's expert output.
+void CudaForward::experts_on_cpu(int64_t li, int64_t n, int64_t rows, int64_t combine_rows) {
+    const int64_t d = cfg_.n_embd;
+    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)];
+    const int64_t ff = L.n_ff_expert;
+    copy_to_host(host_h_.data(), h_, static_cast<uint64_t>(n * d) * 4, compute_, "reading a CPU layer's input");
+    compute_.synchronize("a CPU layer's input");
+    for (int64_t r = 0; r < rows; ++r)
+        std::copy_n(host_h_.data() + h_gather_[static_cast<size_t>(r)] * d, d, host_xe_.data() + r * d);
+    const std::vector<model::FfnMatrices>& experts = cpu_experts_[static_cast<size_t>(li)];
+    for (size_t g = 0; g < h_order_.size(); ++g) {
+        const model::FfnMatrices& f = experts[static_cast<size_t>(h_order_[g])];
+        const int64_t a = h_offsets_[g], m = h_offsets_[g + 1] - a;
+        host_matmul(f.gate, host_xe_.data() + a * d, m, host_ge_.data() + a * ff);
+        host_matmul(f.up, host_xe_.data() + a * d, m, host_ue_.data() + a * ff);
+        kernels::ops::swiglu(host_ge_.data() + a * ff, host_ue_.data() + a * ff, host_ge_.data() + a * ff, m * ff);
+        host_matmul(f.down, host_ge_.data() + a * ff, m, host_ye_.data() + a * d);
     }
+    stats_.cpu_computed += static_cast<uint64_t>(h_order_.size());
+    std::fill(host_tmp_.begin(), host_tmp_.begin() + n * d, 0.0f);
+    for (int64_t i = 0; i < combine_rows; ++i)
+        kernels::ops::axpy(h_combine_w_[static_cast<size_t>(i)], host_ye_.data() + h_rank_src_[static_cast<size_t>(i)] * d,
+                           host_tmp_.data() + h_dst_[static_cast<size_t>(i)] * d, d);
+    copy_to_device(tmp_, host_tmp_.data(), static_cast<uint64_t>(n * d) * 4, compute_, "the CPU experts' output");
 }
 
 void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,

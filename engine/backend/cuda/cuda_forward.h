@@ -36,6 +36,11 @@ struct CudaForwardOptions {
     int64_t n_batch = 256;       // the largest chunk the context hands over
     int64_t expert_slots = -1;   // VRAM slots for routed experts; < 0 or >= all experts: all resident
     std::string policy = "lru";  // the VRAM expert cache's replacement policy (lru, lfu, arc)
+    // The experts of the first N MoE layers (-1: all) computed on the CPU from
+    // a copy in host RAM while everything else runs on the GPU (llama.cpp's
+    // --n-cpu-moe / --cpu-moe): their bytes never cross the link.
+    int64_t cpu_moe_layers = 0;
+    int cpu_threads = 0;         // their compute threads (0: all cores)
 };
 
 // Uploads the model and sizes the device's scratch for `kv`'s block geometry

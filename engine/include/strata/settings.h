@@ -54,6 +54,10 @@ struct EngineSettings {
     // cuda or cuda:N. A GPU that fails its first-load check against the CPU
     // is not used (auto falls back to the CPU and says why).
     std::string device = "auto";
+    // On a GPU: the experts of the first N MoE layers (-1: all) computed on
+    // the CPU from host RAM while the rest runs on the GPU (llama.cpp's
+    // --n-cpu-moe / --cpu-moe). 0: none. No effect on the CPU.
+    int64_t cpu_moe_layers = 0;
 
     // Empty when valid, else one line naming the field and the allowed values.
     std::string validate() const;
