@@ -4,6 +4,7 @@
 // computes something else from ever writing text. Built with STRATA_HAVE_CUDA.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "backend/cuda/cuda_forward.h"
 #include "backend/cuda/cuda_runtime.h"
@@ -124,6 +125,13 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     eng.ctx_ = std::make_unique<model::Context>(m, cp, &m.weights(), nullptr, eng.kv_.get(), std::move(forward));
     *mismatch = self_check(m, *eng.ctx_);
     eng.gpu_index_ = device;
+    // The link as it is now (a GPU in an x8 slot, or behind a busy switch,
+    // reads far below its nominal rate): the figure the app and bench show.
+    const double link = bc::measure_h2d_gbs();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "; host-to-device %.1f GB/s measured at load", link);
+    eng.device_ += buf;
+    logger("cuda")->info("host-to-device {:.1f} GB/s (pinned, 64 MiB copies)", link);
 }
 
 }  // namespace strata::core

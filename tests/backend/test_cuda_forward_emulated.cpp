@@ -36,6 +36,12 @@
 using namespace strata;
 namespace bc = strata::backend::cuda;
 
+#ifndef STRATA_TEST_REAL_GPU
+namespace strata::kernels::cuda {
+extern int emulated_gemm_failure_in;  // tests/backend/cuda_emulation/kernels_emu.cpp
+}
+#endif
+
 namespace {
 
 // A context whose forward pass is the (emulated) CUDA one, with its KV tables
@@ -328,6 +334,33 @@ private Q_SLOTS:
             QVERIFY2(mean_diff <= 0.10 * stddev, qPrintable(QString("mean |difference| %1 > 0.10 x %2").arg(mean_diff).arg(stddev)));
         }
     }
+
+#ifndef STRATA_TEST_REAL_GPU
+    // A failed launch mid-step (what a lost device or a kernel fault gives)
+    // is a strata::Error naming the operation; the KV cache's tables are
+    // rolled back, and the next step computes as if it had not happened.
+    void device_error_mid_step_is_an_error_and_recoverable() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/moe-tiny-q8_0.gguf"));
+        const int64_t V = m->config().n_vocab;
+        const std::vector<int32_t> prompt = m->vocab().encode("Once upon a time", true);
+        auto g = gpu_context(*m);
+        const float* l = g->ctx->decode(prompt, false);
+        const std::vector<float> want(l, l + V);
+        g->ctx->clear();
+        kernels::cuda::emulated_gemm_failure_in = 7;  // a launch inside the first layer
+        QString what;
+        try {
+            g->ctx->decode(prompt, false);
+        } catch (const Error& e) {
+            what = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(what.startsWith("CUDA ") && what.contains("(layer 0) failed"), qPrintable(what));
+        QCOMPARE(g->ctx->n_past(), int64_t{0});  // nothing of the failed step stays in the cache
+        const float* again = g->ctx->decode(prompt, false);
+        QVERIFY(max_diff(again, want.data(), size_t(V)) == 0.0);
+    }
+#endif
 
     void unsupported_input_is_an_error() {
         STRATA_REQUIRE_FIXTURES();

@@ -13,9 +13,14 @@
 
 namespace strata::kernels::cuda {
 
+// Test hook (emulation only): when > 0, the n-th gemm_q launch from now fails
+// with an emulated error, as a failed launch or a lost device would.
+int emulated_gemm_failure_in = 0;
+
 namespace {
 
 constexpr int kInvalid = 1;  // cudaErrorInvalidValue
+constexpr int kLaunchFailure = 719;  // cudaErrorLaunchFailure
 
 template <QType T>
 float dot_row(const uint8_t* row, const float* x, int64_t cols) {
@@ -51,6 +56,7 @@ const char* error_string(int code) { return code ? "an emulated kernel refused i
 
 int gemm_q(QType t, const void* w, int64_t row_bytes, int64_t rows, int64_t cols, const float* x, int64_t x_stride,
            int64_t n, float* y, int64_t y_stride, Stream) {
+    if (emulated_gemm_failure_in > 0 && --emulated_gemm_failure_in == 0) return kLaunchFailure;
     return with_type(t, [&](auto tag) {
         const auto* W = static_cast<const uint8_t*>(w);
         for (int64_t i = 0; i < n; ++i)
