@@ -277,8 +277,17 @@ void Engine::issue_prefetch(int64_t layer, int64_t key) {
     // One-token decode steps prefetch (see kMaxPrefetchStep); a prompt chunk
     // demands all of its experts a moment later anyway, and its many guesses
     // would push the working set out.
-    if (!store_ || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
+    model::DeviceForward* gpu = ctx_ && ctx_->device() && model_->config().n_expert > 0 ? ctx_->device() : nullptr;
+    if ((!store_ && !gpu) || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
     predictor_->predict_into(layer, key, predictions_);
+    if (gpu) {
+        // The GPU's expert cache: the predicted experts of that layer, best first.
+        gpu_prefetch_.clear();
+        for (const experts::ExpertPrediction& p : predictions_)
+            if (p.layer == layer) gpu_prefetch_.push_back(static_cast<int32_t>(p.expert));
+        gpu->prefetch(layer, gpu_prefetch_.data(), static_cast<int64_t>(gpu_prefetch_.size()));
+        return;
+    }
     prefetch_keys_.clear();
     for (const experts::ExpertPrediction& p : predictions_) prefetch_keys_.push_back(store_->key(p.layer, p.expert));
     store_->prefetch(prefetch_keys_);
@@ -305,7 +314,9 @@ void Engine::remove_listener(ListenerId id) {
 void Engine::install_lookahead() {
     // The lookahead costs a router product per layer: only while someone uses
     // it. A cache that holds every expert has nothing to prefetch.
-    const bool cache_holds_all = store_ && store_->slots() >= store_->experts_total();
+    const model::DeviceForward* gpu = gpu_experts();
+    const bool cache_holds_all = (store_ && store_->slots() >= store_->experts_total()) ||
+                                 (gpu && gpu->expert_stats().slots >= gpu->expert_stats().experts_total);
     const bool predictor_wants_it = predictor_ && settings_.predictor != "frequency" && !cache_holds_all;
     if (predictor_wants_it || trace_ || !lookahead_listeners_.empty()) {
         Engine* self = this;
@@ -407,6 +418,8 @@ experts::ExpertStoreStats Engine::expert_stats() const {
         st.demand_loads = ds.demanded - ds.hits;
         st.bytes_loaded = ds.bytes_loaded;
         st.stall_seconds = ds.stall_seconds;
+        st.prefetch_loads = ds.prefetch_loads;
+        st.prefetch_used = ds.prefetch_used;
     }
     return st;
 }
@@ -441,7 +454,7 @@ void Engine::set_prefetch(bool on, int width) {
     settings_.prefetch_width = width;
     prefetch_width_ = on ? (width > 0 ? width : static_cast<int>(model_->config().n_expert_used)) : 0;
     predictor_.reset();
-    if (store_ && prefetch_width_ > 0) {
+    if ((store_ || gpu_experts()) && prefetch_width_ > 0) {
         const model::ModelConfig& c = model_->config();
         std::vector<int64_t> moe_layers;
         for (const model::LayerWeights& L : model_->weights().layers)

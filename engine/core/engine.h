@@ -154,6 +154,7 @@ private:
     // issue_prefetch()'s buffers, kept so the per-token path allocates nothing.
     std::vector<experts::ExpertPrediction> predictions_;
     std::vector<experts::ExpertKey> prefetch_keys_;
+    std::vector<int32_t> gpu_prefetch_;
     // Noticing a sequence that starts over (a cleared context, or a sequence
     // id reused by the scheduler): its first routing or lookahead event in a
     // forward pass (whichever layer comes first) is at a position not past

@@ -59,6 +59,8 @@ struct DeviceExpertStats {
     uint64_t bytes_loaded = 0;   // expert bytes copied over the link
     double stall_seconds = 0;    // compute waiting for those copies
     uint64_t cpu_computed = 0;   // expert uses computed on the CPU where their bytes are (no copy)
+    uint64_t prefetch_loads = 0; // copies started by prefetch
+    uint64_t prefetch_used = 0;  // of them, used before they were evicted
     int64_t slots = 0;           // expert slots on the device
     int64_t experts_total = 0;
     uint64_t slot_bytes = 0;
@@ -76,6 +78,16 @@ public:
     // "cuda:0 NVIDIA H200": the device, for logs and the app.
     virtual std::string name() const = 0;
     virtual DeviceExpertStats expert_stats() const { return {}; }
+    // Starts copies of these experts of `layer` (predicted for it, best
+    // first) into the device's expert cache, behind the demand loads, so they
+    // overlap the compute before that layer. Only into free slots or slots of
+    // experts of other layers; none when every expert is resident. Called
+    // from a lookahead observer, i.e. during run().
+    virtual void prefetch(int64_t layer, const int32_t* experts, int64_t n) {
+        (void)layer;
+        (void)experts;
+        (void)n;
+    }
     // mask[e] = 1 for the experts of `layer` resident on the device now.
     virtual void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {
         (void)layer;

@@ -19,6 +19,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <numeric>
 
 #include "backend/cuda/cuda_forward.h"
 #include "backend/device.h"
@@ -195,6 +196,36 @@ private Q_SLOTS:
             }
             QVERIFY(resident <= slots && resident >= c.n_expert_used);
         }
+    }
+
+    // Prefetch from a lookahead (the next layer's router, one layer early)
+    // into the VRAM cache: the same text, and the guesses are copies that the
+    // next layer then uses.
+    void prefetch_into_the_cache() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/moe-tiny-q8_0.gguf"));
+        const model::ModelConfig& c = m->config();
+        const std::vector<int32_t> prompt = m->vocab().encode("Once upon a time, in a land far away,", true);
+        auto all = gpu_context(*m);
+        const std::vector<int32_t> want = greedy(*all->ctx, prompt, 24, c.n_vocab);
+        auto g = gpu_context(*m, c.n_expert * c.n_layer / 2);
+        model::DeviceForward* dev = g->device;
+        int64_t step_tokens = 0;
+        g->ctx->set_step_begin_observer([&](int64_t n) { step_tokens = n; });
+        g->ctx->set_lookahead_observer([&](const model::LookaheadEvent& e) {
+            if (step_tokens != 1) return;  // as the engine: one-token steps prefetch
+            std::vector<int32_t> ids(static_cast<size_t>(e.n_expert));
+            std::iota(ids.begin(), ids.end(), 0);
+            std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return e.probs[a] > e.probs[b]; });
+            dev->prefetch(e.layer, ids.data(), c.n_expert_used);
+        });
+        QCOMPARE(greedy(*g->ctx, prompt, 24, c.n_vocab), want);
+        const model::DeviceExpertStats st = dev->expert_stats();
+        qInfo("prefetch: %llu copies, %llu used; hits %llu of %llu", (unsigned long long)st.prefetch_loads,
+              (unsigned long long)st.prefetch_used, (unsigned long long)st.hits, (unsigned long long)st.demanded);
+        QVERIFY(st.prefetch_loads > 0);
+        QVERIFY(st.prefetch_used > 0);
+        QVERIFY(st.prefetch_used <= st.prefetch_loads);
     }
 
     // Experts placed on the CPU (--cpu-moe, --n-cpu-moe 1): the same text as

@@ -80,6 +80,7 @@ public:
     std::string name() const override { return name_; }
     model::DeviceExpertStats expert_stats() const override { return stats_; }
     void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const override;
+    void prefetch(int64_t layer, const int32_t* experts, int64_t n) override;
 
 private:
     // --- loading ---
@@ -105,6 +106,9 @@ private:
     // matrices; `keys` must fit the slots together.
     void make_resident(const std::vector<int32_t>& experts, int64_t layer, std::vector<DevFfn>* out);
     int32_t take_slot(const std::vector<uint32_t>& in_use);
+    // Copies key k from its home into slot s on the copy stream (after the
+    // compute queued so far, which may still read the slot's old expert).
+    void copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f);
 
     template <class T>
     T* scratch(uint64_t count, const char* what) {
@@ -169,6 +173,10 @@ private:
     std::vector<int32_t> free_slots_;
     std::unique_ptr<experts::CachePolicy> policy_;
     std::unique_ptr<Event> compute_done_;  // the last wave's compute: copies into reused slots wait for it
+    // Per slot: a prefetched copy not yet waited for by the compute stream.
+    std::vector<std::unique_ptr<Event>> slot_ready_;
+    std::vector<uint8_t> slot_prefetched_;
+    int64_t current_layer_ = -1;          // the MoE layer the pass is in (prefetch spares it)
     std::unique_ptr<Event> copies_done_;
     std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> stalls_;  // compute waiting on copies
     model::DeviceExpertStats stats_;
@@ -422,6 +430,8 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
     policy_ = experts::make_policy(o.policy == "pinned" ? "lru" : o.policy, slots_);
     compute_done_ = std::make_unique<Event>();
     copies_done_ = std::make_unique<Event>();
+    slot_prefetched_.assign(static_cast<size_t>(slots_), 0);
+    for (int64_t i = 0; i < slots_; ++i) slot_ready_.push_back(std::make_unique<Event>());
 }
 
 void CudaForward::load_cpu_experts(const CudaForwardOptions& o) {
@@ -553,6 +563,59 @@ int32_t CudaForward::take_slot(const std::vector<uint32_t>& in_use) {
     return s;
 }
 
+void CudaForward::copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f) {
+    // A slot may have been read by compute already queued: the copy waits for it.
+    compute_done_->record(compute_);
+    compute_done_->wait_on(copy_);
+    copy_to_device(static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(s) * slot_bytes_,
+                   home_.data() + home_offset_[k], ffn_bytes(f), copy_, "copying an expert to the GPU");
+    stats_.bytes_loaded += ffn_bytes(f);
+    slot_of_[k] = s;
+    key_of_slot_[static_cast<size_t>(s)] = k;
+    slot_prefetched_[static_cast<size_t>(s)] = 0;
+}
+
+void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) {
+    if (!cached_ || layer < 0 || cpu_layer_[static_cast<size_t>(layer)]) return;
+    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(layer)];
+    const int64_t E = cfg_.n_expert;
+    // Spare the layer being computed and the predicted one: their experts are
+    // (about to be) demanded, and a guess must not push them out.
+    struct Filter final : experts::EvictableFilter {
+        int64_t a, b, E;
+        bool evictable(experts::ExpertKey k) const override {
+            const int64_t layer = static_cast<int64_t>(k) / E;
+            return layer != a && layer != b;
+        }
+    } filter;
+    filter.a = current_layer_;
+    filter.b = layer;
+    filter.E = E;
+    for (int64_t i = 0; i < n; ++i) {
+        if (experts_in[i] < 0 || experts_in[i] >= E) continue;
+        const uint32_t k = static_cast<uint32_t>(layer * E + experts_in[i]);
+        if (slot_of_[k] >= 0) continue;
+        int32_t s = -1;
+        if (!free_slots_.empty()) {
+            s = free_slots_.back();
+            free_slots_.pop_back();
+        } else if (const std::optional<experts::ExpertKey> v = policy_->victim(filter)) {
+            policy_->on_remove(*v);
+            s = slot_of_[*v];
+            slot_of_[*v] = -1;
+        } else {
+            return;  // every slot holds an expert that is needed now
+        }
+        copy_into_slot(k, s, L.expert(experts_in[i]));
+        slot_ready_[static_cast<size_t>(s)]->record(copy_);
+        slot_prefetched_[static_cast<size_t>(s)] = 1;
+        policy_->on_prefetch_insert(k);
+        ++stats_.prefetch_loads;
+    }
+    ledger_.set_used(Account::ExpertsCache, Tier::Fast,
+                     static_cast<uint64_t>(slots_ - static_cast<int64_t>(free_slots_.size())) * slot_bytes_);
+}
+
 void CudaForward::make_resident(const std::vector<int32_t>& experts_in, int64_t layer, std::vector<DevFfn>* out) {
     const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(layer)];
     out->clear();
@@ -566,24 +629,24 @@ void CudaForward::make_resident(const std::vector<int32_t>& experts_in, int64_t 
     for (size_t i = 0; i < keys.size(); ++i) {
         const uint32_t k = keys[i];
         ++stats_.demanded;
-        if (slot_of_[k] >= 0) {
+        if (const int32_t s = slot_of_[k]; s >= 0) {
             ++stats_.hits;
             policy_->on_hit(k);
+            if (slot_prefetched_[static_cast<size_t>(s)]) {
+                // Prefetched: the compute waits for that copy alone.
+                ++stats_.prefetch_used;
+                slot_prefetched_[static_cast<size_t>(s)] = 0;
+                auto begin = std::make_unique<Event>(true), end = std::make_unique<Event>(true);
+                begin->record(compute_);
+                slot_ready_[static_cast<size_t>(s)]->wait_on(compute_);
+                end->record(compute_);
+                stalls_.emplace_back(std::move(begin), std::move(end));
+            }
             continue;
         }
         policy_->on_miss(k);
-        if (!copied) {
-            // A slot may have been read by compute already queued: copies wait for it.
-            compute_done_->record(compute_);
-            compute_done_->wait_on(copy_);
-        }
         const int32_t s = take_slot(keys);
-        const model::FfnMatrices f = L.expert(experts_in[i]);
-        copy_to_device(static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(s) * slot_bytes_,
-                       home_.data() + home_offset_[k], ffn_bytes(f), copy_, "copying an expert to the GPU");
-        stats_.bytes_loaded += ffn_bytes(f);
-        slot_of_[k] = s;
-        key_of_slot_[static_cast<size_t>(s)] = k;
+        copy_into_slot(k, s, L.expert(experts_in[i]));
         policy_->on_insert(k);
         copied = true;
     }
@@ -824,6 +887,7 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
 
     ok(kc::get_rows(tok_embd_.type, tok_embd_.data, tok_embd_.row_bytes, d, tokens_, n, x_, compute_.get()), "embedding");
     for (const DevLayer& L : layers_) {
+        current_layer_ = L.index;
         ok(kc::rms_norm(x_, d, L.attn_norm, h_, d, n, d, cf.norm_eps, compute_.get()), "attention norm", L.index);
         attention(L, n);
         ok(kc::add(x_, tmp_, n * d, compute_.get()), "residual", L.index);
