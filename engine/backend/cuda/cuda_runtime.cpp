@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <utility>
 
 #include "common/error.h"
 
@@ -31,90 +30,26 @@ std::string device_name(int index) {
     return prop.name;
 }
 
-// --- DeviceBuffer -------------------------------------------------------------
+// --- allocators ---------------------------------------------------------------
 
-DeviceBuffer::DeviceBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
-    : ledger_(&ledger), account_(account), tier_(tier) {
-    if (bytes == 0) return;
-    ledger.reserve(account, tier, bytes);  // throws with the ledger's message when over budget
+void* device_alloc(uint64_t bytes, const std::string& what) {
     void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, bytes);
-    if (err != cudaSuccess) {
-        ledger.release(account, tier, bytes);
-        check(err, "cudaMalloc of " + memory::format_bytes(bytes) + " for " + memory::account_name(account));
-    }
-    data_ = p;
-    size_ = bytes;
+    check(cudaMalloc(&p, bytes), "cudaMalloc of " + memory::format_bytes(bytes) + " for " + what);
+    return p;
 }
 
-DeviceBuffer::~DeviceBuffer() { reset(); }
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ledger_(o.ledger_), account_(o.account_), tier_(o.tier_), data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-        reset();
-        ledger_ = o.ledger_;
-        account_ = o.account_;
-        tier_ = o.tier_;
-        data_ = std::exchange(o.data_, nullptr);
-        size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
+void device_free(void* p) noexcept {
+    cudaFree(p);  // an error here (a lost device) leaves nothing to do but forget the pointer
 }
 
-void DeviceBuffer::reset() {
-    if (!data_) return;
-    cudaFree(data_);  // an error here (a lost device) leaves nothing to do but forget the pointer
-    if (ledger_) ledger_->release(account_, tier_, size_);
-    data_ = nullptr;
-    size_ = 0;
-}
-
-// --- PinnedBuffer -------------------------------------------------------------
-
-PinnedBuffer::PinnedBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
-    : ledger_(&ledger), account_(account), tier_(tier) {
-    if (bytes == 0) return;
-    ledger.reserve(account, tier, bytes);
+void* pinned_alloc(uint64_t bytes, const std::string& what) {
     void* p = nullptr;
-    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-    if (err != cudaSuccess) {
-        ledger.release(account, tier, bytes);
-        check(err, "cudaHostAlloc of " + memory::format_bytes(bytes) + " pinned host memory for " +
-                       memory::account_name(account));
-    }
-    data_ = static_cast<uint8_t*>(p);
-    size_ = bytes;
+    check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
+          "cudaHostAlloc of " + memory::format_bytes(bytes) + " pinned host memory for " + what);
+    return p;
 }
 
-PinnedBuffer::~PinnedBuffer() { reset(); }
-
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
-    : ledger_(o.ledger_), account_(o.account_), tier_(o.tier_), data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-        reset();
-        ledger_ = o.ledger_;
-        account_ = o.account_;
-        tier_ = o.tier_;
-        data_ = std::exchange(o.data_, nullptr);
-        size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-}
-
-void PinnedBuffer::reset() {
-    if (!data_) return;
-    cudaFreeHost(data_);
-    if (ledger_) ledger_->release(account_, tier_, size_);
-    data_ = nullptr;
-    size_ = 0;
-}
+void pinned_free(void* p) noexcept { cudaFreeHost(p); }
 
 // --- streams and events ---------------------------------------------------------
 

@@ -30,55 +30,92 @@ void memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
 // The device's name ("NVIDIA H200").
 std::string device_name(int index);
 
-// VRAM, reserved in the ledger (tier, account) before cudaMalloc, released
-// with it. Moves, never copies.
-class DeviceBuffer {
-public:
-    DeviceBuffer() = default;
-    DeviceBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes);
-    ~DeviceBuffer();
-    DeviceBuffer(DeviceBuffer&& o) noexcept;
-    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+// The runtime's allocators (cuda_runtime.cpp: cudaMalloc / cudaHostAlloc;
+// the tests' emulation: host memory). Allocation failures throw strata::Error
+// naming `what` and the size; frees never throw.
+void* device_alloc(uint64_t bytes, const std::string& what);
+void device_free(void* p) noexcept;
+void* pinned_alloc(uint64_t bytes, const std::string& what);
+void pinned_free(void* p) noexcept;
 
-    void* data() const { return data_; }
-    template <class T>
-    T* as() const { return static_cast<T*>(data_); }
+// Memory reserved in the ledger (tier, account) before it is allocated and
+// released with it; `Free` is its allocator's free. Moves, never copies.
+template <void (*Free)(void*) noexcept>
+class LedgerMemory {
+public:
+    LedgerMemory() = default;
+    ~LedgerMemory() { reset(); }
+    LedgerMemory(LedgerMemory&& o) noexcept { take(o); }
+    LedgerMemory& operator=(LedgerMemory&& o) noexcept {
+        if (this != &o) {
+            reset();
+            take(o);
+        }
+        return *this;
+    }
+    LedgerMemory(const LedgerMemory&) = delete;
+    LedgerMemory& operator=(const LedgerMemory&) = delete;
+
     uint64_t size() const { return size_; }
-    void reset();
+    void reset() {
+        if (!data_) return;
+        Free(data_);
+        if (ledger_) ledger_->release(account_, tier_, size_);
+        data_ = nullptr;
+        size_ = 0;
+    }
+
+protected:
+    LedgerMemory(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes,
+                 void* (*alloc)(uint64_t, const std::string&))
+        : ledger_(&ledger), account_(account), tier_(tier) {
+        if (bytes == 0) return;
+        ledger.reserve(account, tier, bytes);  // throws with the ledger's message when over budget
+        try {
+            data_ = alloc(bytes, memory::account_name(account));
+        } catch (...) {
+            ledger.release(account, tier, bytes);
+            throw;
+        }
+        size_ = bytes;
+    }
+    void* data_ = nullptr;
 
 private:
+    void take(LedgerMemory& o) {
+        ledger_ = o.ledger_;
+        account_ = o.account_;
+        tier_ = o.tier_;
+        data_ = o.data_;
+        size_ = o.size_;
+        o.data_ = nullptr;
+        o.size_ = 0;
+    }
     memory::Ledger* ledger_ = nullptr;
     memory::Account account_ = memory::Account::Activations;
     memory::Tier tier_ = memory::Tier::Fast;
-    void* data_ = nullptr;
     uint64_t size_ = 0;
 };
 
-// Page-locked host memory (cudaHostAlloc), the experts' home with a GPU:
-// copies from it run at the link's full rate and asynchronously. Reserved in
-// the ledger like DeviceBuffer.
-class PinnedBuffer {
+// VRAM.
+class DeviceBuffer : public LedgerMemory<device_free> {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
+        : LedgerMemory(ledger, account, tier, bytes, device_alloc) {}
+    void* data() const { return data_; }
+    template <class T>
+    T* as() const { return static_cast<T*>(data_); }
+};
+
+// Page-locked host memory, the experts' home with a GPU: copies from it run
+// at the link's full rate and asynchronously.
+class PinnedBuffer : public LedgerMemory<pinned_free> {
 public:
     PinnedBuffer() = default;
-    PinnedBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes);
-    ~PinnedBuffer();
-    PinnedBuffer(PinnedBuffer&& o) noexcept;
-    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-    uint8_t* data() const { return data_; }
-    uint64_t size() const { return size_; }
-    void reset();
-
-private:
-    memory::Ledger* ledger_ = nullptr;
-    memory::Account account_ = memory::Account::ExpertsHome;
-    memory::Tier tier_ = memory::Tier::Slow;
-    uint8_t* data_ = nullptr;
-    uint64_t size_ = 0;
+    PinnedBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
+        : LedgerMemory(ledger, account, tier, bytes, pinned_alloc) {}
+    uint8_t* data() const { return static_cast<uint8_t*>(data_); }
 };
 
 class Stream {

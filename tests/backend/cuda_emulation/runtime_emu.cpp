@@ -8,7 +8,6 @@
 // linked into tests only, never beside the real runtime.
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 
 #include "backend/cuda/cuda_runtime.h"
 #include "common/error.h"
@@ -37,65 +36,10 @@ void memory_info(uint64_t* free_bytes, uint64_t* total_bytes) {
 
 std::string device_name(int) { return "host emulation"; }
 
-DeviceBuffer::DeviceBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
-    : ledger_(&ledger), account_(account), tier_(tier) {
-    if (bytes == 0) return;
-    ledger.reserve(account, tier, bytes);
-    data_ = host_alloc(bytes);
-    size_ = bytes;
-}
-DeviceBuffer::~DeviceBuffer() { reset(); }
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ledger_(o.ledger_), account_(o.account_), tier_(o.tier_), data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-        reset();
-        ledger_ = o.ledger_;
-        account_ = o.account_;
-        tier_ = o.tier_;
-        data_ = std::exchange(o.data_, nullptr);
-        size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-}
-void DeviceBuffer::reset() {
-    if (!data_) return;
-    std::free(data_);
-    if (ledger_) ledger_->release(account_, tier_, size_);
-    data_ = nullptr;
-    size_ = 0;
-}
-
-PinnedBuffer::PinnedBuffer(memory::Ledger& ledger, memory::Account account, memory::Tier tier, uint64_t bytes)
-    : ledger_(&ledger), account_(account), tier_(tier) {
-    if (bytes == 0) return;
-    ledger.reserve(account, tier, bytes);
-    data_ = static_cast<uint8_t*>(host_alloc(bytes));
-    size_ = bytes;
-}
-PinnedBuffer::~PinnedBuffer() { reset(); }
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
-    : ledger_(o.ledger_), account_(o.account_), tier_(o.tier_), data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-        reset();
-        ledger_ = o.ledger_;
-        account_ = o.account_;
-        tier_ = o.tier_;
-        data_ = std::exchange(o.data_, nullptr);
-        size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-}
-void PinnedBuffer::reset() {
-    if (!data_) return;
-    std::free(data_);
-    if (ledger_) ledger_->release(account_, tier_, size_);
-    data_ = nullptr;
-    size_ = 0;
-}
+void* device_alloc(uint64_t bytes, const std::string&) { return host_alloc(bytes); }
+void device_free(void* p) noexcept { std::free(p); }
+void* pinned_alloc(uint64_t bytes, const std::string&) { return host_alloc(bytes); }
+void pinned_free(void* p) noexcept { std::free(p); }
 
 Stream::Stream() = default;
 Stream::~Stream() = default;
