@@ -12,6 +12,15 @@
 
 namespace strata::cli {
 
+namespace {
+// Free VRAM of GPU `index` as probed (cuda:N names the runtime's device N).
+uint64_t gpu_free_bytes(int index) {
+    for (const backend::GpuInfo& g : backend::probe_devices().gpus)
+        if (g.index == index) return g.free_bytes;
+    return 0;
+}
+}  // namespace
+
 int cmd_plan(int argc, char** argv) {
     Args a("plan", "MODEL [--fast-budget SIZE] [--slow-budget SIZE] [--expert-cache-fraction F | --slots N] [--json]",
            "Plans the memory a model needs before loading it: every ledger account (shared weights, routers,\n"
@@ -58,8 +67,7 @@ int cmd_plan(int argc, char** argv) {
     // The fast tier is VRAM on a GPU (its free memory as probed), RAM elsewhere.
     const bool on_gpu = choice.kind == backend::DeviceMode::Cuda;
     if (s.fast_budget == 0)
-        s.fast_available = on_gpu ? backend::probe_devices().gpus[static_cast<size_t>(choice.index)].free_bytes
-                                  : memory::available_ram_bytes();
+        s.fast_available = on_gpu ? gpu_free_bytes(choice.index) : memory::available_ram_bytes();
     s.slow_budget = budget("--slow-budget");
     if (a.has("--expert-cache-fraction")) {
         const double inf = std::numeric_limits<double>::infinity();

@@ -83,6 +83,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     if (settings.kv_type != "f32")
         throw Error("the KV cache type " + settings.kv_type + " is not supported on the GPU: use f32, or --device cpu");
     bc::set_device(device);
+    const std::string gpu_name = bc::device_name(device);
     uint64_t free_vram = 0, total_vram = 0;
     bc::memory_info(&free_vram, &total_vram);
 
@@ -93,13 +94,12 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     ps.numa = "off";  // host placement does not apply to VRAM
     ps.cpu_moe_layers = settings.cpu_moe_layers;
     eng.plan_ = memory::make_plan(m, ps);
-    if (!eng.plan_.fits) throw Error(path + ": " + eng.plan_.reason + " (fast tier: VRAM of " +
-                                     backend::probe_devices().gpus[static_cast<size_t>(device)].name + ")");
+    if (!eng.plan_.fits) throw Error(path + ": " + eng.plan_.reason + " (fast tier: VRAM of " + gpu_name + ")");
     report("weights", 0.05);
 
     memory::Ledger& ledger = eng.ledger_;
     memory::apply_budgets(eng.plan_, ledger);
-    ledger.set_description(memory::Tier::Fast, "VRAM (" + backend::probe_devices().gpus[static_cast<size_t>(device)].name + ")");
+    ledger.set_description(memory::Tier::Fast, "VRAM (" + gpu_name + ")");
     ledger.set_description(memory::Tier::Slow, "pinned host RAM");
     ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng.plan_.bytes(memory::Account::RuntimeReserve));
     if (!pinned.empty()) logger("cuda")->warn("pinned experts are not kept apart in the GPU's expert cache yet");
