@@ -193,8 +193,9 @@ private:
 };
 
 CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o)
-    : model_(m), cfg_(m.config()), ledger_(ledger), device_(o.device) {
-    set_device(o.device);  // before the streams: they belong to the current device
+    // The device is made current before the streams are created (member
+    // order: device_ comes first), since a stream belongs to the current device.
+    : model_(m), cfg_(m.config()), ledger_(ledger), device_((set_device(o.device), o.device)) {
     const model::ModelConfig& c = cfg_;
     const model::ModelWeights& w = m.weights();  // the file's layout
     if (const std::string bad = cuda_unsupported_tensor(m); !bad.empty()) throw Error(bad);

@@ -46,6 +46,8 @@ DeviceProbe probe() {
         p.why_none = "the driver reports no CUDA device";
         return p;
     }
+    int previous = 0;  // the probe visits each device: the caller's current one is restored after
+    if (cudaGetDevice(&previous) != cudaSuccess) cudaGetLastError();
     for (int d = 0; d < n; ++d) {
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
@@ -69,6 +71,7 @@ DeviceProbe probe() {
         else cudaGetLastError();
         p.gpus.push_back(g);
     }
+    if (cudaSetDevice(previous) != cudaSuccess) cudaGetLastError();
     if (p.gpus.empty()) p.why_none = "no CUDA device answered cudaGetDeviceProperties";
     return p;
 }
