@@ -87,7 +87,7 @@ int cmd_plan(int argc, char** argv) {
     s.transfer_buffers = a.integer("--transfer-buffers", 0, 1 << 16);
     if (on_gpu) {
         s.transfer_buffers = 0;  // the GPU's expert cache copies straight into its slots
-        s.cpu_moe_layers = a.flag_set("--cpu-moe") ? -1 : a.integer("--n-cpu-moe", 0, 1 << 20);
+        s.cpu_moe_layers = cpu_moe_layers(a);
     }
     s.prefetch = !a.flag_set("--no-prefetch");
     s.runtime_reserve = parse_size(a.str("--runtime-reserve"), "option --runtime-reserve");

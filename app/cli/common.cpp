@@ -49,6 +49,8 @@ uint64_t parse_fast_budget(const std::string& text, const std::string& what) {
     return b;
 }
 
+int64_t cpu_moe_layers(const Args& a) { return a.flag_set("--cpu-moe") ? -1 : a.integer("--n-cpu-moe", 0, 1 << 20); }
+
 EngineSettings engine_settings(const Args& a) {
     EngineSettings s;
     const model::ContextParams cp = context_params(a);
@@ -57,7 +59,7 @@ EngineSettings engine_settings(const Args& a) {
     s.threads = cp.n_threads;
     s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "--fast-budget");
     s.device = a.str("--device");
-    s.cpu_moe_layers = a.flag_set("--cpu-moe") ? -1 : a.integer("--n-cpu-moe", 0, 1 << 20);
+    s.cpu_moe_layers = cpu_moe_layers(a);
     if (const std::string err = backend::parse_device(s.device, nullptr); !err.empty()) throw UsageError("--device: " + err);
     if (a.has("--slow-budget")) {
         s.slow_budget = parse_size(a.str("--slow-budget"), "--slow-budget");

@@ -25,6 +25,8 @@ void add_engine_options(Args& a);
 EngineSettings engine_settings(const Args& a);
 // --fast-budget's value: "auto" -> 0 (automatic), "none" -> kNoBudget, else a size (not 0).
 uint64_t parse_fast_budget(const std::string& text, const std::string& what);
+// --cpu-moe (-1: every MoE layer) or --n-cpu-moe N (0: none).
+int64_t cpu_moe_layers(const Args& a);
 void add_sampling_options(Args& a, const std::string& default_temp);
 
 model::ContextParams context_params(const Args& a);

@@ -222,25 +222,24 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     return eng;
 }
 
-void Engine::finish_load(const std::string& path, const std::function<void(std::string_view, double)>& report) {
+void Engine::finish_load(const std::string& path, const Report& report) {
     const model::Model& m = *model_;
     const model::ModelConfig& c = m.config();
     const EngineSettings& settings = settings_;
-    Engine* eng = this;
     // Everything the engine computes with is now out of the mapping.
     m.file().drop_pages();
 
-    Engine* self = eng;
-    eng->recent_.reserve(kRecentMax);
-    eng->heat_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 1)), 0.0f);
-    eng->ctx_->set_routing_observer([self](const model::RoutingEvent& e) { self->on_route(e); });
-    eng->ctx_->set_step_observer([self](int64_t n, double s) { self->on_step(n, s); });
-    eng->ctx_->set_step_begin_observer([self](int64_t n) { self->on_step_begin(n); });
+    Engine* self = this;
+    recent_.reserve(kRecentMax);
+    heat_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 1)), 0.0f);
+    ctx_->set_routing_observer([self](const model::RoutingEvent& e) { self->on_route(e); });
+    ctx_->set_step_observer([self](int64_t n, double s) { self->on_step(n, s); });
+    ctx_->set_step_begin_observer([self](int64_t n) { self->on_step_begin(n); });
     if (!settings.trace_file.empty()) {
         if (c.n_expert == 0) throw Error(path + ": not a mixture-of-experts model: no routing to trace");
-        eng->trace_ = std::make_unique<experts::TraceWriter>(settings.trace_file, experts::TraceHeader::for_model(m));
+        trace_ = std::make_unique<experts::TraceWriter>(settings.trace_file, experts::TraceHeader::for_model(m));
     }
-    eng->set_prefetch(settings.prefetch, settings.prefetch_width);
+    set_prefetch(settings.prefetch, settings.prefetch_width);
     report("ready", 1.0);
 }
 
@@ -277,7 +276,7 @@ void Engine::issue_prefetch(int64_t layer, int64_t key) {
     // One-token decode steps prefetch (see kMaxPrefetchStep); a prompt chunk
     // demands all of its experts a moment later anyway, and its many guesses
     // would push the working set out.
-    model::DeviceForward* gpu = ctx_ && ctx_->device() && model_->config().n_expert > 0 ? ctx_->device() : nullptr;
+    model::DeviceForward* gpu = gpu_experts();
     if ((!store_ && !gpu) || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
     predictor_->predict_into(layer, key, predictions_);
     if (gpu) {
@@ -403,8 +402,8 @@ Error Engine::no_cache_error() const {
     return Error("this model has no experts to cache");
 }
 
-const model::DeviceForward* Engine::gpu_experts() const {
-    const model::DeviceForward* d = ctx_ ? ctx_->device() : nullptr;
+model::DeviceForward* Engine::gpu_experts() const {
+    model::DeviceForward* d = ctx_ ? ctx_->device() : nullptr;
     return d && model_->config().n_expert > 0 ? d : nullptr;
 }
 
@@ -506,7 +505,7 @@ TelemetrySnapshot Engine::snapshot() const {
     if (const model::DeviceForward* gpu = gpu_experts()) {
         // The GPU's expert cache: its counts, and residency per (layer, expert).
         const experts::ExpertStoreStats st = expert_stats();
-        const model::DeviceExpertStats ds = gpu->expert_stats();
+        const model::DeviceExpertStats ds = gpu->expert_stats();  // slots: not in the store's counts
         t.hit_rate_total = st.hit_rate();
         t.bytes_loaded = st.bytes_loaded;
         t.bytes_loaded_per_token = t.tokens_processed ? double(st.bytes_loaded) / double(t.tokens_processed) : 0.0;

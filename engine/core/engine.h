@@ -116,7 +116,7 @@ private:
     // The GPU's part of load(): plan against VRAM, the KV tables, the CUDA
     // forward pass, then its self-check against the CPU, whose mismatch goes
     // to *mismatch (the caller then loads on the CPU). engine_gpu.cpp.
-    const model::DeviceForward* gpu_experts() const;  // the GPU forward pass of a MoE model, else null
+    model::DeviceForward* gpu_experts() const;  // the GPU forward pass of a MoE model, else null
     Error no_cache_error() const;
     static void load_on_gpu(Engine& eng, const std::string& path, const std::vector<experts::ExpertKey>& pinned,
                             int device, const Report& report, std::string* mismatch);

@@ -104,7 +104,7 @@ private:
     // The expert cache: makes `keys` resident (loading the missing ones on the
     // copy stream, ordered before the compute that follows) and returns their
     // matrices; `keys` must fit the slots together.
-    void make_resident(const std::vector<int32_t>& experts, int64_t layer, std::vector<DevFfn>* out);
+    void make_resident(const int32_t* experts, size_t n, int64_t layer, std::vector<DevFfn>* out);
     int32_t take_slot(const std::vector<uint32_t>& in_use);
     // Copies key k from its home into slot s on the copy stream (after the
     // compute queued so far, which may still read the slot's old expert).
@@ -160,6 +160,11 @@ private:
     std::vector<int32_t> h_tables_, h_table_offset_, h_n_keys_, h_want_rows_, h_count_, h_order_;
     std::vector<float> h_w_, h_probs_, h_cs_, h_combine_w_, h_look_;
     std::vector<const void*> h_ptrs_;
+    // Per-step working lists, kept so the step allocates nothing.
+    std::vector<int32_t> h_fill_;
+    std::vector<uint32_t> h_keys_;
+    std::vector<DevFfn> h_mats_;
+    std::vector<std::pair<kv::SeqId, int32_t>> h_seen_;
 
     // Expert cache (when not every expert is resident).
     bool cached_ = false;
@@ -321,6 +326,10 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     h_combine_w_.resize(B * U);
     h_offsets_.resize(E + 1);
     h_count_.resize(E);
+    h_fill_.resize(E);
+    h_keys_.reserve(E);
+    h_mats_.reserve(E);
+    h_seen_.reserve(B);
     h_order_.reserve(E);
     h_ptrs_.resize(3 * E);
     h_kv_block_.resize(B);
@@ -617,15 +626,17 @@ void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) 
                      static_cast<uint64_t>(slots_ - static_cast<int64_t>(free_slots_.size())) * slot_bytes_);
 }
 
-void CudaForward::make_resident(const std::vector<int32_t>& experts_in, int64_t layer, std::vector<DevFfn>* out) {
+void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t layer, std::vector<DevFfn>* out) {
     const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(layer)];
     out->clear();
     if (!cached_) {
-        for (int32_t e : experts_in) out->push_back(layers_[static_cast<size_t>(layer)].experts[static_cast<size_t>(e)]);
+        for (size_t i = 0; i < n; ++i)
+            out->push_back(layers_[static_cast<size_t>(layer)].experts[static_cast<size_t>(experts_in[i])]);
         return;
     }
-    std::vector<uint32_t> keys;
-    for (int32_t e : experts_in) keys.push_back(static_cast<uint32_t>(layer * cfg_.n_expert + e));
+    std::vector<uint32_t>& keys = h_keys_;
+    keys.clear();
+    for (size_t i = 0; i < n; ++i) keys.push_back(static_cast<uint32_t>(layer * cfg_.n_expert + experts_in[i]));
     bool copied = false;
     for (size_t i = 0; i < keys.size(); ++i) {
         const uint32_t k = keys[i];
@@ -707,13 +718,13 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
             const bool resident = !cached_ || cpu_layer_[static_cast<size_t>(li)] || slot_of_[static_cast<size_t>(li * E + e)] >= 0;
             if (resident == (pass == 0)) h_order_.push_back(e);
         }
-    std::vector<int32_t> row_of(static_cast<size_t>(E), 0);
+    // fill[e]: the next row of expert e's run.
+    std::vector<int32_t>& fill = h_fill_;
     h_offsets_[0] = 0;
     for (size_t g = 0; g < h_order_.size(); ++g) {
-        row_of[static_cast<size_t>(h_order_[g])] = h_offsets_[g];
+        fill[static_cast<size_t>(h_order_[g])] = h_offsets_[g];
         h_offsets_[g + 1] = h_offsets_[g] + h_count_[static_cast<size_t>(h_order_[g])];
     }
-    std::vector<int32_t> fill(row_of);
     int64_t combine_rows = 0;
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < U; ++k) {
@@ -750,12 +761,12 @@ void CudaForward::experts_on_gpu(const DevLayer& L, int64_t n, int64_t rows, int
 
     // Waves of at most `slots` experts (all at once when every expert is resident).
     const size_t wave_max = cached_ ? static_cast<size_t>(slots_) : h_order_.size();
-    std::vector<DevFfn> mats;
+    std::vector<DevFfn>& mats = h_mats_;
     for (size_t g0 = 0; g0 < h_order_.size(); g0 += wave_max) {
         const size_t g1 = std::min(h_order_.size(), g0 + wave_max);
-        const std::vector<int32_t> wave(h_order_.begin() + static_cast<long>(g0), h_order_.begin() + static_cast<long>(g1));
-        make_resident(wave, li, &mats);
-        const size_t G = wave.size();
+        const int32_t* wave = h_order_.data() + g0;
+        const size_t G = g1 - g0;
+        make_resident(wave, G, li, &mats);
         int32_t max_group = 1;
         for (size_t g = 0; g < G; ++g) {
             h_ptrs_[g] = mats[g].gate.data;
@@ -858,7 +869,8 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
     for (int64_t t = 0; t < n; ++t)
         kernels::ops::rope_table(cf.n_rot, c.pos[t], cf.rope_freq_base, cf.rope_freq_scale, h_cs_.data() + t * n_rot);
     h_tables_.clear();
-    std::vector<std::pair<kv::SeqId, int32_t>> seen;
+    std::vector<std::pair<kv::SeqId, int32_t>>& seen = h_seen_;  // each sequence's table offset
+    seen.clear();
     for (int64_t t = 0; t < n; ++t) {
         const kv::KvCache::Row r = kv.row(c.seqs[t], c.pos[t]);
         h_kv_block_[static_cast<size_t>(t)] = r.block;
