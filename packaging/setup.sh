@@ -14,6 +14,7 @@ PACKAGES=(
   qt6-qpa-plugins                     # the desktop app's window (xcb, wayland) and offscreen platforms
   dpkg-dev desktop-file-utils         # cpack -G DEB (dpkg-shlibdeps) and the .desktop entry check
   libspdlog-dev libfmt-dev libicu-dev libsqlite3-dev libnuma-dev
+  nlohmann-json3-dev libcpp-httplib-dev   # JSON; the OpenAI-compatible server (strata-cli serve)
   python3 python3-numpy               # the independent float64 reference forward pass (tests)
 )
 

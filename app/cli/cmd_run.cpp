@@ -8,6 +8,8 @@
 #include "draft.h"
 #include "sched/generator.h"
 #include "sched/speculative.h"
+#include "serve/backend.h"
+#include "serve/serve_loop.h"
 
 namespace strata::cli {
 
@@ -21,6 +23,9 @@ int cmd_run(int argc, char** argv) {
     a.option("--prompt", "-p", "TEXT", "the prompt");
     a.option("--n-predict", "-n", "N", "the most tokens to generate", "128");
     a.flag("--no-special", "do not add BOS/EOS to the prompt as the model's metadata asks");
+    a.flag("--chat", "TEXT is a user message: render it with the model's chat template and stop at its end of turn\n"
+                     "(what 'serve' does for /v1/chat/completions); the prompt is not echoed");
+    a.option("--system", "", "TEXT", "with --chat: a system message before the user's");
     a.option("--draft", "", "D",
              "speculative decoding: a GGUF with the same vocabulary, or the model itself with fewer layers or experts\n"
              "(self:layers=N,experts=K), optionally routing only among cached experts (…,resident)");
@@ -39,7 +44,28 @@ int cmd_run(int argc, char** argv) {
     }
     auto engine = core::Engine::load(model, engine_settings(a));
     const std::string prompt = a.str("--prompt");
-    const auto tokens = engine->vocab().encode(prompt, !a.flag_set("--no-special"));
+    const bool chat = a.flag_set("--chat");
+    if (a.has("--system") && !chat) throw UsageError("--system needs --chat");
+    std::vector<int32_t> tokens;
+    if (chat) {
+        // Exactly as the server prepares /v1/chat/completions.
+        serve::CompletionRequest req;
+        if (a.has("--system")) req.messages.push_back({"system", a.str("--system")});
+        req.messages.push_back({"user", prompt});
+        req.sampling = sp;
+        req.seed_given = true;
+        req.stop = sp.stop;
+        try {
+            serve::PreparedRequest p = serve::prepare_request(req, engine->vocab(), serve::model_template(*engine),
+                                                              engine->context().n_ctx(), sp.seed);
+            tokens = std::move(p.tokens);
+            sp = p.sampling;
+        } catch (const serve::ApiException& e) {
+            throw Error(e.error.message);
+        }
+    } else {
+        tokens = engine->vocab().encode(prompt, !a.flag_set("--no-special"));
+    }
     if (tokens.empty()) throw UsageError("the prompt is empty");
 
     // The draft before any output, so a bad --draft is a clean one-line error.
@@ -47,7 +73,7 @@ int cmd_run(int argc, char** argv) {
     const int k = static_cast<int>(a.integer("--spec-k", 1, 32));
     if (a.has("--draft")) draft = make_draft(a.str("--draft"), *engine, engine->settings().threads);
 
-    std::fputs(prompt.c_str(), stdout);
+    if (!chat) std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
     auto sink = [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);

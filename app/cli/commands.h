@@ -15,5 +15,6 @@ int cmd_simulate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace strata::cli

@@ -20,6 +20,7 @@ struct Command {
 const Command kCommands[] = {
     {"inspect", strata::cli::cmd_inspect, "architecture, hyper-parameters, tensors, expert byte ranges, sizes"},
     {"run", strata::cli::cmd_run, "generate text from a prompt, streaming, then print tokens/s"},
+    {"serve", strata::cli::cmd_serve, "serve the model over the OpenAI API (chat, completions, streaming, metrics)"},
     {"eval", strata::cli::cmd_eval, "teacher-forced logits and greedy continuations for a prompt file"},
     {"tokenize", strata::cli::cmd_tokenize, "token ids and pieces of a text"},
     {"bench", strata::cli::cmd_bench, "prefill/decode speed, roofline and expert-cache figures (JSON with --json)"},

@@ -1,0 +1,143 @@
+#include "serve/backend.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "tokenizer/vocab.h"
+
+namespace strata::serve {
+
+void Channel::accept(int64_t prompt_tokens) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (state_ != State::Pending) return;
+    state_ = State::Running;
+    prompt_tokens_ = prompt_tokens;
+    cv_.notify_all();
+}
+
+void Channel::reject(const ApiError& e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (state_ == State::Done || state_ == State::Failed) return;
+    state_ = State::Failed;
+    error_ = e;
+    cv_.notify_all();
+}
+
+void Channel::text(std::string_view piece) {
+    std::lock_guard<std::mutex> lk(mu_);
+    pending_.append(piece);
+    cv_.notify_all();
+}
+
+void Channel::finish(const std::string& reason, int64_t completion_tokens) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (state_ == State::Done || state_ == State::Failed) return;
+    state_ = State::Done;
+    finish_ = reason;
+    completion_tokens_ = completion_tokens;
+    cv_.notify_all();
+}
+
+Channel::State Channel::wait_accepted() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return state_ != State::Pending; });
+    return state_;
+}
+
+Channel::State Channel::take(std::string* out, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, timeout,
+                 [&] { return !pending_.empty() || state_ == State::Done || state_ == State::Failed; });
+    out->append(pending_);
+    pending_.clear();
+    return state_;
+}
+
+Channel::State Channel::wait_done(std::string* all_text) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return state_ == State::Done || state_ == State::Failed; });
+    all_text->append(pending_);
+    pending_.clear();
+    return state_;
+}
+
+bool Channel::ended() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return state_ == State::Done || state_ == State::Failed;
+}
+
+ApiError Channel::error() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return error_;
+}
+std::string Channel::finish_reason() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return finish_;
+}
+int64_t Channel::prompt_tokens() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return prompt_tokens_;
+}
+int64_t Channel::completion_tokens() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return completion_tokens_;
+}
+
+PreparedRequest prepare_request(const CompletionRequest& r, const tok::Vocab& vocab, const chat::ChatTemplate& tmpl,
+                                int64_t n_ctx, uint64_t random_seed) {
+    PreparedRequest p;
+    p.sampling = r.sampling;
+    if (!r.seed_given) p.sampling.seed = random_seed;
+    p.sampling.stop = r.stop;
+    if (r.endpoint == Endpoint::Chat) {
+        std::string text;
+        try {
+            text = tmpl.render(r.messages, true);
+        } catch (const Error& e) {
+            throw ApiException{ApiError{400, e.what(), "invalid_request_error", "messages", ""}};
+        }
+        // Control tokens spelled by the template become tokens, as in the app.
+        p.tokens = vocab.encode(text, true, true);
+        for (const std::string& s : tmpl.stop_strings())
+            if (std::find(p.sampling.stop.begin(), p.sampling.stop.end(), s) == p.sampling.stop.end())
+                p.sampling.stop.push_back(s);
+    } else {
+        // As `strata-cli run -p` tokenizes: BOS as the vocabulary says, text as text.
+        p.tokens = vocab.encode(r.prompt, true);
+    }
+    const int64_t n = static_cast<int64_t>(p.tokens.size());
+    const bool only_specials = std::all_of(p.tokens.begin(), p.tokens.end(),
+                                           [&](int32_t t) { return t == vocab.bos(); });
+    if (n == 0 || only_specials) {
+        throw ApiException{ApiError{400, "the prompt is empty: nothing to generate from", "invalid_request_error",
+                                    r.endpoint == Endpoint::Chat ? "messages" : "prompt", ""}};
+    }
+    if (n >= n_ctx) {
+        throw ApiException{ApiError{400,
+                                    "the prompt has " + std::to_string(n) + " tokens but the model's context holds " +
+                                        std::to_string(n_ctx) + " (with room for at least one more): shorten it",
+                                    "invalid_request_error", r.endpoint == Endpoint::Chat ? "messages" : "prompt",
+                                    "context_length_exceeded"}};
+    }
+    const int64_t room = n_ctx - n;
+    if (p.sampling.max_tokens <= 0 || p.sampling.max_tokens > room) p.sampling.max_tokens = static_cast<int32_t>(room);
+    if (const std::string err = p.sampling.validate(); !err.empty())
+        throw ApiException{ApiError{400, err, "invalid_request_error", "", ""}};
+    return p;
+}
+
+std::string openai_finish(sched::FinishReason reason) {
+    switch (reason) {
+        case sched::FinishReason::EndOfGeneration:
+        case sched::FinishReason::StopString:
+            return "stop";
+        case sched::FinishReason::MaxTokens:
+        case sched::FinishReason::ContextFull:
+            return "length";
+        case sched::FinishReason::Cancelled:
+            return "cancelled";
+    }
+    return "stop";
+}
+
+}  // namespace strata::serve

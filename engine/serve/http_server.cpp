@@ -1,0 +1,300 @@
+#include "serve/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <random>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace strata::serve {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPoll = std::chrono::milliseconds(200);
+// An idle stream writes an SSE comment this often: a client that has gone away
+// is noticed (the write fails) even while its request waits in the queue.
+constexpr auto kKeepAlive = std::chrono::seconds(2);
+
+void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(dump(error_json(e)), "application/json");
+}
+
+ApiError status_error(int status) {
+    switch (status) {
+        case 404:
+            return {404, "no such endpoint: see /v1/models, /v1/chat/completions, /v1/completions, /health, /metrics",
+                    "invalid_request_error", "", "not_found"};
+        case 405:
+            return {405, "method not allowed for this endpoint", "invalid_request_error", "", ""};
+        case 413:
+            return {413, "the request body is larger than this server accepts", "invalid_request_error", "",
+                    "request_too_large"};
+        case 400:
+            return {400, "the request could not be read as HTTP", "invalid_request_error", "", ""};
+        default:
+            return {status, "HTTP error " + std::to_string(status), status >= 500 ? "server_error" : "invalid_request_error",
+                    "", ""};
+    }
+}
+
+std::string request_id(const char* prefix) {
+    static std::atomic<uint64_t> counter{0};
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s-%016llx%04llx", prefix, static_cast<unsigned long long>(rng()),
+                  static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
+    return buf;
+}
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// Streams one request's channel as server-sent events. Called by cpp-httplib
+// on the connection's thread until it returns false or the sink is done.
+struct StreamState {
+    CompletionRequest request;
+    std::shared_ptr<Channel> ch;
+    Backend* backend = nullptr;
+    std::string id, model;
+    int64_t created = 0;
+    bool first = true;
+    Clock::time_point last_write = Clock::now();
+
+    void gone() {
+        ch->cancel();
+        backend->notify_cancelled();
+    }
+
+    bool write(httplib::DataSink& sink, const std::string& data) {
+        if (!sink.write(data.data(), data.size())) {
+            gone();
+            return false;
+        }
+        last_write = Clock::now();
+        return true;
+    }
+
+    bool pump(httplib::DataSink& sink) {
+        std::string text;
+        const Channel::State st = ch->take(&text, kPoll);
+        if (!sink.is_writable()) {
+            gone();
+            return false;
+        }
+        if (!text.empty() || (first && st == Channel::State::Running)) {
+            if (!write(sink, sse_event(stream_chunk(request, id, created, model, text, "", first)))) return false;
+            first = false;
+        } else if (Clock::now() - last_write >= kKeepAlive) {
+            if (!write(sink, ": keep-alive\n\n")) return false;
+        }
+        if (st == Channel::State::Done) {
+            std::string out = sse_event(stream_chunk(request, id, created, model, "", ch->finish_reason(), first));
+            if (request.include_usage)
+                out += sse_event(usage_chunk(request, id, created, model,
+                                             Usage{ch->prompt_tokens(), ch->completion_tokens()}));
+            out += "data: [DONE]\n\n";
+            if (!write(sink, out)) return false;
+            sink.done();
+        } else if (st == Channel::State::Failed) {
+            // Headers are gone already: the error travels as an event, as
+            // OpenAI's own streams report a failure mid-answer.
+            if (!write(sink, sse_event(error_json(ch->error())) + "data: [DONE]\n\n")) return false;
+            sink.done();
+        }
+        return true;
+    }
+};
+
+bool model_known(const Backend& b, const std::string& model, std::string* served) {
+    const std::vector<ModelCard> cards = b.models();
+    if (cards.empty()) return false;
+    if (model.empty()) {
+        *served = cards.front().id;
+        return true;
+    }
+    for (const ModelCard& c : cards)
+        if (c.id == model) {
+            *served = c.id;
+            return true;
+        }
+    return false;
+}
+
+}  // namespace
+
+bool is_loopback(const std::string& host) {
+    return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+HttpServer::HttpServer(Backend& backend, const ServerOptions& options) : backend_(backend), opt_(options) {
+    if (opt_.port < 0 || opt_.port > 65535) throw Error("port " + std::to_string(opt_.port) + " is out of range (0..65535)");
+    if (opt_.max_body_bytes == 0) throw Error("the body limit must be positive");
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+std::string HttpServer::url() const {
+    const bool v6 = opt_.host.find(':') != std::string::npos && opt_.host.front() != '[';
+    return "http://" + (v6 ? "[" + opt_.host + "]" : opt_.host) + ":" + std::to_string(port_);
+}
+
+void HttpServer::start() {
+    // A client that closes its socket mid-write must not kill the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    svr_ = std::make_unique<httplib::Server>();
+    const int threads = opt_.threads > 0 ? opt_.threads : std::max(8, opt_.max_concurrent + 8);
+    svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    svr_->set_payload_max_length(opt_.max_body_bytes);
+    svr_->set_read_timeout(30, 0);
+    svr_->set_write_timeout(30, 0);
+    routes();
+    port_ = opt_.port == 0 ? svr_->bind_to_any_port(opt_.host) : (svr_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+    if (port_ < 0) {
+        svr_.reset();
+        throw Error("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) +
+                    ": the port is in use or the address is not one of this machine's (choose another --port or --host)");
+    }
+    if (!is_loopback(opt_.host) && opt_.api_key.empty()) {
+        logger("serve")->warn("serving on {} without an API key: anyone who can reach this address can use the model "
+                              "(set --api-key)",
+                              opt_.host);
+    }
+    thread_ = std::thread([this] { svr_->listen_after_bind(); });
+    // Bound already, so connections queue in the backlog meanwhile; waiting
+    // here only makes start() return with the accept loop running.
+    for (int i = 0; i < 2000 && !svr_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void HttpServer::stop() {
+    if (!svr_) return;
+    svr_->stop();
+    if (thread_.joinable()) thread_.join();
+    svr_.reset();
+}
+
+void HttpServer::routes() {
+    httplib::Server& s = *svr_;
+    if (!opt_.cors_origin.empty()) {
+        s.set_default_headers({{"Access-Control-Allow-Origin", opt_.cors_origin}, {"Vary", "Origin"}});
+        s.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
+            res.status = 204;
+            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+            res.set_header("Access-Control-Max-Age", "600");
+        });
+    }
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (opt_.api_key.empty() || req.path == "/health" || req.method == "OPTIONS")
+            return httplib::Server::HandlerResponse::Unhandled;
+        std::string given = req.get_header_value("Authorization");
+        const std::string bearer = "Bearer ";
+        given = given.rfind(bearer, 0) == 0 ? given.substr(bearer.size()) : std::string();
+        if (keys_equal(given, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+        send_error(res, ApiError{401,
+                                 given.empty() ? "no API key: send the header 'Authorization: Bearer KEY'"
+                                               : "the API key is not valid",
+                                 "invalid_request_error", "", "invalid_api_key"});
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+        if (res.body.empty()) send_error(res, status_error(res.status));
+    });
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        logger("serve")->error("request failed: {}", what);
+        send_error(res, ApiError{500, "internal error: " + what, "server_error", "", ""});
+    });
+
+    s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+        const bool ready = !backend_.models().empty();
+        res.status = ready ? 200 : 503;
+        res.set_content(dump(json{{"status", ready ? "ok" : "no model loaded"}}), "application/json");
+    });
+    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(backend_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    auto card_json = [](const ModelCard& c) {
+        return json{{"id", c.id},
+                    {"object", "model"},
+                    {"created", c.created},
+                    {"owned_by", "strata"},
+                    {"meta", {{"n_ctx", c.n_ctx}}}};
+    };
+    s.Get("/v1/models", [this, card_json](const httplib::Request&, httplib::Response& res) {
+        json data = json::array();
+        for (const ModelCard& c : backend_.models()) data.push_back(card_json(c));
+        res.set_content(dump(json{{"object", "list"}, {"data", data}}), "application/json");
+    });
+    s.Get(R"(/v1/models/(.+))", [this, card_json](const httplib::Request& req, httplib::Response& res) {
+        for (const ModelCard& c : backend_.models())
+            if (c.id == req.matches[1].str()) return res.set_content(dump(card_json(c)), "application/json");
+        send_error(res, ApiError{404, "the model '" + req.matches[1].str() + "' does not exist", "invalid_request_error",
+                                 "model", "model_not_found"});
+    });
+
+    auto completion = [this](Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+        CompletionRequest r;
+        try {
+            r = parse_request(endpoint, req.body);
+        } catch (const ApiException& e) {
+            return send_error(res, e.error);
+        }
+        std::string model;
+        if (!model_known(backend_, r.model, &model)) {
+            const bool none = backend_.models().empty();
+            return send_error(res, none ? ApiError{503, "no model is loaded", "server_error", "", "model_not_loaded"}
+                                        : ApiError{404,
+                                                   "the model '" + r.model + "' does not exist; GET /v1/models lists "
+                                                                             "what this server has",
+                                                   "invalid_request_error", "model", "model_not_found"});
+        }
+        auto ch = std::make_shared<Channel>();
+        backend_.submit(r, ch);
+        if (ch->wait_accepted() == Channel::State::Failed) return send_error(res, ch->error());
+
+        const std::string id = request_id(endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl");
+        const int64_t created = unix_now();
+        if (!r.stream) {
+            std::string text;
+            if (ch->wait_done(&text) == Channel::State::Failed) return send_error(res, ch->error());
+            const Usage usage{ch->prompt_tokens(), ch->completion_tokens()};
+            return res.set_content(dump(completion_response(r, id, created, model, text, ch->finish_reason(), usage)),
+                                   "application/json");
+        }
+        auto st = std::make_shared<StreamState>();
+        st->request = std::move(r);
+        st->ch = ch;
+        st->backend = &backend_;
+        st->id = id;
+        st->model = model;
+        st->created = created;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");
+        res.set_chunked_content_provider(
+            "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->pump(sink); },
+            [st](bool success) {
+                if (!success && !st->ch->ended()) st->gone();
+            });
+    };
+    s.Post("/v1/chat/completions", [completion](const httplib::Request& req, httplib::Response& res) {
+        completion(Endpoint::Chat, req, res);
+    });
+    s.Post("/v1/completions", [completion](const httplib::Request& req, httplib::Response& res) {
+        completion(Endpoint::Completion, req, res);
+    });
+}
+
+}  // namespace strata::serve

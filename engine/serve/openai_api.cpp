@@ -1,0 +1,310 @@
+#include "serve/openai_api.h"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+namespace strata::serve {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& param, const std::string& message, const std::string& code = {}) {
+    throw ApiException{ApiError{400, message, "invalid_request_error", param, code}};
+}
+
+// JSON's own type names, for messages ("expected a number, got a string").
+std::string type_of(const json& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_array()) return "an array";
+    return "an object";
+}
+
+std::string short_num(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+
+[[noreturn]] void wrong_type(const std::string& field, const char* expected, const json& v) {
+    fail(field, "'" + field + "' must be " + expected + ", got " + type_of(v));
+}
+
+// Present and not null.
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+double number_in(const json& body, const char* name, double lo, double hi, double fallback) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number()) wrong_type(name, "a number", *v);
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi) {
+        fail(name, "'" + std::string(name) + "' is " + v->dump() + ": expected a number from " + short_num(lo) +
+                       " to " + short_num(hi));
+    }
+    return x;
+}
+
+int64_t integer_in(const json& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number_integer()) wrong_type(name, "an integer", *v);
+    // Unsigned values beyond int64 and negative ones are compared without overflow.
+    bool out_of_range;
+    if (v->is_number_unsigned()) {
+        const uint64_t x = v->get<uint64_t>();
+        out_of_range = x > static_cast<uint64_t>(hi) || static_cast<int64_t>(x) < lo;
+    } else {
+        const int64_t x = v->get<int64_t>();
+        out_of_range = x < lo || x > hi;
+    }
+    if (out_of_range) {
+        fail(name, "'" + std::string(name) + "' is " + v->dump() + ": expected an integer from " + std::to_string(lo) +
+                       " to " + std::to_string(hi));
+    }
+    return v->get<int64_t>();
+}
+
+bool boolean(const json& body, const char* name, bool fallback) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
+    return v->get<bool>();
+}
+
+// Fields that would change the answer and that Strata does not implement: refused
+// with a message, not silently ignored.
+void refuse_unsupported(const json& body) {
+    if (const json* v = field(body, "n"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
+        fail("n", "'n' must be 1: one choice per request is supported (send several requests instead)");
+    if (const json* v = field(body, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
+        fail("best_of", "'best_of' must be 1: it is not supported");
+    if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
+        fail("logprobs", "'logprobs' is not supported");
+    if (field(body, "top_logprobs")) fail("top_logprobs", "'top_logprobs' is not supported");
+    if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+        fail("tools", "tools (function calling) are not supported by this server");
+    if (field(body, "functions")) fail("functions", "functions (function calling) are not supported by this server");
+    if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none"))
+        fail("tool_choice", "'tool_choice' is not supported (only \"none\")");
+    if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+        fail("logit_bias", "'logit_bias' is not supported");
+    if (const json* v = field(body, "response_format")) {
+        const json* t = v->is_object() ? field(*v, "type") : nullptr;
+        if (!t || !t->is_string() || t->get<std::string>() != "text")
+            fail("response_format", "'response_format' must be {\"type\": \"text\"}: JSON modes are not supported");
+    }
+    if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
+        fail("echo", "'echo' is not supported");
+    if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
+        fail("suffix", "'suffix' (insertion) is not supported");
+}
+
+std::string text_content(const json& content, const std::string& where) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) wrong_type(where, "a string or an array of text parts", content);
+    std::string text;
+    for (const json& part : content) {
+        const json* type = part.is_object() ? field(part, "type") : nullptr;
+        if (!type || !type->is_string()) fail(where, "each part of '" + where + "' must be an object with a 'type'");
+        if (type->get<std::string>() != "text")
+            fail(where, "'" + where + "' has a part of type '" + type->get<std::string>() +
+                            "': only text parts are supported");
+        const json* t = field(part, "text");
+        if (!t || !t->is_string()) fail(where, "a text part of '" + where + "' must have a string 'text'");
+        text += t->get<std::string>();
+    }
+    return text;
+}
+
+std::vector<chat::Message> parse_messages(const json& body) {
+    const json* v = field(body, "messages");
+    if (!v) fail("messages", "'messages' is required: an array of {role, content}");
+    if (!v->is_array()) wrong_type("messages", "an array", *v);
+    if (v->empty()) fail("messages", "'messages' is empty: send at least one message");
+    std::vector<chat::Message> out;
+    for (size_t i = 0; i < v->size(); ++i) {
+        const json& m = (*v)[i];
+        const std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) wrong_type(where, "an object", m);
+        const json* role = field(m, "role");
+        if (!role || !role->is_string()) fail(where + ".role", where + " needs a string 'role'");
+        std::string r = role->get<std::string>();
+        if (r == "developer") r = "system";  // OpenAI's newer name for the system prompt
+        if (r != "system" && r != "user" && r != "assistant")
+            fail(where + ".role", where + " has role '" + role->get<std::string>() +
+                                      "': expected system, developer, user or assistant");
+        const json* content = field(m, "content");
+        std::string text = content ? text_content(*content, where + ".content") : std::string();
+        if (!content && r != "assistant") fail(where + ".content", where + " needs 'content'");
+        out.push_back({r, std::move(text)});
+    }
+    return out;
+}
+
+std::string parse_prompt(const json& body) {
+    const json* v = field(body, "prompt");
+    if (!v) fail("prompt", "'prompt' is required");
+    if (v->is_string()) return v->get<std::string>();
+    if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) return (*v)[0].get<std::string>();
+    if (v->is_array()) fail("prompt", "'prompt' must be one string (arrays of several prompts or of token ids are not supported)");
+    wrong_type("prompt", "a string", *v);
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+    const json* v = field(body, "stop");
+    if (!v) return {};
+    std::vector<std::string> out;
+    if (v->is_string()) {
+        out.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+        if (v->size() > 4) fail("stop", "'stop' has " + std::to_string(v->size()) + " strings: at most 4");
+        for (const json& s : *v) {
+            if (!s.is_string()) fail("stop", "'stop' must be a string or an array of strings");
+            out.push_back(s.get<std::string>());
+        }
+    } else {
+        wrong_type("stop", "a string or an array of strings", *v);
+    }
+    for (const std::string& s : out)
+        if (s.empty()) fail("stop", "'stop' contains an empty string");
+    return out;
+}
+
+const char* object_name(const CompletionRequest& r, bool chunk) {
+    if (r.endpoint == Endpoint::Chat) return chunk ? "chat.completion.chunk" : "chat.completion";
+    return "text_completion";
+}
+
+json usage_json(const Usage& u) {
+    return json{{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json finish_value(const std::string& finish) { return finish.empty() ? json(nullptr) : json(finish); }
+
+}  // namespace
+
+CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
+    json j;
+    try {
+        j = json::parse(body);
+    } catch (const json::exception& e) {
+        // nlohmann's message names the byte and what it expected (or the
+        // number that overflowed).
+        fail("", std::string("the request body is not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) fail("", "the request body must be a JSON object, got " + type_of(j));
+    refuse_unsupported(j);
+
+    CompletionRequest r;
+    r.endpoint = endpoint;
+    if (const json* m = field(j, "model")) {
+        if (!m->is_string()) wrong_type("model", "a string", *m);
+        r.model = m->get<std::string>();
+    }
+    if (endpoint == Endpoint::Chat) {
+        r.messages = parse_messages(j);
+    } else {
+        r.prompt = parse_prompt(j);
+    }
+
+    sched::SamplingParams& s = r.sampling;
+    s.temperature = static_cast<float>(number_in(j, "temperature", 0.0, 2.0, 1.0));
+    const double top_p = number_in(j, "top_p", 0.0, 1.0, 1.0);
+    s.top_k = static_cast<int32_t>(integer_in(j, "top_k", 0, 1 << 20, 0));
+    if (top_p == 0.0) {
+        s.top_p = 1.0f;  // OpenAI accepts 0: only the most likely token
+        s.top_k = 1;
+    } else {
+        s.top_p = static_cast<float>(top_p);
+    }
+    s.min_p = static_cast<float>(number_in(j, "min_p", 0.0, 1.0, 0.0));
+    s.repeat_penalty = static_cast<float>(number_in(j, "repeat_penalty", 0.01, 10.0, 1.0));
+    s.presence_penalty = static_cast<float>(number_in(j, "presence_penalty", -2.0, 2.0, 0.0));
+    s.frequency_penalty = static_cast<float>(number_in(j, "frequency_penalty", -2.0, 2.0, 0.0));
+    const int64_t max_tokens = integer_in(j, "max_tokens", 1, 1 << 24, 0);
+    const int64_t max_completion = integer_in(j, "max_completion_tokens", 1, 1 << 24, 0);
+    s.max_tokens = static_cast<int32_t>(max_completion > 0 ? max_completion : max_tokens);
+    if (const json* seed = field(j, "seed")) {
+        if (!seed->is_number_integer()) wrong_type("seed", "an integer", *seed);
+        s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
+        r.seed_given = true;
+    }
+    r.stop = parse_stop(j);
+    r.stream = boolean(j, "stream", false);
+    if (const json* so = field(j, "stream_options")) {
+        if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+        r.include_usage = boolean(*so, "include_usage", false);
+    }
+    return r;
+}
+
+json completion_response(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                         const std::string& text, const std::string& finish, const Usage& usage) {
+    json choice = {{"index", 0}, {"finish_reason", finish_value(finish)}, {"logprobs", nullptr}};
+    if (r.endpoint == Endpoint::Chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+        choice["text"] = text;
+    }
+    return json{{"id", id},           {"object", object_name(r, false)},       {"created", created},
+                {"model", model},     {"choices", json::array({choice})},       {"usage", usage_json(usage)}};
+}
+
+json stream_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                  const std::string& text, const std::string& finish, bool first) {
+    json choice = {{"index", 0}, {"finish_reason", finish_value(finish)}, {"logprobs", nullptr}};
+    if (r.endpoint == Endpoint::Chat) {
+        json delta = json::object();
+        if (first) delta["role"] = "assistant";
+        if (!text.empty() || (first && finish.empty())) delta["content"] = text;
+        choice["delta"] = delta;
+    } else {
+        choice["text"] = text;
+    }
+    return json{{"id", id}, {"object", object_name(r, true)}, {"created", created}, {"model", model},
+                {"choices", json::array({choice})}};
+}
+
+json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                 const Usage& usage) {
+    return json{{"id", id},       {"object", object_name(r, true)}, {"created", created},
+                {"model", model}, {"choices", json::array()},        {"usage", usage_json(usage)}};
+}
+
+json error_json(const ApiError& e) {
+    return json{{"error",
+                 {{"message", e.message},
+                  {"type", e.type},
+                  {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                  {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+bool keys_equal(const std::string& given, const std::string& expected) {
+    // Every byte of the longer string is looked at whatever matches, and the
+    // lengths fold into the result: no early exit for an attacker to time.
+    const size_t n = std::max(given.size(), expected.size());
+    unsigned diff = given.size() == expected.size() ? 0u : 1u;
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+        const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
+        diff |= static_cast<unsigned>(a ^ b);
+    }
+    return diff == 0 && !expected.empty();
+}
+
+}  // namespace strata::serve

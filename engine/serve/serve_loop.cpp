@@ -1,0 +1,169 @@
+#include "serve/serve_loop.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "core/engine.h"
+
+namespace strata::serve {
+
+chat::ChatTemplate model_template(const core::Engine& engine) {
+    const model::Model& m = engine.model();
+    const tok::Vocab& v = m.vocab();
+    auto text_of = [&](int32_t id) -> std::string {
+        if (id < 0 || id >= v.n_tokens()) return {};
+        return v.token_text(id);
+    };
+    return chat::ChatTemplate::detect(m.file().get_string_or("tokenizer.chat_template", ""), text_of(v.bos()),
+                                      text_of(v.eos()));
+}
+
+ServeLoop::ServeLoop(core::Engine& engine, const ServeLoopConfig& config)
+    : eng_(engine),
+      cfg_(config),
+      tmpl_(model_template(engine)),
+      sched_(std::make_unique<sched::Scheduler>(engine.context(), engine.vocab(), config.scheduler)),
+      seeds_(std::random_device{}()) {
+    if (cfg_.max_queue < 0) throw Error("the queue limit must not be negative");
+    publish_gauges();
+    thread_ = std::thread([this] { run(); });
+}
+
+ServeLoop::~ServeLoop() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void ServeLoop::submit(const CompletionRequest& request, std::shared_ptr<Channel> ch) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stop_) {
+            ch->reject(ApiError{503, "the server is shutting down", "server_error", "", ""});
+            return;
+        }
+        inbox_.push_back({request, std::move(ch)});
+    }
+    cv_.notify_all();
+}
+
+void ServeLoop::notify_cancelled() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        wake_ = true;
+    }
+    cv_.notify_all();
+}
+
+std::string ServeLoop::metrics_text() const { return metrics_.render(eng_.snapshot(), cfg_.card.id); }
+
+void ServeLoop::run() {
+    for (;;) {
+        std::deque<Incoming> incoming;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return stop_ || wake_ || !inbox_.empty() || !live_.empty(); });
+            if (stop_) break;
+            wake_ = false;
+            incoming.swap(inbox_);
+        }
+        for (Incoming& in : incoming) admit(in);
+        cancel_gone();
+        if (!live_.empty()) step();
+        publish_gauges();
+    }
+    // Shutting down: nothing new is accepted; what was queued or running ends.
+    std::deque<Incoming> left;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        left.swap(inbox_);
+    }
+    for (Incoming& in : left) in.ch->reject(ApiError{503, "the server is shutting down", "server_error", "", ""});
+    for (Live& l : live_) l.ch->finish("cancelled", 0);
+    live_.clear();
+    sched_.reset();
+}
+
+void ServeLoop::admit(Incoming& in) {
+    if (in.ch->cancelled()) return;  // the client left before we got to it
+    const int limit = cfg_.scheduler.max_batch + cfg_.max_queue;
+    if (static_cast<int>(live_.size()) >= limit) {
+        metrics_.rejected(429);
+        in.ch->reject(ApiError{429,
+                               "the server is busy: " + std::to_string(live_.size()) +
+                                   " requests are running or queued (the limit); retry shortly",
+                               "server_busy", "", "queue_full"});
+        return;
+    }
+    try {
+        PreparedRequest p = prepare_request(in.request, eng_.vocab(), tmpl_, eng_.context().n_ctx(), seeds_());
+        const int64_t n_prompt = static_cast<int64_t>(p.tokens.size());
+        std::shared_ptr<Channel> ch = in.ch;
+        auto on_text = [ch](int64_t, std::string_view text) { ch->text(text); };
+        auto on_finish = [this, ch](const sched::RequestResult& r) {
+            const std::string finish = openai_finish(r.finish);
+            const auto n = static_cast<int64_t>(r.tokens.size());
+            metrics_.finished(finish, r.prompt_tokens, n, n > 0 ? r.ttft_s : -1.0);
+            ch->finish(finish, n);
+        };
+        const int64_t id = sched_->submit(std::move(p.tokens), p.sampling, 0, on_text, on_finish);
+        live_.push_back({id, ch});
+        ch->accept(n_prompt);
+    } catch (const ApiException& e) {
+        metrics_.rejected(e.error.status);
+        in.ch->reject(e.error);
+    } catch (const Error& e) {
+        metrics_.rejected(400);
+        in.ch->reject(ApiError{400, e.what(), "invalid_request_error", "", ""});
+    }
+}
+
+void ServeLoop::cancel_gone() {
+    for (const Live& l : live_)
+        if (l.ch->cancelled()) sched_->cancel(l.id);
+}
+
+void ServeLoop::step() {
+    try {
+        sched_->step();
+    } catch (const std::exception& e) {
+        // The forward pass failed (a device error, an I/O error on the model
+        // file): every request in flight fails with the reason, the scheduler
+        // starts over with its KV blocks freed, and the server goes on.
+        logger("serve")->error("a forward pass failed: {}", e.what());
+        fail_all(ApiError{500, std::string("the engine failed: ") + e.what(), "server_error", "", ""});
+        sched_ = std::make_unique<sched::Scheduler>(eng_.context(), eng_.vocab(), cfg_.scheduler);
+        generated_seen_ = 0;
+        return;
+    }
+    const int64_t generated = sched_->stats().tokens_generated;
+    metrics_.generated(generated - generated_seen_);
+    generated_seen_ = generated;
+    // Finished channels leave the live list (the finish callback ran in step()).
+    live_.erase(std::remove_if(live_.begin(), live_.end(),
+                               [](const Live& l) {
+                                   return l.ch->ended();
+                               }),
+                live_.end());
+}
+
+void ServeLoop::fail_all(const ApiError& e) {
+    for (Live& l : live_) l.ch->reject(e);
+    live_.clear();
+}
+
+void ServeLoop::publish_gauges() {
+    ServeGauges g;
+    g.running = static_cast<int64_t>(sched_->running());
+    g.waiting = static_cast<int64_t>(sched_->waiting());
+    const kv::KvStats kv = eng_.kv_cache().stats();
+    g.kv_blocks_used = kv.used_blocks;
+    g.kv_blocks_total = kv.n_blocks;
+    g.kv_block_tokens = eng_.kv_cache().params().block_tokens;
+    metrics_.set_gauges(g);
+}
+
+}  // namespace strata::serve

@@ -1,0 +1,222 @@
+// The OpenAI wire format without a server: request parsing and checking,
+// response and chunk shapes, errors, the key comparison, the metrics text.
+#include <QtTest>
+
+#include "serve/metrics.h"
+#include "serve/openai_api.h"
+
+using namespace strata;
+using namespace strata::serve;
+using nlohmann::json;
+
+namespace {
+
+// The ApiError a body gets, or status 0 when it parses.
+ApiError error_of(Endpoint e, const std::string& body) {
+    try {
+        parse_request(e, body);
+    } catch (const ApiException& ex) {
+        return ex.error;
+    }
+    return ApiError{0, "", "", "", ""};
+}
+
+const std::string kMsgs = R"("messages":[{"role":"user","content":"hi"}])";
+std::string chat_body(const std::string& extra) { return "{" + kMsgs + (extra.empty() ? "" : "," + extra) + "}"; }
+
+}  // namespace
+
+class TestOpenAiApi : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void a_chat_request_takes_openai_defaults() {
+        const CompletionRequest r = parse_request(Endpoint::Chat, chat_body(R"("model":"m")"));
+        QCOMPARE(r.model, std::string("m"));
+        QCOMPARE(r.messages.size(), size_t{1});
+        QCOMPARE(r.messages[0].role, std::string("user"));
+        QCOMPARE(r.sampling.temperature, 1.0f);
+        QCOMPARE(r.sampling.top_p, 1.0f);
+        QCOMPARE(r.sampling.top_k, 0);
+        QCOMPARE(r.sampling.min_p, 0.0f);
+        QCOMPARE(r.sampling.max_tokens, 0);
+        QVERIFY(!r.stream && !r.include_usage && !r.seed_given);
+    }
+
+    void every_supported_field_is_read() {
+        const CompletionRequest r = parse_request(
+            Endpoint::Chat,
+            R"({"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"user","content":"c"}],
+                "max_tokens":7,"temperature":0,"top_p":0.5,"seed":18446744073709551615,"stop":["x","y"],"stream":true,
+                "stream_options":{"include_usage":true},"presence_penalty":-1.5,"frequency_penalty":0.5,"top_k":3,"min_p":0.1,
+                "n":1,"logprobs":false,"tools":[],"tool_choice":"none","response_format":{"type":"text"},"user":"u","metadata":{"k":"v"}})");
+        QCOMPARE(r.messages[0].role, std::string("system"));  // developer = system
+        QCOMPARE(r.messages[1].content, std::string("ab"));
+        QCOMPARE(r.messages[2].content, std::string());
+        QCOMPARE(r.sampling.max_tokens, 7);
+        QCOMPARE(r.sampling.temperature, 0.0f);
+        QCOMPARE(r.sampling.top_p, 0.5f);
+        QCOMPARE(r.sampling.seed, uint64_t(18446744073709551615ull));
+        QVERIFY(r.seed_given);
+        QCOMPARE(r.stop, (std::vector<std::string>{"x", "y"}));
+        QVERIFY(r.stream && r.include_usage);
+        QCOMPARE(r.sampling.presence_penalty, -1.5f);
+        QCOMPARE(r.sampling.top_k, 3);
+        QCOMPARE(r.sampling.min_p, 0.1f);
+        // max_completion_tokens wins over max_tokens; top_p 0 means the top token only.
+        const CompletionRequest m = parse_request(Endpoint::Chat, chat_body(R"("max_tokens":7,"max_completion_tokens":9,"top_p":0)"));
+        QCOMPARE(m.sampling.max_tokens, 9);
+        QCOMPARE(m.sampling.top_k, 1);
+        QVERIFY(m.sampling.validate().empty());
+    }
+
+    void a_completion_takes_one_prompt() {
+        QCOMPARE(parse_request(Endpoint::Completion, R"({"prompt":"abc"})").prompt, std::string("abc"));
+        QCOMPARE(parse_request(Endpoint::Completion, R"({"prompt":["abc"]})").prompt, std::string("abc"));
+        QCOMPARE(error_of(Endpoint::Completion, R"({"prompt":[1,2,3]})").param, std::string("prompt"));
+        QCOMPARE(error_of(Endpoint::Completion, R"({"prompt":["a","b"]})").param, std::string("prompt"));
+        QCOMPARE(error_of(Endpoint::Completion, R"({})").param, std::string("prompt"));
+        QCOMPARE(error_of(Endpoint::Completion, R"({"prompt":"a","echo":true})").param, std::string("echo"));
+        QCOMPARE(error_of(Endpoint::Completion, R"({"prompt":"a","suffix":"z"})").param, std::string("suffix"));
+        QCOMPARE(error_of(Endpoint::Completion, R"({"prompt":"a","best_of":2})").param, std::string("best_of"));
+    }
+
+    void bad_bodies_are_400s_naming_the_field() {
+        struct Case {
+            std::string body, param, says;
+        };
+        const Case cases[] = {
+            {R"({"messages":[{"role":"user","content":"hi"})", "", "not valid JSON"},  // truncated
+            {"", "", "not valid JSON"},
+            {"[1,2]", "", "must be a JSON object"},
+            {"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", "", "not valid JSON"},  // invalid UTF-8
+            {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e400})", "", "not valid JSON"},
+            {chat_body(R"("temperature":"hot")"), "temperature", "must be a number, got a string"},
+            {chat_body(R"("temperature":2.5)"), "temperature", "expected a number from 0 to 2"},
+            {chat_body(R"("top_p":-0.1)"), "top_p", "expected a number from 0 to 1"},
+            {chat_body(R"("max_tokens":0)"), "max_tokens", "expected an integer from 1"},
+            {chat_body(R"("max_tokens":12.5)"), "max_tokens", "must be an integer"},
+            {chat_body(R"("max_tokens":1e30)"), "max_tokens", "must be an integer"},
+            {chat_body(R"("max_tokens":99999999999999999999)"), "max_tokens", "must be an integer"},
+            {chat_body(R"("max_tokens":9223372036854775807)"), "max_tokens", "expected an integer from 1"},
+            {chat_body(R"("max_tokens":-5)"), "max_tokens", "expected an integer from 1"},
+            {chat_body(R"("seed":"x")"), "seed", "must be an integer"},
+            {chat_body(R"("stream":"yes")"), "stream", "must be a boolean"},
+            {chat_body(R"("stream_options":true)"), "stream_options", "must be an object"},
+            {chat_body(R"("stop":["a","b","c","d","e"])"), "stop", "at most 4"},
+            {chat_body(R"("stop":[""])"), "stop", "empty string"},
+            {chat_body(R"("stop":7)"), "stop", "a string or an array of strings"},
+            {chat_body(R"("n":2)"), "n", "must be 1"},
+            {chat_body(R"("logprobs":true)"), "logprobs", "not supported"},
+            {chat_body(R"("tools":[{"type":"function"}])"), "tools", "not supported"},
+            {chat_body(R"("response_format":{"type":"json_object"})"), "response_format", "JSON modes"},
+            {chat_body(R"("logit_bias":{"50":5})"), "logit_bias", "not supported"},
+            {chat_body(R"("model":7)"), "model", "must be a string"},
+            {R"({"model":"m"})", "messages", "is required"},
+            {R"({"messages":{}})", "messages", "must be an array"},
+            {R"({"messages":[]})", "messages", "is empty"},
+            {R"({"messages":["hi"]})", "messages[0]", "must be an object"},
+            {R"({"messages":[{"content":"hi"}]})", "messages[0].role", "needs a string 'role'"},
+            {R"({"messages":[{"role":"tool","content":"hi"}]})", "messages[0].role", "has role 'tool'"},
+            {R"({"messages":[{"role":"user"}]})", "messages[0].content", "needs 'content'"},
+            {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages[0].content",
+             "only text parts"},
+            {R"({"messages":[{"role":"user","content":5}]})", "messages[0].content", "a string or an array of text parts"},
+        };
+        for (const Case& c : cases) {
+            const ApiError e = error_of(Endpoint::Chat, c.body);
+            QVERIFY2(e.status == 400, qPrintable(QString::fromStdString("accepted: " + c.body)));
+            QCOMPARE(e.type, std::string("invalid_request_error"));
+            QVERIFY2(e.param == c.param, qPrintable(QString::fromStdString(c.body + " -> param '" + e.param + "'")));
+            QVERIFY2(e.message.find(c.says) != std::string::npos,
+                     qPrintable(QString::fromStdString(c.body + " -> " + e.message)));
+        }
+    }
+
+    void responses_and_chunks_have_openai_shapes() {
+        const CompletionRequest chat_r = parse_request(Endpoint::Chat, chat_body(""));
+        const json full = completion_response(chat_r, "chatcmpl-1", 100, "m", "hello", "stop", Usage{3, 2});
+        QCOMPARE(full["object"].get<std::string>(), std::string("chat.completion"));
+        QCOMPARE(full["choices"][0]["message"]["content"].get<std::string>(), std::string("hello"));
+        QCOMPARE(full["choices"][0]["message"]["role"].get<std::string>(), std::string("assistant"));
+        QCOMPARE(full["choices"][0]["finish_reason"].get<std::string>(), std::string("stop"));
+        QCOMPARE(full["usage"]["total_tokens"].get<int>(), 5);
+
+        const json first = stream_chunk(chat_r, "c", 1, "m", "", "", true);
+        QCOMPARE(first["object"].get<std::string>(), std::string("chat.completion.chunk"));
+        QCOMPARE(first["choices"][0]["delta"]["role"].get<std::string>(), std::string("assistant"));
+        QVERIFY(first["choices"][0]["finish_reason"].is_null());
+        const json mid = stream_chunk(chat_r, "c", 1, "m", "x", "", false);
+        QVERIFY(!mid["choices"][0]["delta"].contains("role"));
+        QCOMPARE(mid["choices"][0]["delta"]["content"].get<std::string>(), std::string("x"));
+        const json last = stream_chunk(chat_r, "c", 1, "m", "", "length", false);
+        QVERIFY(last["choices"][0]["delta"].empty());
+        QCOMPARE(last["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
+        const json usage = usage_chunk(chat_r, "c", 1, "m", Usage{4, 6});
+        QVERIFY(usage["choices"].empty());
+        QCOMPARE(usage["usage"]["completion_tokens"].get<int>(), 6);
+
+        const CompletionRequest comp = parse_request(Endpoint::Completion, R"({"prompt":"p"})");
+        const json c = stream_chunk(comp, "cmpl-1", 1, "m", "abc", "", true);
+        QCOMPARE(c["object"].get<std::string>(), std::string("text_completion"));
+        QCOMPARE(c["choices"][0]["text"].get<std::string>(), std::string("abc"));
+    }
+
+    void errors_and_events_serialize_whatever_the_text() {
+        const json e = error_json(ApiError{429, "busy", "server_busy", "", "queue_full"});
+        QCOMPARE(e["error"]["message"].get<std::string>(), std::string("busy"));
+        QVERIFY(e["error"]["param"].is_null());
+        QCOMPARE(e["error"]["code"].get<std::string>(), std::string("queue_full"));
+        // Text cut inside a UTF-8 character must not throw: it is replaced.
+        const std::string ev = sse_event(json{{"t", std::string("ab\xe2\x82")}});
+        QVERIFY(ev.rfind("data: ", 0) == 0);
+        QVERIFY(ev.size() > 2 && ev.substr(ev.size() - 2) == "\n\n");
+        QVERIFY(ev.find("\xef\xbf\xbd") != std::string::npos);
+    }
+
+    void keys_compare_exactly() {
+        QVERIFY(keys_equal("secret", "secret"));
+        QVERIFY(!keys_equal("secreT", "secret"));
+        QVERIFY(!keys_equal("secret2", "secret"));
+        QVERIFY(!keys_equal("secre", "secret"));
+        QVERIFY(!keys_equal("", "secret"));
+        QVERIFY(!keys_equal("", ""));  // no key configured never matches
+    }
+
+    void metrics_are_prometheus_text() {
+        ServeMetrics m;
+        m.finished("stop", 10, 5, 0.2);
+        m.finished("length", 10, 7, 3.0);
+        m.finished("cancelled", 4, 0, -1);
+        m.rejected(429);
+        m.generated(12);
+        m.set_gauges(ServeGauges{2, 3, 5, 64, 16});
+        TelemetrySnapshot t;
+        t.hit_rate_total = 0.5;
+        t.ledger.push_back(LedgerEntry{"experts.cache", "fast", 100, 60});
+        const QString text = QString::fromStdString(m.render(t, "demo"));
+        QVERIFY(text.contains("# TYPE strata_requests_finished_total counter"));
+        QVERIFY(text.contains(R"(strata_requests_finished_total{model="demo",finish="stop"} 1)"));
+        QVERIFY(text.contains(R"(strata_requests_finished_total{model="demo",finish="cancelled"} 1)"));
+        QVERIFY(text.contains(R"(strata_requests_rejected_total{model="demo",status="429"} 1)"));
+        QVERIFY(text.contains(R"(strata_queue_depth{model="demo"} 3)"));
+        QVERIFY(text.contains(R"(strata_kv_blocks_used{model="demo"} 5)"));
+        QVERIFY(text.contains(R"(strata_generated_tokens_total{model="demo"} 12)"));
+        // Cumulative buckets: 0.2 s falls in le=0.25 and above, 3 s from le=5; the cancelled one has no first token.
+        QVERIFY(text.contains(R"(strata_time_to_first_token_seconds_bucket{model="demo",le="0.10000000000000001"} 0)"));
+        QVERIFY(text.contains(R"(strata_time_to_first_token_seconds_bucket{model="demo",le="0.25"} 1)"));
+        QVERIFY(text.contains(R"(strata_time_to_first_token_seconds_bucket{model="demo",le="5"} 2)"));
+        QVERIFY(text.contains(R"(strata_time_to_first_token_seconds_count{model="demo"} 2)"));
+        QVERIFY(text.contains(R"(strata_expert_cache_hit_rate{model="demo"} 0.5)"));
+        QVERIFY(text.contains(
+            R"(strata_ledger_bytes{model="demo",account="experts.cache",tier="fast",kind="used"} 60)"));
+        QVERIFY(m.recent_tokens_per_second() > 0.0);
+        // Every sample line is "name{labels} value" or "name value".
+        for (const QString& line : text.split('\n', Qt::SkipEmptyParts)) {
+            if (line.startsWith('#')) continue;
+            QVERIFY2(QRegularExpression(R"(^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$)").match(line).hasMatch(), qPrintable(line));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestOpenAiApi)
+#include "test_openai_api.moc"
