@@ -2,7 +2,12 @@
 
 #include <httplib.h>
 
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -112,6 +117,31 @@ struct StreamState {
     }
 };
 
+// Debian's cpp-httplib 0.11 listens with a backlog of 5 (compiled in): a
+// burst of clients overflows it, and the kernel then drops their handshakes,
+// which clients see as read errors. Linux lets listen() be called again on a
+// listening socket to change the backlog: find ours among the process's
+// descriptors (a listening socket bound to our port) and widen it.
+void widen_backlog(int port) {
+    DIR* dir = opendir("/proc/self/fd");
+    if (!dir) return;
+    while (dirent* e = readdir(dir)) {
+        const int fd = std::atoi(e->d_name);
+        if (fd <= 2 || fd == dirfd(dir)) continue;
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+        sockaddr_storage addr{};
+        socklen_t alen = sizeof addr;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+        int bound = -1;
+        if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+        if (addr.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+        if (bound == port) ::listen(fd, SOMAXCONN);
+    }
+    closedir(dir);
+}
+
 bool model_known(const Backend& b, const std::string& model, std::string* served) {
     const std::vector<ModelCard> cards = b.models();
     if (cards.empty()) return false;
@@ -152,6 +182,13 @@ void HttpServer::start() {
     const int threads = opt_.threads > 0 ? opt_.threads : std::max(8, opt_.max_concurrent + 8);
     svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     svr_->set_payload_max_length(opt_.max_body_bytes);
+    // cpp-httplib's default sets SO_REUSEPORT, which lets a second server bind
+    // the same port and silently share its connections. SO_REUSEADDR only: a
+    // port in use is an error, a restart after a crash still binds at once.
+    svr_->set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     svr_->set_read_timeout(30, 0);
     svr_->set_write_timeout(30, 0);
     routes();
@@ -161,6 +198,7 @@ void HttpServer::start() {
         throw Error("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) +
                     ": the port is in use or the address is not one of this machine's (choose another --port or --host)");
     }
+    widen_backlog(port_);
     if (!is_loopback(opt_.host) && opt_.api_key.empty()) {
         logger("serve")->warn("serving on {} without an API key: anyone who can reach this address can use the model "
                               "(set --api-key)",
