@@ -50,14 +50,13 @@ std::vector<experts::ExpertKey> read_pin_file(const std::string& path, const mod
     if (!in) throw Error(path + ": cannot open the calibration file");
     std::stringstream ss;
     ss << in.rdbuf();
-    const json::Value doc = json::parse(ss.str(), path);
-    const json::Value* ver = doc.get("strata_calibration");
-    if (!ver || !ver->is_number()) throw Error(path + ": not a Strata calibration file (no 'strata_calibration' key)");
+    const nlohmann::json doc = json::parse(ss.str(), path);
+    if (!doc.is_object() || !doc.contains("strata_calibration") || !doc["strata_calibration"].is_number())
+        throw Error(path + ": not a Strata calibration file (no 'strata_calibration' key)");
     const model::ModelConfig& c = m.config();
     auto num = [&](const char* key) -> int64_t {
-        const json::Value* v = doc.get(key);
-        if (!v || !v->is_number()) throw Error(path + ": calibration file lacks '" + key + "'");
-        return static_cast<int64_t>(v->num);
+        if (!doc.contains(key) || !doc[key].is_number_integer()) throw Error(path + ": calibration file lacks '" + key + "'");
+        return doc[key].get<int64_t>();
     };
     if (num("n_layer") != c.n_layer || num("n_expert") != c.n_expert) {
         throw Error(path + ": calibration file was made for a model with " + std::to_string(num("n_layer")) +
@@ -65,14 +64,13 @@ std::vector<experts::ExpertKey> read_pin_file(const std::string& path, const mod
                     std::to_string(c.n_layer) + " x " + std::to_string(c.n_expert) +
                     "; run strata-cli calibrate on this model");
     }
-    const json::Value* pinned = doc.get("pinned");
-    if (!pinned || !pinned->is_array()) throw Error(path + ": calibration file lacks the 'pinned' list");
+    if (!doc.contains("pinned") || !doc["pinned"].is_array()) throw Error(path + ": calibration file lacks the 'pinned' list");
     std::vector<experts::ExpertKey> keys;
-    for (const json::Value& p : pinned->arr) {
-        if (!p.is_array() || p.arr.size() != 2 || !p.arr[0].is_number() || !p.arr[1].is_number())
+    for (const nlohmann::json& p : doc["pinned"]) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer())
             throw Error(path + ": 'pinned' entries must be [layer, expert] pairs");
-        const int64_t layer = static_cast<int64_t>(p.arr[0].num);
-        const int64_t e = static_cast<int64_t>(p.arr[1].num);
+        const int64_t layer = p[0].get<int64_t>();
+        const int64_t e = p[1].get<int64_t>();
         if (layer < 0 || layer >= c.n_layer || e < 0 || e >= c.n_expert ||
             m.weights().layers[static_cast<size_t>(layer)].ffn != model::FfnKind::Moe) {
             throw Error(path + ": pinned expert [" + std::to_string(layer) + ", " + std::to_string(e) +

@@ -427,25 +427,26 @@ std::vector<int64_t> read_calibration(const std::string& path, const TraceHeader
     std::vector<int64_t> counts(static_cast<size_t>(h.n_layer * h.n_expert), 0);
     if (in.peek() == '{') {  // strata-cli calibrate: {"strata_calibration": 1, "n_expert": E, "counts": [[...] per layer]}
         const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const json::Value v = json::parse(text, path);
-        const json::Value* ne = v.get("n_expert");
-        const json::Value* layers = v.get("counts");
-        if (!v.get("strata_calibration") || !ne || !ne->is_number() || !layers || !layers->is_array())
+        const nlohmann::json v = json::parse(text, path);
+        if (!v.is_object() || !v.contains("strata_calibration") || !v.contains("n_expert") ||
+            !v["n_expert"].is_number_integer() || !v.contains("counts") || !v["counts"].is_array())
             throw Error(path + ": not a calibration file (expected strata_calibration, n_expert and counts)");
-        if (static_cast<int64_t>(ne->num) != h.n_expert || static_cast<int64_t>(layers->arr.size()) != h.n_layer)
-            throw Error(path + ": the calibration is of another model shape (" + std::to_string(layers->arr.size()) +
-                        " layers x " + std::to_string(static_cast<int64_t>(ne->num)) + " experts, the trace has " +
+        const nlohmann::json& layers = v["counts"];
+        const int64_t ne = v["n_expert"].get<int64_t>();
+        if (ne != h.n_expert || static_cast<int64_t>(layers.size()) != h.n_layer)
+            throw Error(path + ": the calibration is of another model shape (" + std::to_string(layers.size()) +
+                        " layers x " + std::to_string(ne) + " experts, the trace has " +
                         std::to_string(h.n_layer) + " x " + std::to_string(h.n_expert) + ")");
         for (int64_t l = 0; l < h.n_layer; ++l) {
-            const json::Value& row = layers->arr[static_cast<size_t>(l)];
-            if (!row.is_array() || (!row.arr.empty() && static_cast<int64_t>(row.arr.size()) != h.n_expert))
+            const nlohmann::json& row = layers[static_cast<size_t>(l)];
+            if (!row.is_array() || (!row.empty() && static_cast<int64_t>(row.size()) != h.n_expert))
                 throw Error(path + ": counts of layer " + std::to_string(l) + " are not " + std::to_string(h.n_expert) + " numbers");
-            if (!row.arr.empty() && h.moe_index(l) < 0)
+            if (!row.empty() && h.moe_index(l) < 0)
                 throw Error(path + ": layer " + std::to_string(l) + " has counts but is not a MoE layer of the trace");
-            for (int64_t e = 0; e < static_cast<int64_t>(row.arr.size()); ++e) {
-                const json::Value& c = row.arr[static_cast<size_t>(e)];
-                if (!c.is_number() || !(c.num >= 0)) throw Error(path + ": a count of layer " + std::to_string(l) + " is not a count");
-                counts[static_cast<size_t>(l * h.n_expert + e)] = static_cast<int64_t>(c.num);
+            for (int64_t e = 0; e < static_cast<int64_t>(row.size()); ++e) {
+                const nlohmann::json& c = row[static_cast<size_t>(e)];
+                if (!c.is_number() || !(c.get<double>() >= 0)) throw Error(path + ": a count of layer " + std::to_string(l) + " is not a count");
+                counts[static_cast<size_t>(l * h.n_expert + e)] = static_cast<int64_t>(c.get<double>());
             }
         }
         return counts;
