@@ -16,5 +16,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 
 }  // namespace strata::cli

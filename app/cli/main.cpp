@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"trace", strata::cli::cmd_trace, "record a routing trace (experts, weights, lookahead) of prompts for simulate"},
     {"simulate", strata::cli::cmd_simulate, "replay a routing trace: cache policies, prefetch, projected tokens/s"},
     {"plan", strata::cli::cmd_plan, "the memory plan: ledger accounts per tier vs budgets, and whether the model fits"},
+    {"quantize", strata::cli::cmd_quantize, "write a GGUF quantized by tensor class (router, attention, experts, ...)"},
     {"make-model", strata::cli::cmd_make_model, "write a random-weight model of any shape (tests, benchmarks)"},
 };
 

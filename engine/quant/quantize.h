@@ -1,0 +1,48 @@
+// strata-cli quantize: a GGUF in, a GGUF out, each tensor converted to the
+// type its class gets in a recipe (recipe.h), with ggml's reference quantizers
+// (kernels::quantize_row: the bytes llama-quantize writes without an importance
+// matrix), so the result is a standard GGUF llama.cpp reads.
+//
+// Deterministic (rows are independent, whatever the thread count) and atomic:
+// the output appears complete or not at all, and a cancel (the progress
+// callback returning false) writes nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "quant/recipe.h"
+
+namespace strata::quant {
+
+struct QuantizeOptions {
+    Recipe recipe;
+    int threads = 1;
+    // Called as tensors are converted, with the source bytes done and in all;
+    // return false to cancel (quantize_file then throws strata::Cancelled).
+    std::function<bool(uint64_t done, uint64_t total)> progress;
+};
+
+struct TensorReport {
+    std::string name;
+    TensorClass cls = TensorClass::Other;
+    kernels::WeightType from = kernels::WeightType::F32, to = kernels::WeightType::F32;
+    uint64_t bytes_in = 0, bytes_out = 0;
+    std::string note;  // why the type differs from the recipe's, if it does
+};
+
+struct QuantizeReport {
+    std::vector<TensorReport> tensors;
+    uint64_t bytes_in = 0, bytes_out = 0;   // tensor data
+    uint64_t file_bytes = 0;                // the output file
+    bool input_quantized = false;           // some source tensor was already quantized
+    std::vector<std::string> warnings;
+};
+
+// Throws strata::Error (unreadable input, unsupported source type, a write
+// that failed) or strata::Cancelled.
+QuantizeReport quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& opt);
+
+}  // namespace strata::quant

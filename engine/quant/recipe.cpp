@@ -1,0 +1,179 @@
+#include "quant/recipe.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/json.h"
+
+namespace strata::quant {
+namespace {
+
+using kernels::WeightType;
+
+struct ClassName {
+    TensorClass c;
+    const char* name;
+};
+constexpr ClassName kClassNames[] = {
+    {TensorClass::Router, "router"},           {TensorClass::AttnQ, "attn_q"},
+    {TensorClass::AttnK, "attn_k"},            {TensorClass::AttnV, "attn_v"},
+    {TensorClass::AttnOutput, "attn_output"},  {TensorClass::SharedExpert, "shared_expert"},
+    {TensorClass::RoutedExpert, "routed_expert"}, {TensorClass::DenseFfn, "dense_ffn"},
+    {TensorClass::Embedding, "embedding"},     {TensorClass::OutputHead, "output"},
+    {TensorClass::Other, "other"},
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Recipe builtin(const std::string& name) {
+    Recipe r;
+    r.name = name;
+    auto& t = r.types;
+    if (name == "q8") {
+        t = {{TensorClass::Router, WeightType::F32},        {TensorClass::AttnQ, WeightType::Q8_0},
+             {TensorClass::AttnK, WeightType::Q8_0},        {TensorClass::AttnV, WeightType::Q8_0},
+             {TensorClass::AttnOutput, WeightType::Q8_0},   {TensorClass::SharedExpert, WeightType::Q8_0},
+             {TensorClass::RoutedExpert, WeightType::Q8_0}, {TensorClass::DenseFfn, WeightType::Q8_0},
+             {TensorClass::Embedding, WeightType::Q8_0},    {TensorClass::OutputHead, WeightType::Q8_0}};
+        r.file_type = 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    } else if (name == "q4-experts" || name == "q2-experts") {
+        t = {{TensorClass::Router, WeightType::F32},      {TensorClass::AttnQ, WeightType::Q8_0},
+             {TensorClass::AttnK, WeightType::Q8_0},      {TensorClass::AttnV, WeightType::Q8_0},
+             {TensorClass::AttnOutput, WeightType::Q8_0}, {TensorClass::SharedExpert, WeightType::Q8_0},
+             {TensorClass::DenseFfn, WeightType::Q8_0},   {TensorClass::Embedding, WeightType::Q6_K},
+             {TensorClass::OutputHead, WeightType::Q6_K}};
+        t[TensorClass::RoutedExpert] = name == "q4-experts" ? WeightType::Q4_K : WeightType::Q2_K;
+        r.file_type = name == "q4-experts" ? 15 : 10;  // MOSTLY_Q4_K_M, MOSTLY_Q2_K
+        // At 2 bits the down projections get 3: they carry the most error, as
+        // in llama.cpp's Q2_K mixes, which also give ffn_down more bits.
+        if (name == "q2-experts") r.expert_down = WeightType::Q3_K;
+    } else if (name == "demo") {
+        t = {{TensorClass::Router, WeightType::F32},      {TensorClass::AttnQ, WeightType::F32},
+             {TensorClass::AttnK, WeightType::F32},       {TensorClass::AttnV, WeightType::F32},
+             {TensorClass::AttnOutput, WeightType::F32},  {TensorClass::SharedExpert, WeightType::F32},
+             {TensorClass::RoutedExpert, WeightType::Q8_0}, {TensorClass::DenseFfn, WeightType::F32},
+             {TensorClass::Embedding, WeightType::F16},   {TensorClass::OutputHead, WeightType::F32}};
+        r.file_type = 7;
+    } else {
+        throw Error("unknown recipe '" + name + "'");
+    }
+    return r;
+}
+
+WeightType type_named(const std::string& s, const std::string& where) {
+    WeightType t;
+    if (!kernels::parse_type_name(s.c_str(), &t) || !kernels::type_traits(t) || !kernels::type_traits(t)->supported ||
+        t == WeightType::Q8_K || t == WeightType::Q8_1) {
+        throw Error(where + ": '" + s + "' is not a weight type Strata writes (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
+                            "q8_0, q2_k, q3_k, q4_k, q5_k, q6_k)");
+    }
+    return t;
+}
+
+}  // namespace
+
+const char* class_name(TensorClass c) {
+    for (const ClassName& n : kClassNames)
+        if (n.c == c) return n.name;
+    return "other";
+}
+
+std::optional<TensorClass> parse_class(const std::string& name) {
+    for (const ClassName& n : kClassNames)
+        if (name == n.name) return n.c;
+    return std::nullopt;
+}
+
+TensorClass classify(const std::string& tensor_name, int64_t* layer) {
+    if (layer) *layer = -1;
+    if (tensor_name == "token_embd.weight") return TensorClass::Embedding;
+    if (tensor_name == "output.weight") return TensorClass::OutputHead;
+    if (tensor_name.rfind("blk.", 0) != 0) return TensorClass::Other;
+    const size_t dot = tensor_name.find('.', 4);
+    if (dot == std::string::npos) return TensorClass::Other;
+    if (layer) *layer = std::stoll(tensor_name.substr(4, dot - 4));
+    const std::string rest = tensor_name.substr(dot + 1);
+    if (!ends_with(rest, ".weight")) return TensorClass::Other;  // biases stay as they are
+    const std::string base = rest.substr(0, rest.size() - 7);
+    if (base == "ffn_gate_inp") return TensorClass::Router;
+    if (base == "ffn_gate_exps" || base == "ffn_up_exps" || base == "ffn_down_exps") return TensorClass::RoutedExpert;
+    if (base == "ffn_gate_shexp" || base == "ffn_up_shexp" || base == "ffn_down_shexp") return TensorClass::SharedExpert;
+    if (base == "ffn_gate" || base == "ffn_up" || base == "ffn_down") return TensorClass::DenseFfn;
+    if (base == "attn_q" || base == "attn_q_a" || base == "attn_q_b" || base == "attn_qkv") return TensorClass::AttnQ;
+    if (base == "attn_k" || base == "attn_kv_a_mqa") return TensorClass::AttnK;
+    if (base == "attn_v" || base == "attn_kv_b") return TensorClass::AttnV;
+    if (base == "attn_output") return TensorClass::AttnOutput;
+    return TensorClass::Other;  // norms, the shared expert's gate vector, ...
+}
+
+WeightType Recipe::type_for(TensorClass c, int64_t layer, bool down, WeightType source) const {
+    if (c == TensorClass::RoutedExpert) {
+        if (auto it = expert_layers.find(layer); it != expert_layers.end()) return it->second;
+        if (down && expert_down) return *expert_down;
+    }
+    auto it = types.find(c);
+    return it == types.end() ? source : it->second;
+}
+
+std::vector<std::string> builtin_recipe_names() { return {"q8", "q4-experts", "q2-experts", "demo"}; }
+
+Recipe load_recipe(const std::string& name_or_path) {
+    for (const std::string& n : builtin_recipe_names())
+        if (n == name_or_path) return builtin(n);
+    std::ifstream in(name_or_path);
+    if (!in) {
+        std::string names;
+        for (const std::string& n : builtin_recipe_names()) names += (names.empty() ? "" : ", ") + n;
+        throw Error("recipe '" + name_or_path + "' is neither a built-in recipe (" + names + ") nor a readable file");
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const nlohmann::json j = json::parse(ss.str(), name_or_path);
+    if (!j.is_object()) throw Error(name_or_path + ": a recipe is a JSON object");
+    Recipe r;
+    r.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : name_or_path;
+    for (const auto& [key, value] : j.items()) {
+        if (key != "name" && key != "types" && key != "expert_layers" && key != "expert_down" && key != "file_type")
+            throw Error(name_or_path + ": unknown key '" + key + "' (name, types, expert_layers, expert_down, file_type)");
+    }
+    if (!j.contains("types") || !j["types"].is_object()) throw Error(name_or_path + ": 'types' (an object) is missing");
+    for (const auto& [key, value] : j["types"].items()) {
+        const auto c = parse_class(key);
+        if (!c) {
+            std::string names;
+            for (const ClassName& n : kClassNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
+            throw Error(name_or_path + ": unknown tensor class '" + key + "' (" + names + ")");
+        }
+        if (!value.is_string()) throw Error(name_or_path + ": the type of '" + key + "' must be a string");
+        r.types[*c] = type_named(value.get<std::string>(), name_or_path + ": types." + key);
+    }
+    if (j.contains("expert_layers")) {
+        if (!j["expert_layers"].is_object()) throw Error(name_or_path + ": 'expert_layers' must be an object");
+        for (const auto& [key, value] : j["expert_layers"].items()) {
+            int64_t layer = -1;
+            try {
+                size_t used = 0;
+                layer = std::stoll(key, &used);
+                if (used != key.size()) layer = -1;
+            } catch (const std::exception&) {
+            }
+            if (layer < 0) throw Error(name_or_path + ": expert_layers key '" + key + "' is not a layer number");
+            if (!value.is_string()) throw Error(name_or_path + ": expert_layers." + key + " must be a type name");
+            r.expert_layers[layer] = type_named(value.get<std::string>(), name_or_path + ": expert_layers." + key);
+        }
+    }
+    if (j.contains("expert_down")) {
+        if (!j["expert_down"].is_string()) throw Error(name_or_path + ": 'expert_down' must be a type name");
+        r.expert_down = type_named(j["expert_down"].get<std::string>(), name_or_path + ": expert_down");
+    }
+    if (j.contains("file_type")) {
+        if (!j["file_type"].is_number_integer()) throw Error(name_or_path + ": 'file_type' must be an integer");
+        r.file_type = j["file_type"].get<int64_t>();
+    }
+    return r;
+}
+
+}  // namespace strata::quant

@@ -1,0 +1,185 @@
+// strata-cli quantize's library: recipes and classes, and bytes equal to
+// llama-quantize's for the same source and type (the fixtures' Q8_0 and
+// Q4_K_M files were written by llama-quantize from the F32 files beside them).
+#include <QtTest>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "quant/quantize.h"
+#include "test_support.h"
+
+using namespace strata;
+using kernels::WeightType;
+
+namespace {
+
+std::string tmp_path(const char* name) {
+    return (std::filesystem::temp_directory_path() / (std::string("strata_quant_") + name)).string();
+}
+
+// Tensors of `ours` whose type equals llama-quantize's are byte-identical;
+// returns how many were compared.
+int compare_with_llama(const std::string& ours, const std::string& theirs) {
+    auto a = gguf::File::open(ours);
+    auto b = gguf::File::open(theirs);
+    int same_type = 0;
+    for (const gguf::TensorInfo& tb : b->tensors()) {
+        const gguf::TensorInfo* ta = a->tensor(tb.name);
+        if (!ta) {
+            qWarning("missing tensor %s", tb.name.c_str());
+            return -1;
+        }
+        if (ta->type != tb.type) continue;
+        if (ta->nbytes != tb.nbytes || std::memcmp(ta->data, tb.data, tb.nbytes) != 0) {
+            qWarning("tensor %s differs", tb.name.c_str());
+            return -1;
+        }
+        ++same_type;
+    }
+    return same_type;
+}
+
+}  // namespace
+
+class TestQuantize : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void tensors_are_classified_by_their_gguf_names() {
+        int64_t layer = -2;
+        QCOMPARE(quant::classify("blk.3.ffn_gate_inp.weight", &layer), quant::TensorClass::Router);
+        QCOMPARE(layer, int64_t{3});
+        QCOMPARE(quant::classify("blk.12.ffn_down_exps.weight"), quant::TensorClass::RoutedExpert);
+        QCOMPARE(quant::classify("blk.0.ffn_up_shexp.weight"), quant::TensorClass::SharedExpert);
+        QCOMPARE(quant::classify("blk.0.ffn_gate.weight"), quant::TensorClass::DenseFfn);
+        QCOMPARE(quant::classify("blk.0.attn_kv_b.weight"), quant::TensorClass::AttnV);
+        QCOMPARE(quant::classify("blk.0.attn_q_a.weight"), quant::TensorClass::AttnQ);
+        QCOMPARE(quant::classify("blk.0.attn_output.weight"), quant::TensorClass::AttnOutput);
+        QCOMPARE(quant::classify("blk.0.attn_norm.weight"), quant::TensorClass::Other);
+        QCOMPARE(quant::classify("blk.0.attn_q.bias"), quant::TensorClass::Other);
+        QCOMPARE(quant::classify("token_embd.weight", &layer), quant::TensorClass::Embedding);
+        QCOMPARE(layer, int64_t{-1});
+        QCOMPARE(quant::classify("output.weight"), quant::TensorClass::OutputHead);
+    }
+
+    void recipes_built_in_and_from_files() {
+        const quant::Recipe q4 = quant::load_recipe("q4-experts");
+        QCOMPARE(q4.type_for(quant::TensorClass::RoutedExpert, 0, false, WeightType::F32), WeightType::Q4_K);
+        QCOMPARE(q4.type_for(quant::TensorClass::Router, 0, false, WeightType::F32), WeightType::F32);
+        QCOMPARE(q4.type_for(quant::TensorClass::AttnQ, 0, false, WeightType::F32), WeightType::Q8_0);
+        QCOMPARE(q4.type_for(quant::TensorClass::Embedding, -1, false, WeightType::F32), WeightType::Q6_K);
+        const quant::Recipe q2 = quant::load_recipe("q2-experts");
+        QCOMPARE(q2.type_for(quant::TensorClass::RoutedExpert, 1, false, WeightType::F32), WeightType::Q2_K);
+        QCOMPARE(q2.type_for(quant::TensorClass::RoutedExpert, 1, true, WeightType::F32), WeightType::Q3_K);
+
+        const std::string path = tmp_path("recipe.json");
+        std::ofstream(path) << R"({"name":"mine","types":{"routed_expert":"q5_k","router":"f16"},"expert_layers":{"0":"q8_0"}})";
+        const quant::Recipe r = quant::load_recipe(path);
+        QCOMPARE(r.name, std::string("mine"));
+        QCOMPARE(r.type_for(quant::TensorClass::RoutedExpert, 0, false, WeightType::F32), WeightType::Q8_0);
+        QCOMPARE(r.type_for(quant::TensorClass::RoutedExpert, 1, false, WeightType::F32), WeightType::Q5_K);
+        QCOMPARE(r.type_for(quant::TensorClass::AttnQ, 1, false, WeightType::F16), WeightType::F16);  // kept
+
+        const std::pair<const char*, const char*> bad[] = {
+            {R"({"types":{"rooter":"f16"}})", "unknown tensor class 'rooter'"},
+            {R"({"types":{"router":"q9_9"}})", "not a weight type"},
+            {R"({"types":{"router":"f16"},"extra":1})", "unknown key 'extra'"},
+            {R"({"types":{"router":"f16"},"expert_layers":{"x":"q8_0"}})", "not a layer number"},
+            {R"({"types":[1]})", "'types' (an object) is missing"},
+            {R"({"types":)", "JSON error"},
+        };
+        for (const auto& [text, says] : bad) {
+            std::ofstream(path) << text;
+            try {
+                quant::load_recipe(path);
+                QFAIL(text);
+            } catch (const Error& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(QString::fromUtf8(says)), e.what());
+            }
+        }
+        try {
+            quant::load_recipe("no-such-recipe");
+            QFAIL("accepted an unknown recipe");
+        } catch (const Error& e) {
+            QVERIFY(QString::fromUtf8(e.what()).contains("q4-experts"));
+        }
+        std::filesystem::remove(path);
+    }
+
+    void q8_0_equals_llama_quantize_byte_for_byte() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string out = tmp_path("q8.gguf");
+        quant::QuantizeOptions opt;
+        opt.recipe = quant::load_recipe("q8");
+        opt.threads = 2;
+        const quant::QuantizeReport rep =
+            quant::quantize_file(test::fixture_path("models/moe-tiny-f32.gguf"), out, opt);
+        QVERIFY(!rep.input_quantized);
+        const std::string theirs = test::fixture_path("models/moe-tiny-q8_0.gguf");
+        const int same = compare_with_llama(out, theirs);
+        QCOMPARE(same, static_cast<int>(gguf::File::open(theirs)->tensors().size()));  // every tensor, same type and bytes
+        QCOMPARE(std::filesystem::file_size(out), std::filesystem::file_size(theirs));
+        // Deterministic whatever the thread count.
+        const std::string out1 = tmp_path("q8_1.gguf");
+        opt.threads = 1;
+        quant::quantize_file(test::fixture_path("models/moe-tiny-f32.gguf"), out1, opt);
+        std::ifstream fa(out, std::ios::binary), fb(out1, std::ios::binary);
+        QVERIFY(std::equal(std::istreambuf_iterator<char>(fa), {}, std::istreambuf_iterator<char>(fb)));
+        std::filesystem::remove(out);
+        std::filesystem::remove(out1);
+    }
+
+    void k_quants_equal_llama_quantize_where_the_types_agree() {
+        STRATA_REQUIRE_FIXTURES();
+        // The fixture's rows are 128 wide except the dense FFN's down
+        // projection (256): Q4_K there, Q5_0 (llama-quantize's fallback for
+        // Q4_K) in the 128-wide expert matrices, Q6_K -> Q8_0 in the head.
+        const std::string out = tmp_path("q4.gguf");
+        const std::string recipe = tmp_path("q4.json");
+        std::ofstream(recipe) << R"({"types":{"dense_ffn":"q4_k","routed_expert":"q4_k","output":"q6_k"},"file_type":15})";
+        quant::QuantizeOptions opt;
+        opt.recipe = quant::load_recipe(recipe);
+        opt.threads = 2;
+        const quant::QuantizeReport rep =
+            quant::quantize_file(test::fixture_path("models/deepseek3-tiny-f32.gguf"), out, opt);
+        int q4k = 0, q5_0 = 0;
+        for (const quant::TensorReport& t : rep.tensors) {
+            q4k += t.to == WeightType::Q4_K;
+            q5_0 += t.to == WeightType::Q5_0;
+        }
+        QCOMPARE(q4k, 1);          // blk.0.ffn_down
+        QVERIFY(q5_0 >= 6);        // the experts' gate/up/down fell back
+        const int same = compare_with_llama(out, test::fixture_path("models/deepseek3-tiny-q4_k_m.gguf"));
+        QVERIFY2(same >= 1 + 6, "a tensor differs from llama-quantize's, or too few were comparable");
+        auto f = gguf::File::open(out);
+        QCOMPARE(f->get_uint("general.file_type"), uint64_t{15});
+        std::filesystem::remove(out);
+        std::filesystem::remove(recipe);
+    }
+
+    void cancelling_writes_nothing_and_bad_input_is_an_error() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string out = tmp_path("cancel.gguf");
+        std::filesystem::remove(out);
+        quant::QuantizeOptions opt;
+        opt.recipe = quant::load_recipe("q8");
+        opt.progress = [](uint64_t done, uint64_t total) { return done < total / 2; };
+        QVERIFY_THROWS_EXCEPTION(Cancelled, quant::quantize_file(test::fixture_path("models/moe-tiny-f32.gguf"), out, opt));
+        QVERIFY(!std::filesystem::exists(out));
+        opt.progress = {};
+        // A quantized input works, with a warning.
+        const quant::QuantizeReport rep = quant::quantize_file(test::fixture_path("models/moe-tiny-q8_0.gguf"), out, opt);
+        QVERIFY(rep.input_quantized);
+        QVERIFY(!rep.warnings.empty());
+        // Not a GGUF; the output over the input.
+        QVERIFY_THROWS_EXCEPTION(Error, quant::quantize_file(STRATA_SOURCE_DIR "/README.md", out, opt));
+        QVERIFY_THROWS_EXCEPTION(Error, quant::quantize_file(out, out, opt));
+        std::filesystem::remove(out);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestQuantize)
+#include "test_quantize.moc"
