@@ -35,6 +35,7 @@ void RoutingStatsCollector::attach(model::Context& ctx) {
 void RoutingStatsCollector::begin_sequence() {
     for (LayerState& L : layers_) {
         L.prev.clear();
+        L.window.clear();
         L.prediction.clear();
     }
 }
@@ -79,10 +80,24 @@ void RoutingStatsCollector::on_route(const model::RoutingEvent& e) {
     for (int32_t x : cur) ++s.load[x];
     if (!L.prev.empty()) {
         ++s.pairs;
-        bool shared = false;
-        for (int32_t x : cur) shared |= std::find(L.prev.begin(), L.prev.end(), x) != L.prev.end();
-        s.reuse_pairs += shared;
+        int64_t repeated = 0;
+        for (int32_t x : cur) repeated += std::find(L.prev.begin(), L.prev.end(), x) != L.prev.end();
+        s.reuse_pairs += repeated > 0;
+        ++s.repeat_tokens;
+        s.repeat_sum += double(repeated) / double(cur.size());
     }
+    if (static_cast<int>(L.window.size()) == LayerRoutingStats::kWindow) {
+        int64_t seen = 0;
+        for (int32_t x : cur) {
+            bool hit = false;
+            for (const auto& w : L.window) hit = hit || std::find(w.begin(), w.end(), x) != w.end();
+            seen += hit;
+        }
+        ++s.window_tokens;
+        s.window_sum += double(seen) / double(cur.size());
+        L.window.erase(L.window.begin());
+    }
+    L.window.push_back(cur);
     L.prev = cur;
     if (auto it = L.prediction.find(e.pos); it != L.prediction.end()) {
         int64_t overlap = 0;
@@ -157,6 +172,16 @@ double RoutingStatsReport::mean_lookahead() const {
         if (L.predicted > 0) predicted.push_back(L);
     return mean_over(predicted, [](const auto& L) { return L.lookahead_precision(); });
 }
+double RoutingStatsReport::mean_selection_repeat() const {
+    return mean_over(layers, [](const auto& L) { return L.selection_repeat(); });
+}
+double RoutingStatsReport::mean_selection_window() const {
+    return mean_over(layers, [](const auto& L) { return L.selection_window(); });
+}
+double RoutingStatsReport::uniform_selection_window() const {
+    if (n_expert <= 0) return 0.0;
+    return 1.0 - std::pow(1.0 - double(n_used) / double(n_expert), LayerRoutingStats::kWindow);
+}
 double RoutingStatsReport::mean_lru_hit_rate(size_t i) const {
     return mean_over(layers, [i](const auto& L) { return L.lru_hit_rate(i); });
 }
@@ -168,7 +193,11 @@ std::string RoutingStatsReport::to_json() const {
        << ", \"max_entropy_bits\": " << max_entropy_bits() << ", \"mean_entropy_bits\": " << mean_entropy_bits()
        << ", \"consecutive_reuse\": " << mean_reuse() << ", \"consecutive_reuse_uniform\": " << uniform_reuse()
        << ", \"lookahead_precision\": " << mean_lookahead()
-       << ", \"lookahead_precision_uniform\": " << uniform_lookahead() << ", \"lru\": [";
+       << ", \"lookahead_precision_uniform\": " << uniform_lookahead()
+       << ", \"selection_repeat\": " << mean_selection_repeat()
+       << ", \"selection_repeat_uniform\": " << uniform_selection_repeat()
+       << ", \"selection_within_8\": " << mean_selection_window()
+       << ", \"selection_within_8_uniform\": " << uniform_selection_window() << ", \"lru\": [";
     for (size_t i = 0; i < lru_fractions.size(); ++i) {
         os << (i ? ", " : "") << "{\"cache_fraction\": " << lru_fractions[i]
            << ", \"hit_rate\": " << mean_lru_hit_rate(i) << ", \"hit_rate_uniform\": " << uniform_lru_hit_rate(i) << "}";
@@ -178,7 +207,8 @@ std::string RoutingStatsReport::to_json() const {
         const LayerRoutingStats& L = layers[l];
         os << (l ? ", " : "") << "{\"layer\": " << L.layer << ", \"load\": [";
         for (size_t e = 0; e < L.load.size(); ++e) os << (e ? ", " : "") << L.load[e];
-        os << "], \"entropy_bits\": " << L.entropy_bits << ", \"consecutive_reuse\": " << L.reuse_fraction();
+        os << "], \"entropy_bits\": " << L.entropy_bits << ", \"consecutive_reuse\": " << L.reuse_fraction()
+           << ", \"selection_repeat\": " << L.selection_repeat() << ", \"selection_within_8\": " << L.selection_window();
         if (L.predicted > 0) {
             os << ", \"lookahead_precision\": " << L.lookahead_precision()
                << ", \"lookahead_exact\": " << double(L.predicted_exact) / L.predicted;
@@ -197,15 +227,16 @@ std::string RoutingStatsReport::to_text() const {
     std::snprintf(buf, sizeof buf, "%lld tokens, %lld experts, top-%lld\n\n", static_cast<long long>(tokens),
                   static_cast<long long>(n_expert), static_cast<long long>(n_used));
     os << buf;
-    os << "layer  entropy(bits)  reuse   lookahead";
+    os << "layer  entropy(bits)  reuse   repeat  within8  lookahead";
     for (double f : lru_fractions) {
         std::snprintf(buf, sizeof buf, "  LRU %2.0f%%", f * 100);
         os << buf;
     }
     os << "  load histogram (share per expert, %)\n";
     for (const LayerRoutingStats& L : layers) {
-        std::snprintf(buf, sizeof buf, "%5lld  %13.3f  %5.3f  %9s", static_cast<long long>(L.layer), L.entropy_bits,
-                      L.reuse_fraction(), L.predicted ? std::to_string(L.lookahead_precision()).substr(0, 5).c_str() : "-");
+        std::snprintf(buf, sizeof buf, "%5lld  %13.3f  %5.3f  %6.3f  %7.3f  %9s", static_cast<long long>(L.layer),
+                      L.entropy_bits, L.reuse_fraction(), L.selection_repeat(), L.selection_window(),
+                      L.predicted ? std::to_string(L.lookahead_precision()).substr(0, 5).c_str() : "-");
         os << buf;
         for (size_t i = 0; i < lru_fractions.size(); ++i) {
             std::snprintf(buf, sizeof buf, "  %7.3f", L.lru_hit_rate(i));
@@ -220,19 +251,23 @@ std::string RoutingStatsReport::to_text() const {
         }
         os << "\n";
     }
-    std::snprintf(buf, sizeof buf, "\nmean   %13.3f  %5.3f  %9.3f", mean_entropy_bits(), mean_reuse(), mean_lookahead());
+    std::snprintf(buf, sizeof buf, "\nmean   %13.3f  %5.3f  %6.3f  %7.3f  %9.3f", mean_entropy_bits(), mean_reuse(),
+                  mean_selection_repeat(), mean_selection_window(), mean_lookahead());
     os << buf;
     for (size_t i = 0; i < lru_fractions.size(); ++i) {
         std::snprintf(buf, sizeof buf, "  %7.3f", mean_lru_hit_rate(i));
         os << buf;
     }
-    std::snprintf(buf, sizeof buf, "\nuniform%13.3f  %5.3f  %9.3f", max_entropy_bits(), uniform_reuse(), uniform_lookahead());
+    std::snprintf(buf, sizeof buf, "\nuniform%13.3f  %5.3f  %6.3f  %7.3f  %9.3f", max_entropy_bits(), uniform_reuse(),
+                  uniform_selection_repeat(), uniform_selection_window(), uniform_lookahead());
     os << buf;
     for (size_t i = 0; i < lru_fractions.size(); ++i) {
         std::snprintf(buf, sizeof buf, "  %7.3f", uniform_lru_hit_rate(i));
         os << buf;
     }
     os << "   (baselines for uniform random routing)\n";
+    os << "reuse: a token shares >= 1 expert with the previous one; repeat: share of its selections the previous\n"
+          "token also made; within8: share made by any of the previous 8 tokens\n";
     return os.str();
 }
 

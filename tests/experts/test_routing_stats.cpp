@@ -102,6 +102,47 @@ private Q_SLOTS:
         QCOMPARE(r.layers[0].predicted_exact, int64_t{1});
     }
 
+    // The published figures: the share of selections repeated from the
+    // previous token, and made within the previous 8, on streams whose answers
+    // are known, and on uniform routing against their baselines.
+    void selection_repeat_and_window() {
+        experts::RoutingStatsCollector s(config(1, 8, 2));
+        s.begin_sequence();
+        route(s, 0, 0, {0, 1});
+        route(s, 0, 1, {1, 2});   // repeats 1 of 2
+        route(s, 0, 2, {3, 4});   // repeats 0
+        const auto r = s.report();
+        QCOMPARE(r.layers[0].repeat_tokens, int64_t{2});
+        QCOMPARE(r.layers[0].selection_repeat(), 0.25);
+        QCOMPARE(r.layers[0].window_tokens, int64_t{0});  // no token had 8 before it
+
+        experts::RoutingStatsCollector w(config(1, 20, 2));
+        w.begin_sequence();
+        for (int pos = 0; pos < 9; ++pos) route(w, 0, pos, {pos % 8, 8 + pos % 8});  // token 8 repeats token 0: 1
+        route(w, 0, 9, {18, 0});  // expert 18 never seen, 0 by token 8: 1/2
+        const auto rw = w.report();
+        QCOMPARE(rw.layers[0].window_tokens, int64_t{2});
+        QCOMPARE(rw.layers[0].selection_window(), 0.5 * (1.0 + 0.5));
+
+        experts::RoutingStatsCollector u(config(1, 32, 4));
+        std::mt19937 rng(11);
+        u.begin_sequence();
+        for (int pos = 0; pos < 30000; ++pos) {
+            std::vector<int32_t> ids;
+            while (ids.size() < 4) {
+                const int32_t e = static_cast<int32_t>(rng() % 32);
+                if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+            }
+            route(u, 0, pos, ids);
+        }
+        const auto ru = u.report();
+        QCOMPARE(ru.uniform_selection_repeat(), 0.125);
+        QVERIFY(std::fabs(ru.uniform_selection_window() - (1.0 - std::pow(0.875, 8))) < 1e-12);
+        QVERIFY(std::fabs(ru.mean_selection_repeat() - ru.uniform_selection_repeat()) < 0.01);
+        QVERIFY(std::fabs(ru.mean_selection_window() - ru.uniform_selection_window()) < 0.01);
+        QVERIFY(ru.to_json().find("\"selection_within_8_uniform\"") != std::string::npos);
+    }
+
     // Pairs never cross prompts.
     void sequences_are_separate() {
         experts::RoutingStatsCollector s(config(1, 8, 1));
