@@ -116,6 +116,72 @@ Dialog {
                      : chat.calibrationState === "done" ? Theme.success : Theme.textDim
                 text: chat.calibrationMessage
             }
+
+            // Serving: the loaded model over the OpenAI API to other apps on this machine.
+            Item { implicitHeight: 18 }
+            Label {
+                text: "Serve to other apps"
+                font.pixelSize: 13
+                font.weight: Font.Bold
+                color: Theme.accentHover
+            }
+            Label {
+                Layout.fillWidth: true
+                wrapMode: Text.Wrap
+                color: Theme.textFaint
+                font.pixelSize: Theme.small
+                text: "An OpenAI-compatible server on this machine only (127.0.0.1): editors, scripts and chat front-ends "
+                      + "set their base URL to it. Their requests share the engine with your chats."
+            }
+            RowLayout {
+                Layout.fillWidth: true
+                spacing: 8
+                Switch {
+                    id: serveSwitch
+                    objectName: "serveSwitch"
+                    checked: appServer.enabled
+                    onToggled: appServer.setServing(checked, parseInt(portField.text), keyField.text)
+                }
+                Label {
+                    text: "Serve the loaded model at http://127.0.0.1:"
+                    color: Theme.text
+                }
+                StrataTextField {
+                    id: portField
+                    objectName: "servePortField"
+                    Layout.preferredWidth: 80
+                    text: String(appServer.port)
+                    validator: IntValidator { bottom: 1; top: 65535 }
+                    onEditingFinished: if (appServer.enabled) appServer.setServing(true, parseInt(text), keyField.text)
+                }
+                Item { Layout.fillWidth: true }
+            }
+            RowLayout {
+                Layout.fillWidth: true
+                spacing: 8
+                Label { text: "API key (optional)"; color: Theme.textDim }
+                StrataTextField {
+                    id: keyField
+                    objectName: "serveKeyField"
+                    Layout.preferredWidth: 260
+                    placeholderText: "none: any app on this machine may use it"
+                    text: appServer.apiKey
+                    echoMode: TextInput.PasswordEchoOnEdit
+                    onEditingFinished: if (appServer.enabled) appServer.setServing(true, parseInt(portField.text), text)
+                }
+                Item { Layout.fillWidth: true }
+            }
+            Label {
+                Layout.fillWidth: true
+                objectName: "serveStatus"
+                wrapMode: Text.Wrap
+                font.pixelSize: Theme.small
+                visible: text.length > 0
+                color: appServer.error.length > 0 ? Theme.danger : Theme.success
+                text: appServer.error.length > 0 ? appServer.error
+                    : appServer.running ? "Serving at " + appServer.url + (chat.modelState === "ready" ? "" : " (no model loaded yet: requests get 503)")
+                    : ""
+            }
         }
     }
 

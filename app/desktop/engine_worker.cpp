@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "chat/chat_template.h"
+#include "serve/backend.h"
+#include "serve_backend.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "core/engine.h"
@@ -144,6 +146,7 @@ bool EngineWorker::stopped(quint64 id) const {
 int EngineWorker::max_batch() const { return sched_ ? sched_->config().max_batch : max_batch_; }
 
 void EngineWorker::make_scheduler() {
+    end_served(503, QStringLiteral("the engine restarted its scheduler (a setting changed or the model was reloaded); retry"));
     sched_.reset();
     if (!engine_) return;
     sched::SchedulerConfig c;
@@ -185,6 +188,8 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
         pending_max_batch_ = 0;
         make_scheduler();
         model_file_ = QFileInfo(path).fileName();
+        model_path_ = path;
+        publish_model_card();
 
         QVariantMap info = model_info(m);
         info[QStringLiteral("path")] = path;
@@ -212,6 +217,7 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
 }
 
 void EngineWorker::abort_all(const QString& why) {
+    end_served(503, why);
     // Every request ends now, keeping what it streamed, marked cancelled.
     std::map<quint64, Active> all;
     all.swap(active_);
@@ -238,6 +244,8 @@ void EngineWorker::unload() {
     engine_.reset();
     template_.reset();
     model_file_.clear();
+    model_path_.clear();
+    publish_model_card();
     if (had) Q_EMIT unloaded();
 }
 
@@ -473,6 +481,7 @@ void EngineWorker::tick() {
         } catch (const std::exception& e) {
             // The scheduler's state is unknown now: fail its requests and start afresh.
             logger("app")->warn("generation failed: {}", e.what());
+            end_served(500, QStringLiteral("the engine failed: %1").arg(qs(e.what())));
             for (auto it = active_.begin(); it != active_.end();) {
                 if (it->second.sid < 0) {
                     ++it;
@@ -485,6 +494,8 @@ void EngineWorker::tick() {
             }
             make_scheduler();
         }
+        remote_.erase(std::remove_if(remote_.begin(), remote_.end(), [](const Served& r) { return r.ch->ended(); }),
+                      remote_.end());
         maybe_telemetry();
         return;
     }
@@ -593,7 +604,108 @@ void EngineWorker::apply_live(const QString& key, const EngineSettings& s) {
 void EngineWorker::emit_telemetry() {
     if (!engine_) return;
     last_telemetry_ = clock_type::now();
-    Q_EMIT telemetry(engine_->snapshot());
+    const TelemetrySnapshot snap = engine_->snapshot();
+    if (serve_backend_) {
+        serve_backend_->set_telemetry(snap);
+        serve::ServeGauges g;
+        if (sched_) {
+            g.running = static_cast<int64_t>(sched_->running());
+            g.waiting = static_cast<int64_t>(sched_->waiting());
+        }
+        const kv::KvStats kv = engine_->kv_cache().stats();
+        g.kv_blocks_used = kv.used_blocks;
+        g.kv_blocks_total = kv.n_blocks;
+        g.kv_block_tokens = engine_->kv_cache().params().block_tokens;
+        serve_backend_->metrics().set_gauges(g);
+    }
+    Q_EMIT telemetry(snap);
+}
+
+// --- serving other clients ---------------------------------------------------
+
+void EngineWorker::set_serve_backend(std::shared_ptr<WorkerBackend> backend) {
+    if (!backend) end_served(503, QStringLiteral("the app stopped serving"));
+    serve_backend_ = std::move(backend);
+    publish_model_card();
+}
+
+void EngineWorker::publish_model_card() {
+    if (!serve_backend_) return;
+    if (!engine_) {
+        serve_backend_->set_model(std::nullopt);
+        return;
+    }
+    serve::ModelCard card;
+    QString id = model_file_;
+    if (id.endsWith(QLatin1String(".gguf"), Qt::CaseInsensitive)) id.chop(5);
+    card.id = id.toStdString();
+    card.created = QFileInfo(model_path_).lastModified().toSecsSinceEpoch();
+    card.n_ctx = engine_->context().n_ctx();
+    serve_backend_->set_model(card);
+}
+
+void EngineWorker::serve_submit(const serve::CompletionRequest& request, std::shared_ptr<serve::Channel> ch) {
+    if (ch->cancelled()) return;
+    if (!serve_backend_) {
+        ch->reject(serve::ApiError{503, "the app is not serving", "server_error", "", ""});
+        return;
+    }
+    if (!engine_ || !template_) {
+        serve_backend_->metrics().rejected(503);
+        ch->reject(serve::ApiError{503, "no model is loaded in the app", "server_error", "", "model_not_loaded"});
+        return;
+    }
+    if (!sched_) make_scheduler();
+    const int limit = sched_->config().max_batch + kServeQueue;
+    if (static_cast<int>(remote_.size()) >= limit) {
+        serve_backend_->metrics().rejected(429);
+        ch->reject(serve::ApiError{429,
+                                   "the app is busy: " + std::to_string(remote_.size()) +
+                                       " served requests are running or queued; retry shortly",
+                                   "server_busy", "", "queue_full"});
+        return;
+    }
+    try {
+        serve::PreparedRequest p = serve::prepare_request(request, engine_->vocab(), *template_,
+                                                          engine_->context().n_ctx(), serve_seeds_());
+        const auto n_prompt = static_cast<int64_t>(p.tokens.size());
+        std::shared_ptr<WorkerBackend> backend = serve_backend_;
+        auto on_text = [ch](int64_t, std::string_view text) { ch->text(text); };
+        auto on_finish = [ch, backend](const sched::RequestResult& r) {
+            const std::string finish = serve::openai_finish(r.finish);
+            const auto n = static_cast<int64_t>(r.tokens.size());
+            backend->metrics().finished(finish, r.prompt_tokens, n, n > 0 ? r.ttft_s : -1.0);
+            backend->metrics().generated(n);
+            ch->finish(finish, n);
+        };
+        const int64_t sid = sched_->submit(std::move(p.tokens), p.sampling, 0, on_text, on_finish);
+        remote_.push_back({sid, ch});
+        ch->accept(n_prompt);
+        ensure_ticking();
+    } catch (const serve::ApiException& e) {
+        serve_backend_->metrics().rejected(e.error.status);
+        ch->reject(e.error);
+    } catch (const std::exception& e) {
+        serve_backend_->metrics().rejected(400);
+        ch->reject(serve::ApiError{400, e.what(), "invalid_request_error", "", ""});
+    }
+}
+
+void EngineWorker::serve_cancelled() {
+    if (!sched_) return;
+    for (const Served& r : remote_)
+        if (r.ch->cancelled()) sched_->cancel(r.sid);
+    ensure_ticking();
+}
+
+void EngineWorker::end_served(int status, const QString& why) {
+    std::vector<Served> all;
+    all.swap(remote_);
+    for (Served& r : all) {
+        if (r.ch->ended()) continue;
+        r.ch->reject(serve::ApiError{status, why.toStdString(), status >= 500 ? "server_error" : "invalid_request_error",
+                                     "", ""});
+    }
 }
 
 }  // namespace strata::desktop

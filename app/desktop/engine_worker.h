@@ -40,6 +40,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "sched/sampler.h"
@@ -60,8 +61,14 @@ struct RequestResult;
 namespace strata::chat {
 class ChatTemplate;
 }
+namespace strata::serve {
+struct CompletionRequest;
+class Channel;
+}
 
 namespace strata::desktop {
+
+class WorkerBackend;
 
 struct ChatTurn {
     QString role;     // "system" | "user" | "assistant"
@@ -113,6 +120,14 @@ public:
     // Refused while answers are being generated.
     void calibrate(quint64 id, const QString& prompts_file, const QString& out_file);
     void emit_telemetry();
+
+    // Serving other clients (serve_backend.h): requests from the HTTP server,
+    // through the same scheduler as the app's chats. `backend` gets the model
+    // card and telemetry; null stops that (requests are then refused).
+    void set_serve_backend(std::shared_ptr<WorkerBackend> backend);
+    void serve_submit(const serve::CompletionRequest& request, std::shared_ptr<serve::Channel> ch);
+    void serve_cancelled();  // acts on channels whose clients left
+    size_t served_requests() const { return remote_.size(); }
 
     // Introspection for tests (worker thread).
     int max_batch() const;
@@ -170,6 +185,9 @@ private:
     void ensure_draft(const DraftSettings& d);
     void abort_all(const QString& why);
     void maybe_telemetry();
+    // Ends every served request (the scheduler is going away): status + message.
+    void end_served(int status, const QString& why);
+    void publish_model_card();
 
     std::unique_ptr<core::Engine> engine_;
     std::unique_ptr<sched::Scheduler> sched_;
@@ -189,6 +207,15 @@ private:
     std::atomic<quint64> cancel_load_up_to_{0};
     std::atomic<quint64> cancel_calibration_up_to_{0};
     std::chrono::steady_clock::time_point last_telemetry_{};
+    struct Served {
+        int64_t sid = -1;
+        std::shared_ptr<serve::Channel> ch;
+    };
+    std::vector<Served> remote_;
+    static constexpr int kServeQueue = 64;  // served requests waiting beyond the batch; more get 429
+    std::mt19937_64 serve_seeds_{std::random_device{}()};
+    std::shared_ptr<WorkerBackend> serve_backend_;
+    QString model_path_;
 };
 
 }  // namespace strata::desktop

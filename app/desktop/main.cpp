@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "app_paths.h"
+#include "app_server.h"
 #include "automation.h"
 #include "chat_controller.h"
 #include "common/log.h"
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
         return 1;
     }
     AppInfo info(paths.log_file, paths.data_dir);
+    // Serving the loaded model to other clients (Settings); destroyed before the chat's worker.
+    AppServer server(chat->worker(), qsettings.get());
+    server.restore();
 
     QQuickStyle::setStyle(QStringLiteral("Fusion"));
     register_qml_types();
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
     engine.rootContext()->setContextProperty(QStringLiteral("appSettings"), &settings);
     engine.rootContext()->setContextProperty(QStringLiteral("telemetry"), &telemetry);
     engine.rootContext()->setContextProperty(QStringLiteral("appInfo"), &info);
+    engine.rootContext()->setContextProperty(QStringLiteral("appServer"), &server);
     engine.rootContext()->setContextProperty(QStringLiteral("unattended"), unattended);
     engine.load(QUrl(QStringLiteral("qrc:/ui/Main.qml")));
     if (engine.rootObjects().isEmpty()) {
