@@ -55,6 +55,7 @@ ApplicationWindow {
     // Automation (--show): open a dialog before the screenshot.
     function showDialog(name) {
         if (name === "settings") settingsDialog.open()
+        else if (name === "remote") remoteDialog.open()
         else if (name === "model") planAndShow(chat.modelPath)
     }
     Component.onCompleted: if (unattended) showAllPanels()
@@ -68,6 +69,7 @@ ApplicationWindow {
     header: TopBar {
         onLoadModelRequested: root.chooseModel()
         onRecentModelChosen: (path) => root.planAndShow(path)
+        onRemoteRequested: remoteDialog.open()
         onSettingsRequested: settingsDialog.open()
         onAboutRequested: aboutDialog.open()
         showPanels: root.showPanels
@@ -114,6 +116,7 @@ ApplicationWindow {
         onSettingsRequested: settingsDialog.open()
     }
     SettingsDialog { id: settingsDialog }
+    RemoteDialog { id: remoteDialog }
     AboutDialog { id: aboutDialog }
 
     FileDialog {

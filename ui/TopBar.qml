@@ -10,6 +10,7 @@ ToolBar {
     property bool showPanels: true
     signal loadModelRequested()
     signal recentModelChosen(string path)
+    signal remoteRequested()
     signal settingsRequested()
     signal aboutRequested()
     signal showPanelsToggled()
@@ -115,12 +116,17 @@ ToolBar {
         }
         StrataButton {
             id: recentButton
-            text: "Recent ▾"
-            enabled: chat.recentModels.length > 0
+            objectName: "openMenuButton"
+            text: "Open ▾"
             onClicked: recentMenu.open()
             Menu {
                 id: recentMenu
                 y: recentButton.height
+                MenuItem {
+                    text: "Connect to a server…"
+                    onTriggered: bar.remoteRequested()
+                }
+                MenuSeparator { visible: chat.recentModels.length > 0 }
                 Repeater {
                     model: chat.recentModels
                     MenuItem {

@@ -50,6 +50,7 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
     });
     connect(worker_, &EngineWorker::loaded, this, [this](quint64 id, const QVariantMap& info) {
         if (id != load_id_) return;
+        remote_active_ = false;
         model_state_ = QStringLiteral("ready");
         model_info_ = info;
         model_path_ = info.value(QStringLiteral("path")).toString();
@@ -70,6 +71,10 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         if (!cancelled) Q_EMIT modelLoadFailed(message);
         else set_notice(QStringLiteral("Loading was cancelled."));
     });
+    connect(&remote_, &RemoteEngine::token, this, &ChatController::on_token);
+    connect(&remote_, &RemoteEngine::finished, this, &ChatController::on_finished);
+    connect(&remote_, &RemoteEngine::failed, this, &ChatController::on_failed);
+    connect(&remote_, &RemoteEngine::modelsListed, this, &ChatController::remoteModelsListed);
     connect(worker_, &EngineWorker::token, this, &ChatController::on_token);
     connect(worker_, &EngineWorker::finished, this, &ChatController::on_finished);
     connect(worker_, &EngineWorker::failed, this, &ChatController::on_failed);
@@ -373,9 +378,13 @@ bool ChatController::start_generation(const QString&) {
         st.conversation = current_;
         st.saved.start();
         messages_.set_streaming(a.id);
-        const DraftSettings draft = settings_->draft_settings();
-        EngineWorker* w = worker_;
-        w->post([w, id, turns, sp, draft] { w->generate(id, turns, sp, draft); });
+        if (remote_active_) {
+            remote_.generate(id, turns, sp);
+        } else {
+            const DraftSettings draft = settings_->draft_settings();
+            EngineWorker* w = worker_;
+            w->post([w, id, turns, sp, draft] { w->generate(id, turns, sp, draft); });
+        }
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return false;
@@ -495,7 +504,48 @@ void ChatController::on_failed(quint64 id, const QString& message, const QString
 void ChatController::stop() { stopConversation(current_); }
 
 void ChatController::stopConversation(qint64 conversation) {
-    if (const quint64 req = request_for(conversation)) worker_->requestStop(req);
+    const quint64 req = request_for(conversation);
+    if (!req) return;
+    if (remote_.running(req)) {
+        remote_.stop(req);
+    } else {
+        worker_->requestStop(req);
+    }
+}
+
+QString ChatController::remoteUrl() const { return settings_->uiString(QStringLiteral("remote_url"), QString()); }
+QString ChatController::remoteKey() const { return settings_->uiString(QStringLiteral("remote_key"), QString()); }
+QString ChatController::remoteModel() const { return settings_->uiString(QStringLiteral("remote_model"), QString()); }
+
+void ChatController::listRemoteModels(const QString& baseUrl, const QString& apiKey) {
+    remote_.list_models(baseUrl, apiKey.trimmed());
+}
+
+QString ChatController::useRemote(const QString& baseUrl, const QString& apiKey, const QString& model) {
+    QString err;
+    const QUrl base = normalize_base_url(baseUrl, &err);
+    if (base.isEmpty()) return err;
+    if (model.trimmed().isEmpty()) return QStringLiteral("Choose a model of the server first (List models).");
+    // Whatever the local engine was doing for the chat stops; it stays loaded.
+    if (next_request_) worker_->requestStopUpTo(next_request_);
+    remote_.set_endpoint({base.toString(), apiKey.trimmed(), model.trimmed()});
+    remote_active_ = true;
+    settings_->setUiString(QStringLiteral("remote_url"), baseUrl.trimmed());
+    settings_->setUiString(QStringLiteral("remote_key"), apiKey.trimmed());
+    settings_->setUiString(QStringLiteral("remote_model"), model.trimmed());
+    model_state_ = QStringLiteral("ready");
+    model_error_.clear();
+    model_path_ = base.toString();
+    model_info_.clear();
+    model_info_[QStringLiteral("remote")] = true;
+    model_info_[QStringLiteral("url")] = base.toString();
+    model_info_[QStringLiteral("fileName")] = model.trimmed() + QStringLiteral(" @ ") + base.host() +
+                                              (base.port() > 0 ? QStringLiteral(":%1").arg(base.port()) : QString());
+    model_info_[QStringLiteral("name")] = model.trimmed();
+    model_info_[QStringLiteral("templateNote")] = QStringLiteral("the server applies its own chat template");
+    telemetry_->clear();
+    Q_EMIT modelChanged();
+    return QString();
 }
 
 QString ChatController::defaultPromptsFile() const {
@@ -678,6 +728,7 @@ void ChatController::planModel(const QUrl& urlOrPath) {
 
 void ChatController::loadModel(const QUrl& urlOrPath) {
     const QString path = localPath(urlOrPath);
+    remote_active_ = false;
     if (next_request_) worker_->requestStopUpTo(next_request_);
     if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
     const quint64 id = ++load_id_;
@@ -708,6 +759,7 @@ void ChatController::loadModel(const QUrl& urlOrPath) {
 }
 
 void ChatController::reloadModel() {
+    if (remote_active_) return;  // a server: nothing to reload here
     if (!model_path_.isEmpty()) loadModel(QUrl::fromLocalFile(model_path_));
 }
 

@@ -31,6 +31,7 @@
 #include "conversation_list_model.h"
 #include "engine_worker.h"
 #include "message_list_model.h"
+#include "remote_engine.h"
 
 namespace strata::desktop {
 
@@ -74,6 +75,12 @@ class ChatController : public QObject {
     Q_PROPERTY(QVariantMap plan READ plan NOTIFY planChanged)
     Q_PROPERTY(QString planError READ planError NOTIFY planChanged)
     Q_PROPERTY(bool settingsNeedReload READ settingsNeedReload NOTIFY settingsNeedReloadChanged)
+    // Chatting with a server (remote_engine.h) instead of the local engine.
+    Q_PROPERTY(bool remote READ remote NOTIFY modelChanged)
+    // The last server used (to fill the dialog): address, key, model.
+    Q_PROPERTY(QString remoteUrl READ remoteUrl NOTIFY modelChanged)
+    Q_PROPERTY(QString remoteKey READ remoteKey NOTIFY modelChanged)
+    Q_PROPERTY(QString remoteModel READ remoteModel NOTIFY modelChanged)
 
 public:
     // `store_path`: the SQLite file. Throws app::StoreError when it cannot be opened.
@@ -113,6 +120,11 @@ public:
     bool settingsNeedReload() const { return needs_reload_; }
     app::ChatStore& store() { return *store_; }
     EngineWorker* worker() { return worker_; }
+    RemoteEngine* remoteEngine() { return &remote_; }
+    bool remote() const { return remote_active_; }
+    QString remoteUrl() const;
+    QString remoteKey() const;
+    QString remoteModel() const;
 
     // Conversations.
     Q_INVOKABLE qint64 newConversation();
@@ -145,6 +157,10 @@ public:
     // Models.
     Q_INVOKABLE void planModel(const QUrl& urlOrPath);
     Q_INVOKABLE void loadModel(const QUrl& urlOrPath);
+    // A server: lists its models (remoteModelsListed answers), then chats
+    // with one of them. useRemote() returns "" or why not (a bad address).
+    Q_INVOKABLE void listRemoteModels(const QString& baseUrl, const QString& apiKey);
+    Q_INVOKABLE QString useRemote(const QString& baseUrl, const QString& apiKey, const QString& model);
     Q_INVOKABLE void reloadModel();
     Q_INVOKABLE void cancelModelLoad();
     Q_INVOKABLE void forgetRecentModel(const QString& path);
@@ -171,6 +187,7 @@ Q_SIGNALS:
     void answerFinished(qint64 messageId, const QString& finish);
     void answerFailed(qint64 messageId, const QString& message);
     void modelLoaded();
+    void remoteModelsListed(const QStringList& ids, const QString& error);
     void modelLoadFailed(const QString& message);
     // A chunk arrived (the view scrolls to the end).
     void streamed();
@@ -207,6 +224,8 @@ private:
     MessageListModel messages_;
     QThread thread_;
     EngineWorker* worker_ = nullptr;
+    RemoteEngine remote_;
+    bool remote_active_ = false;
 
     qint64 current_ = 0;
     QString search_;

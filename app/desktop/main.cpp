@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
                                          QStringLiteral("With --quit-after-reply: give up after SECONDS (default 600)."),
                                          QStringLiteral("SECONDS"), QStringLiteral("600"));
     const QCommandLineOption show_opt(QStringLiteral("show"),
-                                      QStringLiteral("Before the screenshot, open a dialog: settings, or model (the load plan of the model)."),
+                                      QStringLiteral("Before the screenshot, open a dialog: settings, model (the load plan of the model) or remote (connect to a server)."),
                                       QStringLiteral("DIALOG"));
     cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt});
     cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "strata: --prompt: the prompt is empty\n");
         return 2;
     }
-    if (cli.isSet(show_opt) && cli.value(show_opt) != QLatin1String("settings") && cli.value(show_opt) != QLatin1String("model")) {
-        std::fprintf(stderr, "strata: --show: expected settings or model, got '%s'\n", qPrintable(cli.value(show_opt)));
+    if (cli.isSet(show_opt) && cli.value(show_opt) != QLatin1String("settings") && cli.value(show_opt) != QLatin1String("model") &&
+        cli.value(show_opt) != QLatin1String("remote")) {
+        std::fprintf(stderr, "strata: --show: expected settings, model or remote, got '%s'\n", qPrintable(cli.value(show_opt)));
         return 2;
     }
     const bool unattended = cli.isSet(show_opt) || cli.isSet(quit_opt) || cli.isSet(shot_opt) || cli.isSet(report_opt) || cli.isSet(prompt_opt);

@@ -427,6 +427,12 @@ bool SettingsModel::uiBool(const QString& key, bool fallback) const {
 
 void SettingsModel::setUiBool(const QString& key, bool value) { store_->setValue(QStringLiteral("ui/") + key, value); }
 
+QString SettingsModel::uiString(const QString& key, const QString& fallback) const {
+    return store_->value(QStringLiteral("ui/") + key, fallback).toString();
+}
+
+void SettingsModel::setUiString(const QString& key, const QString& value) { store_->setValue(QStringLiteral("ui/") + key, value); }
+
 QStringList SettingsModel::recent_models() const {
     return store_->value(QStringLiteral("models/recent")).toStringList();
 }

@@ -1,0 +1,136 @@
+// The app chatting with a server instead of its own engine: against
+// `strata-cli serve` on loopback, the models are listed, an exchange streams
+// into the conversation store, stop keeps what streamed, and a dead endpoint,
+// a bad address or an HTTP error is a clear message with the user's message kept.
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "chat_controller.h"
+#include "settings_model.h"
+#include "telemetry_model.h"
+
+using namespace strata::desktop;
+
+class TestAppRemote : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QProcess server_;
+    QString url_;
+    std::unique_ptr<QSettings> qs_;
+    std::unique_ptr<SettingsModel> settings_;
+    std::unique_ptr<TelemetryModel> telemetry_;
+    std::unique_ptr<ChatController> chat_;
+
+    // Sends; returns (finish or "failed: message").
+    QString exchange(const QString& text) {
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        QSignalSpy failed(chat_.get(), &ChatController::answerFailed);
+        if (!chat_->send(text)) return QStringLiteral("not sent: ") + chat_->lastError();
+        QDeadlineTimer deadline(60000);
+        while (done.isEmpty() && failed.isEmpty() && !deadline.hasExpired()) QTest::qWait(20);
+        if (!failed.isEmpty()) return QStringLiteral("failed: ") + failed.first().at(1).toString();
+        if (done.isEmpty()) return QStringLiteral("timeout");
+        return done.first().at(1).toString();
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        server_.start(QStringLiteral(STRATA_CLI_BINARY), {"serve", "--port", "0"});
+        QVERIFY(server_.waitForStarted());
+        QString first;
+        for (int i = 0; i < 600 && !first.contains('\n'); ++i) {
+            server_.waitForReadyRead(100);
+            first += QString::fromUtf8(server_.readAllStandardOutput());
+        }
+        const auto m = QRegularExpression(QStringLiteral("at (http://[^ ]+/v1) ")).match(first);
+        QVERIFY2(m.hasMatch(), qPrintable(first + QString::fromUtf8(server_.readAllStandardError())));
+        url_ = m.captured(1);
+        qs_ = std::make_unique<QSettings>(dir_.filePath(QStringLiteral("settings.ini")), QSettings::IniFormat);
+        settings_ = std::make_unique<SettingsModel>(qs_.get());
+        QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+        telemetry_ = std::make_unique<TelemetryModel>();
+        chat_ = std::make_unique<ChatController>(dir_.filePath(QStringLiteral("chats.sqlite")), settings_.get(),
+                                                 telemetry_.get());
+    }
+
+    void cleanupTestCase() {
+        chat_.reset();
+        server_.terminate();
+        if (!server_.waitForFinished(10000)) server_.kill();
+    }
+
+    void lists_the_servers_models() {
+        QSignalSpy listed(chat_.get(), &ChatController::remoteModelsListed);
+        chat_->listRemoteModels(url_.chopped(3), QString());  // without /v1: added
+        QVERIFY(listed.wait(20000));
+        QCOMPARE(listed.first().at(0).toStringList(), QStringList{QStringLiteral("strata-demo-moe")});
+        QCOMPARE(listed.first().at(1).toString(), QString());
+    }
+
+    void chats_through_the_server_into_the_store() {
+        QCOMPARE(chat_->useRemote(url_, QString(), QStringLiteral("strata-demo-moe")), QString());
+        QVERIFY(chat_->remote());
+        QCOMPARE(chat_->modelState(), QStringLiteral("ready"));
+        QSignalSpy streamed(chat_.get(), &ChatController::streamed);
+        QCOMPARE(exchange(QStringLiteral("Who is the LORD?")), QStringLiteral("length"));
+        QVERIFY(streamed.count() > 2);
+        const auto msgs = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(msgs.size(), qsizetype(2));
+        QCOMPARE(msgs[0].content, QStringLiteral("Who is the LORD?"));
+        QVERIFY(!msgs[1].content.isEmpty());
+        QVERIFY(!msgs[1].partial);
+        QCOMPARE(msgs[1].stats.tokens, qint64(24));
+        QVERIFY(msgs[1].stats.model.contains(QStringLiteral("strata-demo-moe @ 127.0.0.1")));
+        // The remembered server fills the dialog next time.
+        QCOMPARE(chat_->remoteModel(), QStringLiteral("strata-demo-moe"));
+    }
+
+    void regenerate_and_stop_work_remotely() {
+        QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        QVERIFY(chat_->regenerate());
+        QVERIFY(done.count() > 0 || done.wait(60000));
+        // Greedy "In the beginning" loops without an end of text: long enough to stop.
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 2000), QString());
+        chat_->newConversation();
+        QSignalSpy streamed(chat_.get(), &ChatController::streamed);
+        QSignalSpy stopped(chat_.get(), &ChatController::answerFinished);
+        QVERIFY(chat_->send(QStringLiteral("In the beginning")));
+        QVERIFY(streamed.count() > 0 || streamed.wait(30000));
+        chat_->stop();
+        QVERIFY(stopped.count() > 0 || stopped.wait(30000));
+        QCOMPARE(stopped.first().at(1).toString(), QStringLiteral("cancelled"));
+        const auto msgs = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(msgs.size(), qsizetype(2));
+        QVERIFY(!msgs[1].content.isEmpty());  // what streamed is kept
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void failures_are_messages_and_the_users_text_is_kept() {
+        QVERIFY(chat_->useRemote(QStringLiteral("ftp://nowhere"), QString(), QStringLiteral("m")).contains("not a server address"));
+        // A port nothing listens on.
+        QCOMPARE(chat_->useRemote(QStringLiteral("http://127.0.0.1:1"), QString(), QStringLiteral("m")), QString());
+        chat_->newConversation();
+        const QString r = exchange(QStringLiteral("Is anyone there?"));
+        QVERIFY2(r.startsWith(QStringLiteral("failed: ")) && r.contains(QStringLiteral("refused")), qPrintable(r));
+        const auto msgs = chat_->store().messages(chat_->currentConversationId());
+        QVERIFY(!msgs.isEmpty());
+        QCOMPARE(msgs[0].content, QStringLiteral("Is anyone there?"));
+        // An HTTP error carries the server's message.
+        QCOMPARE(chat_->useRemote(url_, QString(), QStringLiteral("no-such-model")), QString());
+        const QString e = exchange(QStringLiteral("Hello?"));
+        QVERIFY2(e.contains(QStringLiteral("HTTP 404")) && e.contains(QStringLiteral("no-such-model")), qPrintable(e));
+        QSignalSpy listed(chat_.get(), &ChatController::remoteModelsListed);
+        chat_->listRemoteModels(QStringLiteral("http://127.0.0.1:1"), QString());
+        QVERIFY(listed.wait(20000));
+        QVERIFY(listed.first().at(1).toString().contains(QStringLiteral("refused")));
+    }
+};
+
+QTEST_MAIN(TestAppRemote)
+#include "test_app_remote.moc"
