@@ -97,6 +97,7 @@ int cmd_serve(int argc, char** argv) {
     std::signal(SIGTERM, on_signal);
     while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::fprintf(stderr, "stopping\n");
+    loop.shutdown();  // open streams end now instead of running to their end
     server.stop();
     return 0;
 }

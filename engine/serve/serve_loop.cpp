@@ -29,13 +29,15 @@ ServeLoop::ServeLoop(core::Engine& engine, const ServeLoopConfig& config)
     thread_ = std::thread([this] { run(); });
 }
 
-ServeLoop::~ServeLoop() {
+ServeLoop::~ServeLoop() { shutdown(); }
+
+void ServeLoop::shutdown() {
     {
         std::lock_guard<std::mutex> lk(mu_);
         stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
 }
 
 void ServeLoop::submit(const CompletionRequest& request, std::shared_ptr<Channel> ch) {

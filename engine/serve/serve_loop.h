@@ -35,7 +35,10 @@ class ServeLoop final : public Backend {
 public:
     // Starts the engine thread. The engine must outlive the loop.
     ServeLoop(core::Engine& engine, const ServeLoopConfig& config);
-    ~ServeLoop() override;  // cancels what is left and joins the engine thread
+    ~ServeLoop() override;  // shutdown()
+    // Ends what is queued (503) and running (finish "cancelled", so streams
+    // close at once) and joins the engine thread; later requests get 503.
+    void shutdown();
 
     std::vector<ModelCard> models() const override { return {cfg_.card}; }
     void submit(const CompletionRequest& request, std::shared_ptr<Channel> ch) override;
