@@ -89,7 +89,7 @@ private Q_SLOTS:
         QVERIFY(chat_->lastError().contains(QStringLiteral("No model")));
         QVERIFY(load(kDemo));
         QCOMPARE(chat_->modelState(), QStringLiteral("ready"));
-        QCOMPARE(chat_->modelInfo()[QStringLiteral("experts")].toLongLong(), 16);
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("experts")].toLongLong(), 32);
         // The demo model has no chat template: the app says so.
         QCOMPARE(chat_->modelInfo()[QStringLiteral("templateFallback")].toBool(), true);
         QVERIFY(chat_->modelInfo()[QStringLiteral("templateNote")].toString().contains(QStringLiteral("plain transcript")));
@@ -395,8 +395,24 @@ private Q_SLOTS:
         QCOMPARE(settings_->setValue(QStringLiteral("pin_file"), QString()), QString());
     }
 
+    // The demo model's 2048-token context holds a real conversation.
+    void four_exchanges_fit_the_context() {
+        QVERIFY(chat_->newConversation() != 0);
+        chat_->clearNotice();
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 96), QString());
+        const char* turns[] = {"Who was Moses?", "And what did the LORD say unto him?", "Where did the children of Israel go?",
+                               "And what happened in the wilderness?"};
+        for (const char* t : turns) QVERIFY(exchange(QString::fromLatin1(t)) != QStringLiteral("context"));
+        QVERIFY2(!chat_->notice().contains(QStringLiteral("did not fit")), qPrintable(chat_->notice()));
+        QCOMPARE(chat_->messages()->rowCount(), 8);
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
     void long_conversations_drop_the_oldest_turns() {
-        // The demo model's context is 256 tokens: keep talking past it.
+        // With a 256-token context (the setting), keep talking past it.
+        QCOMPARE(settings_->setValue(QStringLiteral("n_ctx"), 256), QString());
+        QVERIFY(load(kDemo));
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("context")].toLongLong(), 256);
         QVERIFY(chat_->newConversation() != 0);
         for (int i = 0; i < 8; ++i) QCOMPARE(exchange(QStringLiteral("And it came to pass after these things, that God did tempt Abraham")), QStringLiteral("length"));
         QVERIFY2(chat_->notice().contains(QStringLiteral("did not fit")), qPrintable(chat_->notice()));
@@ -406,7 +422,7 @@ private Q_SLOTS:
     void live_settings_reach_the_engine() {
         QSignalSpy updated(telemetry_.get(), &TelemetryModel::updated);
         QCOMPARE(settings_->setValue(QStringLiteral("expert_cache_fraction"), 0.25), QString());
-        QTRY_COMPARE(telemetry_->expertSlots(), 16);
+        QTRY_COMPARE(telemetry_->expertSlots(), 6 * 32 / 4);
         QCOMPARE(settings_->setValue(QStringLiteral("policy"), QStringLiteral("lfu")), QString());
         QTRY_COMPARE(telemetry_->policy(), QStringLiteral("lfu"));
         QVERIFY(!chat_->settingsNeedReload());

@@ -40,14 +40,18 @@ private Q_SLOTS:
     void shape() {
         auto m = model::Model::load((kBase + ".gguf").toStdString());
         const auto& c = m->config();
-        QCOMPARE(c.arch_name, std::string("llama"));
+        // OLMoE's architecture (llama.cpp reads it as it is): every layer MoE,
+        // fine-grained experts, multi-head attention with Q/K norms, top-k
+        // weights not renormalised; trained at a 2048-token context.
+        QCOMPARE(c.arch_name, std::string("olmoe"));
         QCOMPARE(c.n_vocab, int64_t{4096});
         QVERIFY(c.n_layer >= 6 && c.n_layer <= 8);
-        QVERIFY(c.n_expert >= 16);
-        QCOMPARE(c.n_expert_used, int64_t{2});
-        QVERIFY(c.leading_dense_blocks >= 1 && c.leading_dense_blocks < c.n_layer);
-        QVERIFY(c.n_head_kv < c.n_head);  // GQA
-        QVERIFY(c.expert_weights_norm);
+        QCOMPARE(c.n_expert, int64_t{32});
+        QCOMPARE(c.n_expert_used, int64_t{4});
+        QCOMPARE(c.leading_dense_blocks, int64_t{0});
+        QVERIFY(!c.expert_weights_norm);
+        QVERIFY(c.n_ctx_train >= 2048);
+        for (const auto& L : m->weights().layers) QVERIFY(L.ffn == model::FfnKind::Moe);
         QVERIFY(QFileInfo(kBase + ".gguf").size() <= 32ll * 1024 * 1024);
     }
 

@@ -1,41 +1,50 @@
 #!/usr/bin/env python3
-"""Export the trained demo model to GGUF (llama architecture, Mixtral expert layout)
-and write the trainer's reference logits for the prompts in prompts.txt.
+"""Export the trained demo model to GGUF (OLMoE architecture, `olmoe`),
+quantize it with Strata's own quantizer, and write the reference logits of the
+prompts in prompts.txt.
 
     python3 export.py [--work DIR] [--out resources/models]
 
+Steps:
+  1. the float32 checkpoint -> $WORK/strata-demo-moe-f32.gguf (every tensor F32,
+     standard olmoe names and metadata, the SentencePiece vocabulary);
+  2. `strata-cli quantize --recipe demo` -> --out/strata-demo-moe.gguf: routed
+     experts Q8_0, token embeddings F16, the rest F32 (see TENSOR TYPES);
+  3. reference logits from an independent float64 NumPy forward pass on the
+     weights exactly as stored in that file (read back by gguf_reader.py), with
+     ggml's activation rounding (q8_0 blocks before Q8_0 products).
+
 Writes into --out:
-    strata-demo-moe.gguf           the model: experts Q8_0, token embeddings F16, the
-                                   rest F32 (see TENSOR TYPES below)
+    strata-demo-moe.gguf           the model
     strata-demo-moe.prompts.txt    the prompts (a literal \\n is a newline)
     strata-demo-moe.ref.jsonl      per prompt: prompt, tokens (BOS + SPM ids),
                                    logits_offset_rows, greedy (32 ids), greedy_text
     strata-demo-moe.ref.f32        float32 rows of n_vocab logits, one per prompt position
     strata-demo-moe.config.json    the training configuration + final losses + param counts
 
-The reference logits come from an independent float64 NumPy forward pass on the
-weights exactly as stored in the GGUF (after F16 / Q8_0 rounding), with ggml's
-activation rounding (q8_0 blocks before Q8_0 products, F16 before F16 products).
+strata-cli is $STRATA_CLI, else build/app/cli/strata-cli of this checkout
+(packaging/build.sh builds it).
 
-TENSOR TYPES. The routed experts (75% of the parameters) are Q8_0 and the token
+TENSOR TYPES. The routed experts (85% of the parameters) are Q8_0 and the token
 embeddings F16; everything the activations are multiplied with outside the
 experts stays F32. ggml (and the engine) round activations to F16 before an F16
 product, and a float64 reference cannot reproduce on which side of an F16
-rounding boundary a float32 value falls: with F16 attention/FFN/output matrices
-the engine and this reference differ by up to ~1e-3 of the logit scale (one
-flip propagates through the attention), with F32 ones by float rounding only.
-The file stays under 32 MB either way (F32: ~28 MB).
+rounding boundary a float32 value falls, so F32 there keeps the engine and this
+reference within float rounding. The file stays under 32 MiB.
 """
 import argparse
 import json
 import os
 import sys
 
+import subprocess
+
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import gguf_reader  # noqa: E402
 import gguf_writer as gw  # noqa: E402
 import train as tr  # noqa: E402
 
@@ -68,10 +77,12 @@ def act_q8_0(x):
 
 
 class RefModel:
+    """OLMoE as llama.cpp computes it (build_olmoe), on GGUF-named weights."""
+
     def __init__(self, cfg, w, types):
         self.c = cfg
-        self.w = {k: v.astype(np.float64) for k, v in w.items()}
-        self.types = types
+        self.w = w          # GGUF name -> float64 array
+        self.types = types  # GGUF name -> ggml type id
 
     def act(self, x, key):
         t = self.types[key]
@@ -92,27 +103,27 @@ class RefModel:
     def forward(self, toks):
         c, w = self.c, self.w
         T = len(toks)
-        nh, nkv, d = c["n_head"], c["n_head_kv"], c["n_embd"]
-        hd = d // nh
+        nh, nkv, hd = c["n_head"], c["n_head_kv"], c["head_dim"]
         i = np.arange(hd // 2, dtype=np.float64)
         theta = np.arange(T, dtype=np.float64)[:, None] * c["rope_base"] ** (-2.0 * i / hd)[None, :]
         cos, sin = np.cos(theta), np.sin(theta)
 
-        def rope(x):  # x [T, H, hd], adjacent pairs
-            x0, x1 = x[..., 0::2], x[..., 1::2]
-            out = np.empty_like(x)
-            out[..., 0::2] = x0 * cos[:, None, :] - x1 * sin[:, None, :]
-            out[..., 1::2] = x0 * sin[:, None, :] + x1 * cos[:, None, :]
-            return out
+        def rope(x):  # x [T, H, hd], NeoX: pairs (i, i + hd/2)
+            x0, x1 = x[..., :hd // 2], x[..., hd // 2:]
+            return np.concatenate((x0 * cos[:, None, :] - x1 * sin[:, None, :],
+                                   x0 * sin[:, None, :] + x1 * cos[:, None, :]), axis=-1)
 
-        x = w["tok_embd.weight"][toks]
+        x = w["token_embd.weight"][toks]
         mask = np.triu(np.ones((T, T), dtype=bool), 1)
         for l in range(c["n_layer"]):
-            p = f"blocks.{l}."
+            p = f"blk.{l}."
             h = self._rms(x, w[p + "attn_norm.weight"])
-            q = rope(self.mm(h, p + "attn.wq.weight").reshape(T, nh, hd))
-            k = rope(self.mm(h, p + "attn.wk.weight").reshape(T, nkv, hd))
-            v = self.mm(h, p + "attn.wv.weight").reshape(T, nkv, hd)
+            # RMSNorm over the whole Q and K projections, then RoPE per head.
+            q = self._rms(self.mm(h, p + "attn_q.weight"), w[p + "attn_q_norm.weight"])
+            k = self._rms(self.mm(h, p + "attn_k.weight"), w[p + "attn_k_norm.weight"])
+            q = rope(q.reshape(T, nh, hd))
+            k = rope(k.reshape(T, nkv, hd))
+            v = self.mm(h, p + "attn_v.weight").reshape(T, nkv, hd)
             g = nh // nkv
             att = np.empty((T, nh, hd))
             for hh in range(nh):
@@ -121,26 +132,22 @@ class RefModel:
                 s = np.exp(s - s.max(-1, keepdims=True))
                 s /= s.sum(-1, keepdims=True)
                 att[:, hh] = s @ v[:, hh // g]
-            x = x + self.mm(att.reshape(T, d), p + "attn.wo.weight")
+            x = x + self.mm(att.reshape(T, nh * hd), p + "attn_output.weight")
             h = self._rms(x, w[p + "ffn_norm.weight"])
-            if l < c["n_dense"]:
-                z = silu(self.mm(h, p + "ffn.gate.weight")) * self.mm(h, p + "ffn.up.weight")
-                x = x + self.mm(z, p + "ffn.down.weight")
-            else:
-                logits = self.mm(h, p + "ffn.router.weight")
-                pr = np.exp(logits - logits.max(-1, keepdims=True))
-                pr /= pr.sum(-1, keepdims=True)
-                k_used = c["n_expert_used"]
-                y = np.zeros_like(x)
-                for t in range(T):
-                    top = np.argsort(-pr[t], kind="stable")[:k_used]
-                    wt = pr[t, top] / pr[t, top].sum()
-                    for e, we in zip(top, wt):
-                        ht = h[t:t + 1]
-                        z = silu(self.mm(ht, p + "ffn.w_gate", e)) * self.mm(ht, p + "ffn.w_up", e)
-                        y[t] += we * self.mm(z, p + "ffn.w_down", e)[0]
-                x = x + y
-        x = self._rms(x, w["norm.weight"])
+            logits = self.mm(h, p + "ffn_gate_inp.weight")
+            pr = np.exp(logits - logits.max(-1, keepdims=True))
+            pr /= pr.sum(-1, keepdims=True)
+            k_used = c["n_expert_used"]
+            y = np.zeros_like(x)
+            for t in range(T):
+                top = np.argsort(-pr[t], kind="stable")[:k_used]
+                wt = pr[t, top]  # OLMoE: the probabilities themselves, not renormalised
+                for e, we in zip(top, wt):
+                    ht = h[t:t + 1]
+                    z = silu(self.mm(ht, p + "ffn_gate_exps.weight", e)) * self.mm(ht, p + "ffn_up_exps.weight", e)
+                    y[t] += we * self.mm(z, p + "ffn_down_exps.weight", e)[0]
+            x = x + y
+        x = self._rms(x, w["output_norm.weight"])
         return self.mm(x, "output.weight")
 
 
@@ -166,6 +173,27 @@ def piece_bytes(sp, i):
     return sp.id_to_piece(i).replace("\u2581", " ").encode("utf-8")
 
 
+def gguf_names(L):
+    """(GGUF tensor name, trainer state key) of every tensor, in file order."""
+    out = [("token_embd.weight", "tok_embd.weight")]
+    for i in range(L):
+        p, b = f"blocks.{i}.", f"blk.{i}."
+        out += [(b + "attn_norm.weight", p + "attn_norm.weight"),
+                (b + "attn_q.weight", p + "attn.wq.weight"),
+                (b + "attn_k.weight", p + "attn.wk.weight"),
+                (b + "attn_v.weight", p + "attn.wv.weight"),
+                (b + "attn_q_norm.weight", p + "attn.q_norm.weight"),
+                (b + "attn_k_norm.weight", p + "attn.k_norm.weight"),
+                (b + "attn_output.weight", p + "attn.wo.weight"),
+                (b + "ffn_norm.weight", p + "ffn_norm.weight"),
+                (b + "ffn_gate_inp.weight", p + "ffn.router.weight"),
+                (b + "ffn_gate_exps.weight", p + "ffn.w_gate"),
+                (b + "ffn_up_exps.weight", p + "ffn.w_up"),
+                (b + "ffn_down_exps.weight", p + "ffn.w_down")]
+    out += [("output_norm.weight", "norm.weight"), ("output.weight", "output.weight")]
+    return out
+
+
 def export(work, out_dir, prompts_path=os.path.join(HERE, "prompts.txt")):
     import sentencepiece as spm
     cfg = json.load(open(os.path.join(work, "config.json")))
@@ -177,26 +205,24 @@ def export(work, out_dir, prompts_path=os.path.join(HERE, "prompts.txt")):
     assert sp.get_piece_size() == V
 
     w = gw.GGUFWriter()
-    w.add_string("general.architecture", "llama")
+    a = "olmoe."
+    w.add_string("general.architecture", "olmoe")
     w.add_string("general.name", name)
     w.add_string("general.description",
                  "Strata demo MoE, trained from scratch on the King James Bible (public domain) "
                  "by resources/models/train/train.sh")
-    w.add_u32("general.quantization_version", 2)
-    w.add_u32("llama.context_length", cfg["n_ctx"])
-    w.add_u32("llama.embedding_length", d)
-    w.add_u32("llama.block_count", L)
-    w.add_u32("llama.feed_forward_length", cfg["n_ff"])
-    w.add_u32("llama.attention.head_count", cfg["n_head"])
-    w.add_u32("llama.attention.head_count_kv", cfg["n_head_kv"])
-    w.add_f32("llama.attention.layer_norm_rms_epsilon", cfg["norm_eps"])
-    w.add_f32("llama.rope.freq_base", cfg["rope_base"])
-    w.add_u32("llama.rope.dimension_count", d // cfg["n_head"])
-    w.add_u32("llama.vocab_size", V)
-    w.add_u32("llama.expert_count", cfg["n_expert"])
-    w.add_u32("llama.expert_used_count", cfg["n_expert_used"])
-    w.add_u32("llama.expert_feed_forward_length", cfg["n_ff_exp"])
-    w.add_u32("llama.leading_dense_block_count", cfg["n_dense"])
+    w.add_u32(a + "context_length", cfg["n_ctx"])
+    w.add_u32(a + "embedding_length", d)
+    w.add_u32(a + "block_count", L)
+    # Every layer is MoE: llama.cpp's olmoe takes the expert width from here.
+    w.add_u32(a + "feed_forward_length", cfg["n_ff_exp"])
+    w.add_u32(a + "attention.head_count", cfg["n_head"])
+    w.add_u32(a + "attention.head_count_kv", cfg["n_head_kv"])
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", cfg["norm_eps"])
+    w.add_f32(a + "rope.freq_base", cfg["rope_base"])
+    w.add_u32(a + "expert_count", cfg["n_expert"])
+    w.add_u32(a + "expert_used_count", cfg["n_expert_used"])
+    w.add_u32(a + "expert_feed_forward_length", cfg["n_ff_exp"])
     # tokenizer (SentencePiece BPE with byte fallback, as llama.cpp writes it)
     tokens, scores, types = [], [], []
     for i in range(V):
@@ -222,44 +248,29 @@ def export(work, out_dir, prompts_path=os.path.join(HERE, "prompts.txt")):
     w.add_bool("tokenizer.ggml.add_eos_token", False)
     w.add_bool("tokenizer.ggml.add_space_prefix", True)
 
-    F32, F16, Q8 = gw.GGML_F32, gw.GGML_F16, gw.GGML_Q8_0
-    deq = {}
-
-    types = {}
-
-    def put(gname, key, t):
-        deq[key] = torch.from_numpy(w.add_tensor(gname, state[key].float().numpy(), t).copy())
-        types[key] = w.tensors[-1][2]  # the type as written
-
-    put("token_embd.weight", "tok_embd.weight", F16)
-    for i in range(L):
-        p = f"blocks.{i}."
-        put(f"blk.{i}.attn_norm.weight", p + "attn_norm.weight", F32)
-        put(f"blk.{i}.attn_q.weight", p + "attn.wq.weight", F32)
-        put(f"blk.{i}.attn_k.weight", p + "attn.wk.weight", F32)
-        put(f"blk.{i}.attn_v.weight", p + "attn.wv.weight", F32)
-        put(f"blk.{i}.attn_output.weight", p + "attn.wo.weight", F32)
-        put(f"blk.{i}.ffn_norm.weight", p + "ffn_norm.weight", F32)
-        if i < cfg["n_dense"]:
-            put(f"blk.{i}.ffn_gate.weight", p + "ffn.gate.weight", F32)
-            put(f"blk.{i}.ffn_up.weight", p + "ffn.up.weight", F32)
-            put(f"blk.{i}.ffn_down.weight", p + "ffn.down.weight", F32)
-        else:
-            put(f"blk.{i}.ffn_gate_inp.weight", p + "ffn.router.weight", F32)
-            put(f"blk.{i}.ffn_gate_exps.weight", p + "ffn.w_gate", Q8)
-            put(f"blk.{i}.ffn_up_exps.weight", p + "ffn.w_up", Q8)
-            put(f"blk.{i}.ffn_down_exps.weight", p + "ffn.w_down", Q8)
-    put("output_norm.weight", "norm.weight", F32)
-    put("output.weight", "output.weight", F32)
-    assert set(deq) == set(state), set(state) ^ set(deq)
+    names = gguf_names(L)
+    for gname, key in names:
+        w.add_tensor(gname, state[key].float().numpy(), gw.GGML_F32)
+    assert set(k for _, k in names) == set(state), set(state) ^ set(k for _, k in names)
     os.makedirs(out_dir, exist_ok=True)
+    f32_path = os.path.join(work, f"{name}-f32.gguf")
+    w.write(f32_path)
     gguf_path = os.path.join(out_dir, f"{name}.gguf")
-    w.write(gguf_path)
+    cli = os.environ.get("STRATA_CLI") or os.path.join(HERE, "..", "..", "..", "build", "app", "cli", "strata-cli")
+    if not os.path.exists(cli):
+        sys.exit(f"strata-cli not found at {cli}: build Strata first (packaging/build.sh) or set STRATA_CLI")
+    subprocess.run([cli, "quantize", "--quiet", "--recipe", "demo", f32_path, gguf_path], check=True)
     print(f"wrote {gguf_path}: {os.path.getsize(gguf_path)} bytes", flush=True)
+
+    # The weights exactly as stored in the shipped file.
+    g = gguf_reader.GGUFFile(gguf_path)
+    stored = {gname: g.tensor(gname) for gname, _ in names}
+    ftypes = {gname: g.type_of(gname) for gname, _ in names}
+    deq = {key: torch.from_numpy(stored[gname].astype(np.float32)) for gname, key in names}
 
     # Reference logits: an independent float64 NumPy forward pass on the weights
     # exactly as stored, with ggml's activation rounding (what the engine does).
-    ref = RefModel(cfg, {k: v.numpy() for k, v in deq.items()}, types)
+    ref = RefModel(cfg, stored, ftypes)
     prompts = read_prompts(prompts_path)
     rows, refs, off = [], [], 0
     # For the card: how far the trainer's own float32 forward (float activations,
@@ -300,7 +311,8 @@ def export(work, out_dir, prompts_path=os.path.join(HERE, "prompts.txt")):
     meta = dict(config=cfg, final=final, gguf_bytes=os.path.getsize(gguf_path),
                 max_abs_logit_torch_vs_reference=max_d_torch,
                 tensor_types=dict(token_embd="F16", experts="Q8_0",
-                                  attention_dense_ffn_router_norms_output="F32"))
+                                  attention_router_norms_output="F32"),
+                quantized_by="strata-cli quantize --recipe demo")
     with open(os.path.join(out_dir, f"{name}.config.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")

@@ -5,12 +5,27 @@
     python3 train.py train     # the model (CPU, 2 threads), checkpoint + log
     python3 train.py all       # prepare + train + export (export.py)
 
-Everything is seeded; the data order is deterministic. The architecture is the
-llama/Mixtral layout the engine reads: pre-norm RMSNorm blocks, GQA attention
-with RoPE on ADJACENT pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM), SwiGLU FFNs, the
-first `n_dense` layers dense, the rest MoE (softmax router, top-k, the k weights
-renormalised to sum to 1) trained with a Switch-style load-balancing loss and a
-small router z-loss.
+Everything is seeded; the data order is deterministic. The architecture is
+OLMoE's (llama.cpp's `olmoe`, which llama.cpp has read since 2024, so llama.cpp
+and the engine both read the file as it is): pre-norm RMSNorm blocks;
+multi-head attention with an RMSNorm over the whole Q and K projections before
+RoPE, RoPE on the two HALVES of each head (llama.cpp's LLAMA_ROPE_TYPE_NEOX);
+every layer MoE, SwiGLU experts, softmax router, top-k, the k weights the
+softmax probabilities themselves (not renormalised, as in OLMoE).
+
+Load balancing follows OLMoE (Muennighoff et al., "OLMoE: Open Mixture-of-Experts
+Language Models", 2024), the fully open fine-grained MoE closest to this shape
+(64 experts, top-8): the Switch-style loss E * sum_i f_i * P_i, coefficient
+0.01, plus the router z-loss (ST-MoE), coefficient 0.001. f_i and P_i are taken
+over every token of the optimiser step (the global batch). Qwen3's coefficient
+(0.001, no z-loss) was tried first: by step 100 one expert per layer took 23%
+of all assignments (7x its share), a collapse real models do not show, so the
+run was stopped (its log: train_log_qwen3_aborted.jsonl).
+
+Context: progressive length, as production LMs are pre-trained (short windows
+first, a long-context phase last): 80% of the steps on 256-token windows, 13% on
+1024, the last 7% on 2048, so the model is trained at the 2048-token context it
+declares. Every step is 8192 tokens.
 """
 import argparse
 import json
@@ -35,33 +50,34 @@ DEFAULT_WORK = os.environ.get("STRATA_TRAIN_WORK", "/tmp/strata-demo-moe")
 
 CONFIG = dict(
     name="strata-demo-moe",
+    arch="qwen3moe",
     seed=1234,
     # tokenizer
     vocab_size=4096,
     # model
     n_embd=256,
     n_layer=6,
-    n_dense=2,            # leading dense blocks (the first third)
-    n_head=8,
-    n_head_kv=2,
-    n_ff=768,             # dense FFN width
-    n_expert=16,
-    n_expert_used=2,
-    n_ff_exp=256,         # expert FFN width
+    n_head=4,
+    n_head_kv=4,          # OLMoE is multi-head (llama.cpp's olmoe has no GQA)
+    head_dim=64,
+    n_expert=32,
+    n_expert_used=4,
+    n_ff_exp=128,         # expert FFN width (fine-grained: 4 x 128 active per token)
     rope_base=10000.0,
-    norm_eps=1e-5,
-    n_ctx=256,
-    # training
-    batch_size=16,
-    steps=1000,
+    norm_eps=1e-6,
+    n_ctx=2048,           # the declared context, trained in the last phase
+    # training: progressive length, 8192 tokens per step throughout;
+    # phases: [window, sequences per step, share of the steps]
+    phases=[[256, 32, 0.80], [1024, 8, 0.13], [2048, 4, 0.07]],
+    steps=300,
     lr=2e-3,
     min_lr_frac=0.1,
-    warmup=50,
+    warmup=30,
     weight_decay=0.1,
     grad_clip=1.0,
-    aux_loss_coef=0.01,
-    z_loss_coef=1e-3,
-    eval_every=250,
+    aux_loss_coef=1e-2,   # OLMoE's load-balancing coefficient
+    z_loss_coef=1e-3,     # OLMoE's router z-loss coefficient
+    eval_every=60,
     val_every_nth_chapter=50,   # chapters i with i % 50 == 7 are validation (~2%)
 )
 
@@ -140,19 +156,22 @@ def rope_tables(n_ctx, hd, base, dtype=torch.float32):
 
 
 def apply_rope(x, cos, sin):
-    """x: [B, H, T, hd]; rotates adjacent pairs (x[2i], x[2i+1])."""
-    B, H, T, hd = x.shape
-    xr = x.reshape(B, H, T, hd // 2, 2)
-    x0, x1 = xr[..., 0], xr[..., 1]
+    """x: [B, H, T, hd]; NeoX RoPE: rotates the pairs (x[i], x[i + hd/2])."""
+    hd = x.shape[-1]
+    T = x.shape[2]
+    x0, x1 = x[..., :hd // 2], x[..., hd // 2:]
     c, s = cos[:T], sin[:T]
-    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).reshape(B, H, T, hd)
+    return torch.cat((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1)
 
 
 class Attention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d, self.nh, self.nkv = cfg["n_embd"], cfg["n_head"], cfg["n_head_kv"]
-        self.hd = d // self.nh
+        self.hd = cfg["head_dim"]
+        # OLMoE: RMSNorm over the whole projections (not per head).
+        self.q_norm = RMSNorm(self.nh * self.hd, cfg["norm_eps"])
+        self.k_norm = RMSNorm(self.nkv * self.hd, cfg["norm_eps"])
         self.wq = nn.Linear(d, self.nh * self.hd, bias=False)
         self.wk = nn.Linear(d, self.nkv * self.hd, bias=False)
         self.wv = nn.Linear(d, self.nkv * self.hd, bias=False)
@@ -160,28 +179,19 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, mask):
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, self.nh, self.hd).transpose(1, 2)
-        k = self.wk(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
+        q = self.q_norm(self.wq(x)).view(B, T, self.nh, self.hd).transpose(1, 2)
+        k = self.k_norm(self.wk(x)).view(B, T, self.nkv, self.hd).transpose(1, 2)
         v = self.wv(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         g = self.nh // self.nkv
         k = k.repeat_interleave(g, dim=1)   # head h uses kv head h // g
         v = v.repeat_interleave(g, dim=1)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
-        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(-1)
+        att = (q * (1.0 / math.sqrt(self.hd))) @ k.transpose(-1, -2)
+        # In place: the product's output is not needed for its backward, and at
+        # 2048 tokens each [B, H, T, T] copy costs hundreds of MB.
+        att = att.masked_fill_(mask[:T, :T], float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, self.nh * self.hd)
         return self.wo(y)
-
-
-class DenseFFN(nn.Module):
-    def __init__(self, d, ff):
-        super().__init__()
-        self.gate = nn.Linear(d, ff, bias=False)
-        self.up = nn.Linear(d, ff, bias=False)
-        self.down = nn.Linear(ff, d, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x)), None
 
 
 class MoE(nn.Module):
@@ -202,8 +212,7 @@ class MoE(nn.Module):
         N = x.shape[0]
         logits = self.router(x)
         probs = logits.softmax(-1)
-        topw, topi = probs.topk(self.k, dim=-1)
-        topw = topw / topw.sum(-1, keepdim=True)
+        topw, topi = probs.topk(self.k, dim=-1)   # weights not renormalised (OLMoE)
         flat_e = topi.reshape(-1)
         order = torch.argsort(flat_e, stable=True)
         tok = torch.div(order, self.k, rounding_mode="floor")
@@ -220,8 +229,10 @@ class MoE(nn.Module):
             ye = (h @ self.w_down[e].t()) * w[start:start + c, None]
             out.index_add_(0, t, ye)
             start += c
-        # Switch/Mixtral load balancing: E * sum_i f_i * P_i (f: share of the
-        # top-k assignments, P: mean router probability), plus router z-loss.
+        # Load balancing E * sum_i f_i * P_i (f: share of the top-k assignments,
+        # P: mean router probability) over every token of the step: the global
+        # batch (the whole step is one forward pass here). Router z-loss for
+        # recipes that use one.
         f = counts.to(x.dtype) / (N * self.k)
         P = probs.mean(0)
         aux = self.E * (f * P).sum()
@@ -230,12 +241,12 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg, moe):
+    def __init__(self, cfg):
         super().__init__()
         self.attn_norm = RMSNorm(cfg["n_embd"], cfg["norm_eps"])
         self.attn = Attention(cfg)
         self.ffn_norm = RMSNorm(cfg["n_embd"], cfg["norm_eps"])
-        self.ffn = MoE(cfg) if moe else DenseFFN(cfg["n_embd"], cfg["n_ff"])
+        self.ffn = MoE(cfg)
 
     def forward(self, x, cos, sin, mask):
         x = x + self.attn(self.attn_norm(x), cos, sin, mask)
@@ -248,13 +259,13 @@ class Model(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_embd = nn.Embedding(cfg["vocab_size"], cfg["n_embd"])
-        self.blocks = nn.ModuleList([Block(cfg, i >= cfg["n_dense"]) for i in range(cfg["n_layer"])])
+        self.blocks = nn.ModuleList([Block(cfg) for i in range(cfg["n_layer"])])
         self.norm = RMSNorm(cfg["n_embd"], cfg["norm_eps"])
         self.output = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
-        cos, sin = rope_tables(cfg["n_ctx"] * 4, cfg["n_embd"] // cfg["n_head"], cfg["rope_base"])
+        cos, sin = rope_tables(cfg["n_ctx"], cfg["head_dim"], cfg["rope_base"])
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        T = cfg["n_ctx"] * 4
+        T = cfg["n_ctx"]
         self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1), persistent=False)
         self._init()
 
@@ -264,7 +275,7 @@ class Model(nn.Module):
         for n, p in self.named_parameters():
             if p.dim() == 1:
                 continue
-            s = resid_std if (n.endswith("wo.weight") or n.endswith("down.weight") or n.endswith("w_down")) else std
+            s = resid_std if (n.endswith("wo.weight") or n.endswith("w_down")) else std
             nn.init.normal_(p, 0.0, s)
 
     def forward(self, idx, return_stats=False):
@@ -282,8 +293,8 @@ class Model(nn.Module):
 def count_params(model, cfg):
     total = sum(p.numel() for p in model.parameters())
     experts = sum(p.numel() for n, p in model.named_parameters() if ".w_" in n)
-    per_expert = experts // cfg["n_expert"] // (cfg["n_layer"] - cfg["n_dense"])
-    active = total - experts + per_expert * cfg["n_expert_used"] * (cfg["n_layer"] - cfg["n_dense"])
+    per_expert = experts // cfg["n_expert"] // cfg["n_layer"]
+    active = total - experts + per_expert * cfg["n_expert_used"] * cfg["n_layer"]
     active_no_embd = active - model.tok_embd.weight.numel()
     return dict(total=total, experts=experts, active_per_token=active,
                 active_per_token_without_embedding=active_no_embd)
@@ -299,16 +310,28 @@ def lr_at(step, cfg):
     return cfg["lr"] * (cfg["min_lr_frac"] + (1 - cfg["min_lr_frac"]) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+def window_at(step, cfg):
+    """(window, sequences) of a step: short windows first, the full context last."""
+    end = 0.0
+    for T, B, share in cfg["phases"]:
+        end += share * cfg["steps"]
+        if step < round(end):
+            return T, B
+    T, B, _ = cfg["phases"][-1]
+    return T, B
+
+
 @torch.no_grad()
-def evaluate(model, data, cfg, max_windows=None):
+def evaluate(model, data, T, max_windows=None):
+    """Mean cross-entropy over consecutive non-overlapping T-token windows."""
     model.eval()
-    T = cfg["n_ctx"]
     n = (len(data) - 1) // T
     if max_windows:
         n = min(n, max_windows)
+    per = max(1, 8192 // T)
     tot, cnt = 0.0, 0
-    for i in range(0, n, 16):
-        rows = range(i, min(n, i + 16))
+    for i in range(0, n, per):
+        rows = range(i, min(n, i + per))
         x = torch.stack([torch.from_numpy(data[r * T:r * T + T].astype(np.int64)) for r in rows])
         y = torch.stack([torch.from_numpy(data[r * T + 1:r * T + T + 1].astype(np.int64)) for r in rows])
         logits, _ = model(x)
@@ -332,8 +355,8 @@ def train(work, cfg):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8)
     rng = np.random.default_rng(cfg["seed"])
-    T, B = cfg["n_ctx"], cfg["batch_size"]
-    n_moe = cfg["n_layer"] - cfg["n_dense"]
+    n_moe = cfg["n_layer"]
+    tokens_seen = 0
     log_path = os.path.join(work, "train_log.jsonl")
     log = open(log_path, "w")
     t0 = time.time()
@@ -342,6 +365,8 @@ def train(work, cfg):
         lr = lr_at(step, cfg)
         for g in opt.param_groups:
             g["lr"] = lr
+        T, B = window_at(step, cfg)
+        tokens_seen += B * T
         starts = rng.integers(0, len(train_data) - T - 1, size=B)
         x = torch.from_numpy(np.stack([train_data[s:s + T] for s in starts]).astype(np.int64))
         y = torch.from_numpy(np.stack([train_data[s + 1:s + T + 1] for s in starts]).astype(np.int64))
@@ -357,19 +382,20 @@ def train(work, cfg):
         ema = ce.item() if ema is None else 0.98 * ema + 0.02 * ce.item()
         if step % 10 == 0 or step == cfg["steps"] - 1:
             el = time.time() - t0
-            tps = (step + 1) * B * T / el
+            tps = tokens_seen / el
             maxshare = max((s[2].max().item() / s[2].sum().item()) for s in stats)
-            rec = dict(step=step, lr=lr, ce=ce.item(), ce_ema=ema, aux=aux.item(), z=z.item(),
+            rec = dict(step=step, window=T, lr=lr, ce=ce.item(), ce_ema=ema, aux=aux.item(), z=z.item(),
                        grad_norm=gn, max_expert_share=maxshare, tok_s=tps, elapsed_s=el)
             if (step % cfg["eval_every"] == 0 and step > 0) or step == cfg["steps"] - 1:
-                rec["val"] = evaluate(model, val_data, cfg)
+                rec["val"] = evaluate(model, val_data, T)
             print(json.dumps(rec), flush=True)
             log.write(json.dumps(rec) + "\n")
             log.flush()
     final = dict(train_loss_ema=ema,
-                 train_loss_eval=evaluate(model, train_data, cfg, max_windows=200),
-                 val_loss=evaluate(model, val_data, cfg),
-                 params=pc, tokens_seen=cfg["steps"] * B * T,
+                 train_loss_eval=evaluate(model, train_data, cfg["n_ctx"], max_windows=50),
+                 val_loss=evaluate(model, val_data, cfg["n_ctx"]),
+                 val_loss_by_window={T: evaluate(model, val_data, T) for T, _, _ in cfg["phases"]},
+                 params=pc, tokens_seen=tokens_seen,
                  train_tokens=int(len(train_data)), val_tokens=int(len(val_data)),
                  wall_s=time.time() - t0, torch=torch.__version__, threads=torch.get_num_threads())
     print("final:", json.dumps(final), flush=True)

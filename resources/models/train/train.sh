@@ -1,6 +1,7 @@
 #!/bin/sh
 # Reproduces resources/models/strata-demo-moe.gguf (and its .ref.* / .config.json files)
-# from scratch on a Debian 12 machine, CPU only, 2 threads, about 40 minutes:
+# from scratch on a Debian 12 machine, CPU only, 2 threads, about an hour (build Strata
+# first: packaging/build.sh; the export quantizes with its strata-cli quantize):
 #
 #     sh resources/models/train/train.sh
 #
