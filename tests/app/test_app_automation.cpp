@@ -94,7 +94,7 @@ private Q_SLOTS:
         // heat map
         QVERIFY(t[QStringLiteral("maxHeat")].toDouble() > 0);
         QVERIFY(t[QStringLiteral("residentExperts")].toDouble() + t[QStringLiteral("pinnedExperts")].toDouble() > 0);
-        QCOMPARE(t[QStringLiteral("nExpert")].toDouble(), 16.0);
+        QCOMPARE(t[QStringLiteral("nExpert")].toDouble(), 32.0);
         // hit rate and bytes per token
         QVERIFY(t[QStringLiteral("hitRateTotal")].toDouble() > 0);
         QVERIFY(t[QStringLiteral("bytesPerToken")].toDouble() > 0);

@@ -440,7 +440,7 @@ private Q_SLOTS:
         const QVariantMap p = chat_->plan();
         QCOMPARE(p[QStringLiteral("fits")].toBool(), true);
         QVERIFY(p[QStringLiteral("rows")].toList().size() >= 5);
-        QCOMPARE(p[QStringLiteral("expertsTotal")].toLongLong(), 64);
+        QCOMPARE(p[QStringLiteral("expertsTotal")].toLongLong(), 6 * 32);  // 6 MoE layers x 32 experts
 
         // A budget below the resident minimum: does not fit, and says why.
         QCOMPARE(settings_->setValue(QStringLiteral("fast_budget"), QStringLiteral("8M")), QString());
