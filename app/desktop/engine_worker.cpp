@@ -8,6 +8,7 @@
 
 #include "chat/chat_template.h"
 #include "serve/backend.h"
+#include "serve/serve_loop.h"
 #include "serve_backend.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -607,16 +608,7 @@ void EngineWorker::emit_telemetry() {
     const TelemetrySnapshot snap = engine_->snapshot();
     if (serve_backend_) {
         serve_backend_->set_telemetry(snap);
-        serve::ServeGauges g;
-        if (sched_) {
-            g.running = static_cast<int64_t>(sched_->running());
-            g.waiting = static_cast<int64_t>(sched_->waiting());
-        }
-        const kv::KvStats kv = engine_->kv_cache().stats();
-        g.kv_blocks_used = kv.used_blocks;
-        g.kv_blocks_total = kv.n_blocks;
-        g.kv_block_tokens = engine_->kv_cache().params().block_tokens;
-        serve_backend_->metrics().set_gauges(g);
+        serve_backend_->metrics().set_gauges(serve::measure_gauges(*engine_, sched_.get()));
     }
     Q_EMIT telemetry(snap);
 }

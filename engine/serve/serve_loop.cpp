@@ -157,15 +157,19 @@ void ServeLoop::fail_all(const ApiError& e) {
     live_.clear();
 }
 
-void ServeLoop::publish_gauges() {
+ServeGauges measure_gauges(core::Engine& engine, const sched::Scheduler* sched) {
     ServeGauges g;
-    g.running = static_cast<int64_t>(sched_->running());
-    g.waiting = static_cast<int64_t>(sched_->waiting());
-    const kv::KvStats kv = eng_.kv_cache().stats();
+    if (sched) {
+        g.running = static_cast<int64_t>(sched->running());
+        g.waiting = static_cast<int64_t>(sched->waiting());
+    }
+    const kv::KvStats kv = engine.kv_cache().stats();
     g.kv_blocks_used = kv.used_blocks;
     g.kv_blocks_total = kv.n_blocks;
-    g.kv_block_tokens = eng_.kv_cache().params().block_tokens;
-    metrics_.set_gauges(g);
+    g.kv_block_tokens = engine.kv_cache().params().block_tokens;
+    return g;
 }
+
+void ServeLoop::publish_gauges() { metrics_.set_gauges(measure_gauges(eng_, sched_.get())); }
 
 }  // namespace strata::serve

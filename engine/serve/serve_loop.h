@@ -81,6 +81,9 @@ private:
     std::thread thread_;
 };
 
+// The queue and KV cache as /metrics shows them; `sched` may be null (none yet).
+ServeGauges measure_gauges(core::Engine& engine, const sched::Scheduler* sched);
+
 // The chat template a loaded model declares (the fallback when none).
 chat::ChatTemplate model_template(const core::Engine& engine);
 
