@@ -5,7 +5,8 @@ import Strata
 
 // The engine's panels, fed only by its telemetry snapshots: the memory
 // ledger, the expert heat map, the expert cache (hit rate, bytes per token)
-// and throughput (tokens/s).
+// and throughput (tokens/s). The engine is the local one or a Strata
+// server's; a server that reports no engine shows throughput alone.
 Rectangle {
     id: pane
     color: Theme.window
@@ -41,7 +42,21 @@ Rectangle {
                                                     : "The panels show the engine's memory and experts once a model is loaded."
             }
 
+            // A server: whose figures these are, and what it does not report.
+            Label {
+                objectName: "sourceNote"
+                Layout.fillWidth: true
+                Layout.leftMargin: 12
+                Layout.rightMargin: 12
+                visible: telemetry.sourceNote !== ""
+                wrapMode: Text.Wrap
+                color: telemetry.source === "answers" ? Theme.warning : Theme.textFaint
+                font.pixelSize: Theme.small
+                text: telemetry.sourceNote
+            }
+
             LedgerPanel {
+                visible: telemetry.source !== "answers"
                 Layout.fillWidth: true
                 Layout.leftMargin: 10
                 Layout.rightMargin: 10
@@ -49,6 +64,7 @@ Rectangle {
                 onToggled: pane.toggle("showLedger")
             }
             HeatMapPanel {
+                visible: telemetry.source !== "answers"
                 Layout.fillWidth: true
                 Layout.leftMargin: 10
                 Layout.rightMargin: 10
@@ -56,6 +72,7 @@ Rectangle {
                 onToggled: pane.toggle("showHeat")
             }
             CachePanel {
+                visible: telemetry.source !== "answers"
                 Layout.fillWidth: true
                 Layout.leftMargin: 10
                 Layout.rightMargin: 10

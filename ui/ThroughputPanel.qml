@@ -4,7 +4,8 @@ import QtQuick.Layouts
 import Strata
 
 // Tokens per second over time (forward-pass tokens per second of
-// forward-pass time, between two snapshots).
+// forward-pass time, between two snapshots; for a server that reports no
+// engine, each answer's decode rate as measured here).
 Panel {
     id: panel
     title: "Throughput"
@@ -29,8 +30,15 @@ Panel {
                 valueColor: Theme.accentHover
             }
             Stat {
+                visible: telemetry.source !== "answers"
                 caption: "forward-pass time"
                 value: telemetry.computeSeconds.toFixed(2) + " s"
+            }
+            Stat {
+                // A server's answers, as measured here (the local engine's TTFT is under each answer).
+                visible: telemetry.source === "answers" || telemetry.source === "server"
+                caption: "time to first token"
+                value: telemetry.lastTtftMs >= 0 ? telemetry.lastTtftMs.toFixed(0) + " ms" : "–"
             }
         }
         LineChart {
@@ -42,5 +50,19 @@ Panel {
             gridColor: Theme.border
             textColor: Theme.textFaint
         }
+    }
+    // A Strata server's queue, as its /metrics reports it.
+    Label {
+        objectName: "serverLine"
+        visible: telemetry.source === "server" && telemetry.server.kvTotal !== undefined
+        Layout.fillWidth: true
+        wrapMode: Text.Wrap
+        color: Theme.textFaint
+        font.pixelSize: Theme.small
+        text: visible ? "Server: " + telemetry.server.running + " generating, " + telemetry.server.waiting + " waiting, KV "
+                        + telemetry.server.kvUsed + "/" + telemetry.server.kvTotal + " blocks, "
+                        + telemetry.server.tokensPerSecond.toFixed(1) + " tok/s over 10 s"
+                        + (telemetry.server.ttftMeanMs >= 0 ? ", mean TTFT " + telemetry.server.ttftMeanMs.toFixed(0) + " ms" : "")
+                      : ""
     }
 }

@@ -88,12 +88,14 @@ ToolBar {
                 }
                 Label {
                     visible: chat.modelState === "ready"
+                    Layout.maximumWidth: 300
+                    elide: Text.ElideMiddle
                     color: Theme.textDim
                     font.pixelSize: Theme.small
-                    text: chat.modelState === "ready"
-                          ? chat.modelInfo.arch + " · " + TextUtil.formatCount(chat.modelInfo.paramsTotal) + " params · "
+                    text: chat.modelState !== "ready" ? ""
+                          : chat.remote ? "server · " + chat.modelInfo.url
+                          : chat.modelInfo.arch + " · " + TextUtil.formatCount(chat.modelInfo.paramsTotal) + " params · "
                             + (chat.modelInfo.experts > 0 ? chat.modelInfo.experts + " experts top-" + chat.modelInfo.expertsUsed : "dense")
-                          : ""
                 }
                 ProgressBar {
                     visible: chat.modelState === "loading"

@@ -78,8 +78,12 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
     connect(worker_, &EngineWorker::token, this, &ChatController::on_token);
     connect(worker_, &EngineWorker::finished, this, &ChatController::on_finished);
     connect(worker_, &EngineWorker::failed, this, &ChatController::on_failed);
+    remote_metrics_ = new RemoteMetrics(telemetry_, this);
     connect(worker_, &EngineWorker::telemetry, this, [this](const TelemetrySnapshot& s) {
-        if (model_state_ == QLatin1String("ready")) telemetry_->push(s);
+        // While the chat goes to a server the panels show the server's figures, not the idle local engine's.
+        if (model_state_ != QLatin1String("ready") || remote_active_) return;
+        telemetry_->set_source(QStringLiteral("engine"), QString());
+        telemetry_->push(s);
     });
     connect(worker_, &EngineWorker::settingApplied, this, [this](const QString& group, const QString& error) {
         const QString msg = error.isEmpty() ? QString() : QStringLiteral("not applied: ") + error;
@@ -469,6 +473,9 @@ void ChatController::on_finished(quint64 id, const QVariantMap& stats) {
     if (it == streams_.end()) return;
     Stream s = *it;
     const QString finish = store_finish(stats.value(QStringLiteral("finish")).toString());
+    if (stats.value(QStringLiteral("remote")).toBool())
+        telemetry_->record_answer(stats.value(QStringLiteral("tokS")).toDouble(), stats.value(QStringLiteral("ttftMs")).toDouble(),
+                                  stats.value(QStringLiteral("tokens")).toLongLong());
     if (stats.contains(QStringLiteral("text"))) s.text = stats.value(QStringLiteral("text")).toString();
     const qint64 message = s.message;
     const bool here = s.conversation == current_;
@@ -544,7 +551,9 @@ QString ChatController::useRemote(const QString& baseUrl, const QString& apiKey,
     model_info_[QStringLiteral("name")] = model.trimmed();
     model_info_[QStringLiteral("templateNote")] = QStringLiteral("the server applies its own chat template");
     telemetry_->clear();
+    remote_metrics_->start(base, apiKey.trimmed());
     Q_EMIT modelChanged();
+    Q_EMIT modelLoaded();
     return QString();
 }
 
@@ -729,6 +738,7 @@ void ChatController::planModel(const QUrl& urlOrPath) {
 void ChatController::loadModel(const QUrl& urlOrPath) {
     const QString path = localPath(urlOrPath);
     remote_active_ = false;
+    remote_metrics_->stop();
     if (next_request_) worker_->requestStopUpTo(next_request_);
     if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
     const quint64 id = ++load_id_;

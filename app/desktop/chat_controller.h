@@ -32,6 +32,7 @@
 #include "engine_worker.h"
 #include "message_list_model.h"
 #include "remote_engine.h"
+#include "remote_metrics.h"
 
 namespace strata::desktop {
 
@@ -225,6 +226,7 @@ private:
     QThread thread_;
     EngineWorker* worker_ = nullptr;
     RemoteEngine remote_;
+    RemoteMetrics* remote_metrics_ = nullptr;  // the server's /metrics while remote_active_
     bool remote_active_ = false;
 
     qint64 current_ = 0;

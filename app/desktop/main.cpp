@@ -77,7 +77,14 @@ int main(int argc, char** argv) {
     const QCommandLineOption show_opt(QStringLiteral("show"),
                                       QStringLiteral("Before the screenshot, open a dialog: settings, model (the load plan of the model) or remote (connect to a server)."),
                                       QStringLiteral("DIALOG"));
-    cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt});
+    const QCommandLineOption server_opt(QStringLiteral("server"),
+                                        QStringLiteral("Chat with the OpenAI-compatible server at URL (e.g. http://127.0.0.1:8080/v1) instead of loading a model; needs --server-model."),
+                                        QStringLiteral("URL"));
+    const QCommandLineOption server_model_opt(QStringLiteral("server-model"), QStringLiteral("With --server: the model id to chat with (one of its /v1/models)."),
+                                              QStringLiteral("ID"));
+    const QCommandLineOption server_key_opt(QStringLiteral("server-key"), QStringLiteral("With --server: its API key."), QStringLiteral("KEY"));
+    cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt, server_opt, server_model_opt,
+                    server_key_opt});
     cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
 
     bool ok = false;
@@ -93,6 +100,14 @@ int main(int argc, char** argv) {
     if (cli.isSet(show_opt) && cli.value(show_opt) != QLatin1String("settings") && cli.value(show_opt) != QLatin1String("model") &&
         cli.value(show_opt) != QLatin1String("remote")) {
         std::fprintf(stderr, "strata: --show: expected settings, model or remote, got '%s'\n", qPrintable(cli.value(show_opt)));
+        return 2;
+    }
+    if (cli.isSet(server_opt) != cli.isSet(server_model_opt)) {
+        std::fprintf(stderr, "strata: --server and --server-model go together (the model: one of the server's /v1/models)\n");
+        return 2;
+    }
+    if (cli.isSet(server_opt) && cli.isSet(model_opt)) {
+        std::fprintf(stderr, "strata: --server and --model exclude each other: chat with a server or load a model\n");
         return 2;
     }
     const bool unattended = cli.isSet(show_opt) || cli.isSet(quit_opt) || cli.isSet(shot_opt) || cli.isSet(report_opt) || cli.isSet(prompt_opt);
@@ -149,15 +164,23 @@ int main(int argc, char** argv) {
         automation->start();
     }
 
-    // The first model: as asked, else the last one used, else the demo model.
-    QString model = cli.value(model_opt);
-    if (model.isEmpty() && !chat->recentModels().isEmpty()) model = chat->recentModels().constFirst();
-    if (model.isEmpty()) model = chat->demoModelPath();
-    if (!model.isEmpty()) {
-        chat->loadModel(QUrl::fromLocalFile(QFileInfo(model).absoluteFilePath()));
-    } else if (unattended) {
-        std::fprintf(stderr, "strata: no --model given and the demo model was not found\n");
-        return 1;
+    if (cli.isSet(server_opt)) {
+        if (const QString err = chat->useRemote(cli.value(server_opt), cli.value(server_key_opt), cli.value(server_model_opt));
+            !err.isEmpty()) {
+            std::fprintf(stderr, "strata: --server: %s\n", qPrintable(err));
+            return 2;
+        }
+    } else {
+        // The first model: as asked, else the last one used, else the demo model.
+        QString model = cli.value(model_opt);
+        if (model.isEmpty() && !chat->recentModels().isEmpty()) model = chat->recentModels().constFirst();
+        if (model.isEmpty()) model = chat->demoModelPath();
+        if (!model.isEmpty()) {
+            chat->loadModel(QUrl::fromLocalFile(QFileInfo(model).absoluteFilePath()));
+        } else if (unattended) {
+            std::fprintf(stderr, "strata: no --model given and the demo model was not found\n");
+            return 1;
+        }
     }
     const int rc = app.exec();
     automation.reset();

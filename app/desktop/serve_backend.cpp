@@ -20,9 +20,9 @@ void WorkerBackend::notify_cancelled() {
     w->post([w] { w->serve_cancelled(); });
 }
 
-std::string WorkerBackend::metrics_text() const {
+std::string WorkerBackend::metrics_text(bool per_expert) const {
     std::lock_guard<std::mutex> lk(mu_);
-    return metrics_.render(telemetry_, card_ ? card_->id : std::string());
+    return metrics_.render(telemetry_, card_ ? card_->id : std::string(), per_expert);
 }
 
 void WorkerBackend::set_model(std::optional<serve::ModelCard> card) {

@@ -24,7 +24,7 @@ public:
     std::vector<serve::ModelCard> models() const override;
     void submit(const serve::CompletionRequest& request, std::shared_ptr<serve::Channel> ch) override;
     void notify_cancelled() override;
-    std::string metrics_text() const override;
+    std::string metrics_text(bool per_expert) const override;
 
     // --- the worker thread ---
     void set_model(std::optional<serve::ModelCard> card);

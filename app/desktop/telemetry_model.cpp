@@ -67,7 +67,34 @@ void TelemetryModel::push(const TelemetrySnapshot& s) {
     Q_EMIT updated();
 }
 
+void TelemetryModel::set_source(const QString& source, const QString& note) {
+    if (source == source_ && note == source_note_) return;
+    source_ = source;
+    source_note_ = note;
+    Q_EMIT updated();
+}
+
+void TelemetryModel::set_server_figures(const QVariantMap& figures) {
+    server_ = figures;
+    Q_EMIT updated();
+}
+
+void TelemetryModel::record_answer(double tok_s, double ttft_ms, qint64 tokens) {
+    if (ttft_ms >= 0) last_ttft_ms_ = ttft_ms;
+    if (source_ == QLatin1String("answers") && tokens > 0) {
+        ++samples_;
+        snap_.tokens_processed += tokens;
+        tok_s_ = tok_s;
+        push_capped(tps_hist_, tok_s);
+    }
+    Q_EMIT updated();
+}
+
 void TelemetryModel::clear() {
+    source_.clear();
+    source_note_.clear();
+    last_ttft_ms_ = -1;
+    server_.clear();
     snap_ = TelemetrySnapshot{};
     samples_ = 0;
     tok_s_ = 0;
@@ -110,6 +137,10 @@ QVariantMap TelemetryModel::figures() const {
     m[QStringLiteral("hitRateHistory")] = list(hit_hist_);
     m[QStringLiteral("bytesPerTokenHistory")] = list(bytes_hist_);
     m[QStringLiteral("tokensPerSecondHistory")] = list(tps_hist_);
+    m[QStringLiteral("source")] = source_;
+    m[QStringLiteral("sourceNote")] = source_note_;
+    m[QStringLiteral("lastTtftMs")] = last_ttft_ms_;
+    m[QStringLiteral("server")] = server_;
     return m;
 }
 

@@ -1,8 +1,11 @@
 // The panels' data: the latest engine TelemetrySnapshot and short histories
-// (the last 120 samples) of what the charts draw. Fed only by the engine's
-// snapshots (EngineWorker::telemetry); the only figure derived here is
-// tokens/s, from the difference of two snapshots' tokens_processed and
-// compute_seconds (forward-pass tokens per second of forward-pass time).
+// (the last 120 samples) of what the charts draw. Fed by the engine's
+// snapshots: the local engine's (EngineWorker::telemetry), or a Strata
+// server's read from its /metrics (RemoteMetrics). The only figure derived
+// here is tokens/s, from the difference of two snapshots' tokens_processed
+// and compute_seconds (forward-pass tokens per second of forward-pass time).
+// A server that reports no engine figures feeds only what its answers
+// measure: tokens/s and time to first token (record_answer).
 #pragma once
 
 #include <QList>
@@ -47,12 +50,27 @@ class TelemetryModel : public QObject {
     Q_PROPERTY(QList<qreal> hitRateHistory READ hitRateHistory NOTIFY updated)
     Q_PROPERTY(QList<qreal> bytesPerTokenHistory READ bytesPerTokenHistory NOTIFY updated)
     Q_PROPERTY(QList<qreal> tokensPerSecondHistory READ tokensPerSecondHistory NOTIFY updated)
+    // Where the figures come from: "engine" (the local engine), "server" (a
+    // Strata server's /metrics), "answers" (a server that reports no engine
+    // figures: only what its answers measure), "" (nothing yet).
+    Q_PROPERTY(QString source READ source NOTIFY updated)
+    // One line on the source, for the panels: which server, what it does not report.
+    Q_PROPERTY(QString sourceNote READ sourceNote NOTIFY updated)
+    // The last answer's time to first token in ms (-1: none yet), as the app measured it.
+    Q_PROPERTY(double lastTtftMs READ lastTtftMs NOTIFY updated)
+    // A Strata server's serving figures: {tokensPerSecond, ttftMeanMs, running, waiting, kvUsed, kvTotal}; empty otherwise.
+    Q_PROPERTY(QVariantMap server READ server NOTIFY updated)
 public:
     static constexpr int kHistory = 120;
     explicit TelemetryModel(QObject* parent = nullptr);
 
     void push(const TelemetrySnapshot& s);
     void clear();  // a model was unloaded or is loading
+    void set_source(const QString& source, const QString& note);
+    void set_server_figures(const QVariantMap& figures);
+    // An answer of a server finished: its tokens/s and TTFT as measured here.
+    // With source "answers" these are the panels' only figures.
+    void record_answer(double tok_s, double ttft_ms, qint64 tokens);
     const TelemetrySnapshot& snapshot() const { return snap_; }
 
     bool hasData() const { return samples_ > 0; }
@@ -85,6 +103,10 @@ public:
     QList<qreal> hitRateHistory() const { return hit_hist_; }
     QList<qreal> bytesPerTokenHistory() const { return bytes_hist_; }
     QList<qreal> tokensPerSecondHistory() const { return tps_hist_; }
+    QString source() const { return source_; }
+    QString sourceNote() const { return source_note_; }
+    double lastTtftMs() const { return last_ttft_ms_; }
+    QVariantMap server() const { return server_; }
 
     // Every figure the panels show, for --report.
     Q_INVOKABLE QVariantMap figures() const;
@@ -100,6 +122,9 @@ private:
     double max_heat_ = 0;
     QVariantList ledger_;
     QList<qreal> hit_hist_, bytes_hist_, tps_hist_;
+    QString source_, source_note_;
+    double last_ttft_ms_ = -1;
+    QVariantMap server_;
 };
 
 }  // namespace strata::desktop

@@ -86,7 +86,7 @@ public:
     // Wakes the engine thread to act on channels cancelled since.
     virtual void notify_cancelled() = 0;
     // Prometheus text exposition of the serving and engine figures.
-    virtual std::string metrics_text() const = 0;
+    virtual std::string metrics_text(bool per_expert) const = 0;
 };
 
 // The prompt and sampling a request turns into on a given model.

@@ -261,8 +261,10 @@ void HttpServer::routes() {
         res.status = ready ? 200 : 503;
         res.set_content(dump(json{{"status", ready ? "ok" : "no model loaded"}}), "application/json");
     });
-    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(backend_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+        // ?experts=1 adds the heat map (the app's panels); Prometheus' scrapes stay small.
+        const bool per_expert = req.has_param("experts") && req.get_param_value("experts") != "0";
+        res.set_content(backend_.metrics_text(per_expert), "text/plain; version=0.0.4; charset=utf-8");
     });
     auto card_json = [](const ModelCard& c) {
         return json{{"id", c.id},

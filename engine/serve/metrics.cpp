@@ -1,6 +1,9 @@
 #include "serve/metrics.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 namespace strata::serve {
 namespace {
@@ -43,6 +46,58 @@ void sample(std::string& out, const std::string& name, const std::string& labels
     out += ' ';
     out += num(v);
     out += '\n';
+}
+
+std::string cell_labels(const std::string& m, size_t i, int64_t n_expert) {
+    return m + ",layer=\"" + std::to_string(i / static_cast<size_t>(n_expert)) + "\",expert=\"" +
+           std::to_string(i % static_cast<size_t>(n_expert)) + "\"";
+}
+
+// One sample of the text format: name{labels} value.
+struct Sample {
+    std::string name;
+    std::map<std::string, std::string> labels;
+    double value = 0.0;
+};
+
+// Parses one sample line; false for anything else. Timestamps after the
+// value are allowed and ignored.
+bool parse_sample(const std::string& line, Sample* s) {
+    size_t i = 0;
+    while (i < line.size() && (std::isalnum(static_cast<unsigned char>(line[i])) || line[i] == '_' || line[i] == ':')) ++i;
+    if (i == 0) return false;
+    s->name = line.substr(0, i);
+    s->labels.clear();
+    if (i < line.size() && line[i] == '{') {
+        ++i;
+        while (i < line.size() && line[i] != '}') {
+            const size_t eq = line.find('=', i);
+            if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') return false;
+            const std::string key = line.substr(i, eq - i);
+            std::string value;
+            size_t j = eq + 2;
+            for (; j < line.size() && line[j] != '"'; ++j) {
+                if (line[j] == '\\' && j + 1 < line.size()) {
+                    ++j;
+                    value += line[j] == 'n' ? '\n' : line[j];
+                } else {
+                    value += line[j];
+                }
+            }
+            if (j >= line.size()) return false;
+            s->labels[key] = value;
+            i = j + 1;
+            if (i < line.size() && line[i] == ',') ++i;
+        }
+        if (i >= line.size()) return false;
+        ++i;
+    }
+    while (i < line.size() && line[i] == ' ') ++i;
+    const std::string rest = line.substr(i);
+    if (rest.empty()) return false;
+    char* end = nullptr;
+    s->value = std::strtod(rest.c_str(), &end);
+    return end != rest.c_str() && (*end == '\0' || *end == ' ');
 }
 
 }  // namespace
@@ -88,7 +143,7 @@ double ServeMetrics::recent_tokens_per_second() const {
     return static_cast<double>(n) / std::chrono::duration<double>(kWindow).count();
 }
 
-std::string ServeMetrics::render(const TelemetrySnapshot& t, const std::string& model) const {
+std::string ServeMetrics::render(const TelemetrySnapshot& t, const std::string& model, bool per_expert) const {
     const double rate = recent_tokens_per_second();
     std::lock_guard<std::mutex> lk(mu_);
     std::string o;
@@ -123,8 +178,29 @@ std::string ServeMetrics::render(const TelemetrySnapshot& t, const std::string& 
     sample(o, "strata_kv_blocks_total", m, gauges_.kv_blocks_total);
     family(o, "strata_kv_block_tokens", "gauge", "Tokens per KV block.");
     sample(o, "strata_kv_block_tokens", m, gauges_.kv_block_tokens);
+    family(o, "strata_engine_info", "gauge", "What computes the model: the device, the CPU kernels, the expert policy, the tiers.");
+    sample(o, "strata_engine_info",
+           m + ",device=\"" + label(t.device) + "\",kernels=\"" + label(t.kernels) + "\",policy=\"" + label(t.policy) +
+               "\",fast_tier=\"" + label(t.fast_tier) + "\",slow_tier=\"" + label(t.slow_tier) + "\"",
+           1);
     family(o, "strata_forward_tokens_total", "counter", "Tokens through the forward pass since load.");
     sample(o, "strata_forward_tokens_total", m, t.tokens_processed);
+    family(o, "strata_forward_seconds_total", "counter", "Wall time inside the forward pass since load.");
+    sample(o, "strata_forward_seconds_total", m, t.compute_seconds);
+    family(o, "strata_repacked_bytes", "gauge", "Weight bytes rewritten into the CPU kernels' layout as they load.");
+    sample(o, "strata_repacked_bytes", m, static_cast<double>(t.repacked_bytes));
+    family(o, "strata_expert_layers", "gauge", "MoE layers of the model (0: a dense model).");
+    sample(o, "strata_expert_layers", m, t.n_layer);
+    family(o, "strata_experts_per_layer", "gauge", "Routed experts per MoE layer.");
+    sample(o, "strata_experts_per_layer", m, t.n_expert);
+    family(o, "strata_expert_cache_slots", "gauge", "Expert slots in the fast tier.");
+    sample(o, "strata_expert_cache_slots", m, t.expert_slots);
+    family(o, "strata_expert_slot_bytes", "gauge", "Bytes of one expert slot.");
+    sample(o, "strata_expert_slot_bytes", m, static_cast<double>(t.expert_slot_bytes));
+    family(o, "strata_expert_prefetch_precision", "gauge", "Prefetched experts the router then chose.");
+    sample(o, "strata_expert_prefetch_precision", m, t.prefetch_precision);
+    family(o, "strata_expert_prefetch_recall", "gauge", "Chosen experts that had been prefetched.");
+    sample(o, "strata_expert_prefetch_recall", m, t.prefetch_recall);
     family(o, "strata_expert_cache_hit_rate", "gauge", "Expert cache hit rate since load.");
     sample(o, "strata_expert_cache_hit_rate", m, t.hit_rate_total);
     family(o, "strata_expert_cache_hit_rate_recent", "gauge", "Expert cache hit rate over the last ~64 tokens.");
@@ -146,7 +222,113 @@ std::string ServeMetrics::render(const TelemetrySnapshot& t, const std::string& 
            static_cast<double>(t.fast_budget));
     sample(o, "strata_tier_budget_bytes", m + ",tier=\"slow\",name=\"" + label(t.slow_tier) + "\"",
            static_cast<double>(t.slow_budget));
+    const size_t cells = static_cast<size_t>(std::max<int64_t>(0, t.n_layer) * std::max<int64_t>(0, t.n_expert));
+    if (per_expert && t.heat.size() == cells && t.residency.size() == cells) {
+        family(o, "strata_expert_heat", "gauge", "Recent share of each expert's activations (halves every ~32 tokens).");
+        for (size_t i = 0; i < cells; ++i)
+            sample(o, "strata_expert_heat", cell_labels(m, i, t.n_expert), t.heat[i]);
+        family(o, "strata_expert_residency", "gauge", "Where each expert is: 0 absent, 1 loading, 2 resident, 3 pinned.");
+        for (size_t i = 0; i < cells; ++i)
+            sample(o, "strata_expert_residency", cell_labels(m, i, t.n_expert), t.residency[i]);
+    }
     return o;
+}
+
+bool read_metrics(const std::string& text, TelemetrySnapshot* t, ServeFigures* f, std::string* error) {
+    *t = TelemetrySnapshot{};
+    *f = ServeFigures{};
+    std::map<std::string, double> scalar;   // unlabelled beyond the model
+    std::vector<Sample> heat, residency;
+    bool strata = false;
+    size_t pos = 0, line_no = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) nl = text.size();
+        std::string line = text.substr(pos, nl - pos);
+        pos = nl + 1;
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty() || line[0] == '#') continue;
+        Sample s;
+        if (!parse_sample(line, &s)) {
+            *error = "line " + std::to_string(line_no) + " is not a Prometheus sample: " + line.substr(0, 80);
+            return false;
+        }
+        if (s.name.rfind("strata_", 0) != 0) continue;
+        strata = true;
+        const auto lab = [&](const char* k) {
+            auto it = s.labels.find(k);
+            return it == s.labels.end() ? std::string() : it->second;
+        };
+        if (s.name == "strata_ledger_bytes") {
+            const std::string account = lab("account"), tier = lab("tier");
+            auto it = std::find_if(t->ledger.begin(), t->ledger.end(),
+                                   [&](const LedgerEntry& e) { return e.account == account && e.tier == tier; });
+            if (it == t->ledger.end()) it = t->ledger.insert(t->ledger.end(), LedgerEntry{account, tier, 0, 0});
+            (lab("kind") == "used" ? it->used : it->reserved) = static_cast<uint64_t>(s.value);
+        } else if (s.name == "strata_tier_budget_bytes") {
+            (lab("tier") == "fast" ? t->fast_budget : t->slow_budget) = static_cast<uint64_t>(s.value);
+        } else if (s.name == "strata_engine_info") {
+            t->device = lab("device");
+            t->kernels = lab("kernels");
+            t->policy = lab("policy");
+            t->fast_tier = lab("fast_tier");
+            t->slow_tier = lab("slow_tier");
+        } else if (s.name == "strata_requests_finished_total") {
+            f->finished += static_cast<int64_t>(s.value);
+        } else if (s.name == "strata_expert_heat") {
+            heat.push_back(std::move(s));
+        } else if (s.name == "strata_expert_residency") {
+            residency.push_back(std::move(s));
+        } else if (s.labels.size() == 1) {
+            scalar[s.name] = s.value;
+        }
+    }
+    if (!strata) {
+        *error = "no strata_ metrics: not a Strata server";
+        return false;
+    }
+    const auto get = [&](const char* name) {
+        auto it = scalar.find(name);
+        return it == scalar.end() ? 0.0 : it->second;
+    };
+    t->tokens_processed = static_cast<int64_t>(get("strata_forward_tokens_total"));
+    t->compute_seconds = get("strata_forward_seconds_total");
+    t->hit_rate_total = get("strata_expert_cache_hit_rate");
+    t->hit_rate_recent = get("strata_expert_cache_hit_rate_recent");
+    t->bytes_loaded_per_token = get("strata_expert_bytes_loaded_per_token");
+    t->bytes_loaded = static_cast<uint64_t>(get("strata_expert_bytes_loaded_total"));
+    t->stall_fraction = get("strata_expert_stall_fraction");
+    t->prefetch_precision = get("strata_expert_prefetch_precision");
+    t->prefetch_recall = get("strata_expert_prefetch_recall");
+    t->expert_slots = static_cast<int64_t>(get("strata_expert_cache_slots"));
+    t->expert_slot_bytes = static_cast<uint64_t>(get("strata_expert_slot_bytes"));
+    t->repacked_bytes = static_cast<uint64_t>(get("strata_repacked_bytes"));
+    t->n_layer = static_cast<int64_t>(get("strata_expert_layers"));
+    t->n_expert = static_cast<int64_t>(get("strata_experts_per_layer"));
+    f->tokens_per_second = get("strata_generation_tokens_per_second");
+    f->ttft_count = static_cast<int64_t>(get("strata_time_to_first_token_seconds_count"));
+    f->ttft_sum_s = get("strata_time_to_first_token_seconds_sum");
+    f->running = static_cast<int64_t>(get("strata_requests_running"));
+    f->waiting = static_cast<int64_t>(get("strata_queue_depth"));
+    f->kv_blocks_used = static_cast<int64_t>(get("strata_kv_blocks_used"));
+    f->kv_blocks_total = static_cast<int64_t>(get("strata_kv_blocks_total"));
+    // The heat map, when the server was asked for it and its grid is whole.
+    const int64_t cells = t->n_layer > 0 && t->n_expert > 0 ? t->n_layer * t->n_expert : 0;
+    if (cells > 0 && static_cast<int64_t>(heat.size()) == cells && static_cast<int64_t>(residency.size()) == cells) {
+        t->heat.assign(static_cast<size_t>(cells), 0.0f);
+        t->residency.assign(static_cast<size_t>(cells), 0);
+        const auto index = [&](const Sample& s) -> int64_t {
+            const int64_t l = std::atoll(s.labels.count("layer") ? s.labels.at("layer").c_str() : "-1");
+            const int64_t e = std::atoll(s.labels.count("expert") ? s.labels.at("expert").c_str() : "-1");
+            return l >= 0 && l < t->n_layer && e >= 0 && e < t->n_expert ? l * t->n_expert + e : -1;
+        };
+        for (const Sample& s : heat)
+            if (const int64_t i = index(s); i >= 0) t->heat[static_cast<size_t>(i)] = static_cast<float>(s.value);
+        for (const Sample& s : residency)
+            if (const int64_t i = index(s); i >= 0) t->residency[static_cast<size_t>(i)] = static_cast<uint8_t>(s.value);
+    }
+    return true;
 }
 
 }  // namespace strata::serve

@@ -2,6 +2,8 @@
 // what a request did (counts, tokens, time to first token), what the engine
 // holds (KV blocks, expert cache, the ledger per tier). The backend keeps a
 // ServeMetrics, its engine thread records into it, and /metrics renders it.
+// read_metrics() is the inverse: the app reads a Strata server's /metrics
+// back into a TelemetrySnapshot, so its panels show the server's engine.
 #pragma once
 
 #include <array>
@@ -35,8 +37,10 @@ public:
     void generated(int64_t tokens);
     void set_gauges(const ServeGauges& g);
 
-    // Rendered with the engine's telemetry (ledger, expert cache) and the model's id.
-    std::string render(const TelemetrySnapshot& t, const std::string& model) const;
+    // Rendered with the engine's telemetry (ledger, expert cache) and the
+    // model's id. per_expert adds each expert's heat and residency (the heat
+    // map: n_layer x n_expert samples each, so only when asked: /metrics?experts=1).
+    std::string render(const TelemetrySnapshot& t, const std::string& model, bool per_expert = false) const;
 
     // Generation rate over the last kWindow (0 with no tokens in it).
     double recent_tokens_per_second() const;
@@ -54,5 +58,20 @@ private:
     mutable std::deque<std::pair<Clock::time_point, int64_t>> recent_;
     ServeGauges gauges_;
 };
+
+// The serving figures of a Strata server's /metrics, read back.
+struct ServeFigures {
+    double tokens_per_second = 0.0;   // generated over the server's last 10 s
+    int64_t ttft_count = 0;           // requests with a first token
+    double ttft_sum_s = 0.0;
+    int64_t finished = 0;             // requests finished, any reason
+    int64_t running = 0, waiting = 0;
+    int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+};
+
+// Reads a /metrics text that render() wrote. False, with *error saying why,
+// when the text is not a Strata server's (another server's Prometheus text,
+// an HTML page, a line that is not "name{labels} value").
+bool read_metrics(const std::string& text, TelemetrySnapshot* t, ServeFigures* f, std::string* error);
 
 }  // namespace strata::serve

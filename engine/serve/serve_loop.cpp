@@ -60,7 +60,9 @@ void ServeLoop::notify_cancelled() {
     cv_.notify_all();
 }
 
-std::string ServeLoop::metrics_text() const { return metrics_.render(eng_.snapshot(), cfg_.card.id); }
+std::string ServeLoop::metrics_text(bool per_expert) const {
+    return metrics_.render(eng_.snapshot(), cfg_.card.id, per_expert);
+}
 
 void ServeLoop::run() {
     for (;;) {

@@ -43,7 +43,7 @@ public:
     std::vector<ModelCard> models() const override { return {cfg_.card}; }
     void submit(const CompletionRequest& request, std::shared_ptr<Channel> ch) override;
     void notify_cancelled() override;
-    std::string metrics_text() const override;
+    std::string metrics_text(bool per_expert) const override;
 
     const ServeMetrics& metrics() const { return metrics_; }
 

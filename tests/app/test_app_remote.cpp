@@ -2,7 +2,12 @@
 // `strata-cli serve` on loopback, the models are listed, an exchange streams
 // into the conversation store, stop keeps what streamed, and a dead endpoint,
 // a bad address or an HTTP error is a clear message with the user's message kept.
+// The panels show the Strata server's engine from its /metrics; a server that
+// reports none (a fake OpenAI server here) is said plainly, with what its
+// answers measure.
 #include <QFile>
+#include <QTcpServer>
+#include <QTcpSocket>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSignalSpy>
@@ -14,6 +19,47 @@
 #include "telemetry_model.h"
 
 using namespace strata::desktop;
+
+// A minimal OpenAI-compatible server that is not Strata: its chat completions
+// stream two chunks, and it has no /metrics (404), as llama-server without
+// --metrics or a hosted API.
+class ForeignServer : public QTcpServer {
+public:
+    ForeignServer() {
+        connect(this, &QTcpServer::newConnection, this, [this] {
+            while (QTcpSocket* s = nextPendingConnection()) {
+                connect(s, &QTcpSocket::readyRead, s, [s] {
+                    QByteArray& buf = pending_[s];
+                    buf += s->readAll();
+                    const qsizetype head_end = buf.indexOf("\r\n\r\n");
+                    if (head_end < 0) return;
+                    const QByteArray head = buf.left(head_end);
+                    const auto m = QRegularExpression(QStringLiteral("(?i)content-length: *(\\d+)")).match(QString::fromLatin1(head));
+                    const qsizetype body = m.hasMatch() ? m.captured(1).toLongLong() : 0;
+                    if (buf.size() < head_end + 4 + body) return;
+                    pending_.remove(s);
+                    if (head.startsWith("GET /metrics")) {
+                        s->write("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found");
+                    } else {
+                        QByteArray sse;
+                        for (const char* piece : {"Hello", " there"})
+                            sse += QByteArray("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"") + piece +
+                                   "\"},\"finish_reason\":null}]}\n\n";
+                        sse += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+                               "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}\n\n"
+                               "data: [DONE]\n\n";
+                        s->write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + sse);
+                    }
+                    s->disconnectFromHost();
+                });
+                connect(s, &QTcpSocket::disconnected, s, &QObject::deleteLater);
+            }
+        });
+    }
+
+private:
+    static inline QHash<QTcpSocket*, QByteArray> pending_;
+};
 
 class TestAppRemote : public QObject {
     Q_OBJECT
@@ -109,6 +155,47 @@ private Q_SLOTS:
         QCOMPARE(msgs.size(), qsizetype(2));
         QVERIFY(!msgs[1].content.isEmpty());  // what streamed is kept
         QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+    }
+
+    void panels_show_the_strata_servers_engine() {
+        // Still chatting with the server of the tests above: its /metrics feed the panels.
+        QCOMPARE(chat_->useRemote(url_, QString(), QStringLiteral("strata-demo-moe")), QString());
+        QCOMPARE(exchange(QStringLiteral("Who is the LORD?")), QStringLiteral("length"));
+        QTRY_VERIFY_WITH_TIMEOUT(telemetry_->source() == QStringLiteral("server") && telemetry_->tokensProcessed() > 0, 20000);
+        QVERIFY2(telemetry_->sourceNote().contains(QStringLiteral("Strata server at 127.0.0.1")), qPrintable(telemetry_->sourceNote()));
+        const strata::TelemetrySnapshot& s = telemetry_->snapshot();
+        QCOMPARE(s.n_layer, int64_t(6));     // the demo model: 6 MoE layers of 32 experts
+        QCOMPARE(s.n_expert, int64_t(32));
+        QCOMPARE(s.heat.size(), size_t(6 * 32));
+        QVERIFY(telemetry_->maxHeat() > 0.0);
+        QVERIFY(telemetry_->residentExperts() + telemetry_->pinnedExperts() > 0);
+        QVERIFY(!s.ledger.empty());
+        QVERIFY(!s.kernels.empty());
+        QVERIFY(telemetry_->server().value(QStringLiteral("kvTotal")).toLongLong() > 0);
+        QVERIFY(telemetry_->server().value(QStringLiteral("finished")).toLongLong() > 0);
+        QVERIFY(telemetry_->lastTtftMs() >= 0.0);
+    }
+
+    void a_server_without_engine_figures_is_said_plainly() {
+        ForeignServer foreign;
+        QVERIFY(foreign.listen(QHostAddress::LocalHost, 0));
+        const QString base = QStringLiteral("http://127.0.0.1:%1/v1").arg(foreign.serverPort());
+        QCOMPARE(chat_->useRemote(base, QString(), QStringLiteral("foreign")), QString());
+        QTRY_COMPARE_WITH_TIMEOUT(telemetry_->source(), QStringLiteral("answers"), 20000);
+        QVERIFY2(telemetry_->sourceNote().contains(QStringLiteral("does not report its engine")) &&
+                     telemetry_->sourceNote().contains(QStringLiteral("HTTP 404")),
+                 qPrintable(telemetry_->sourceNote()));
+        chat_->newConversation();
+        QCOMPARE(exchange(QStringLiteral("Hi")), QStringLiteral("end"));  // the store's name for "stop"
+        const auto msgs = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(msgs.size(), qsizetype(2));
+        QCOMPARE(msgs[1].content, QStringLiteral("Hello there"));
+        // What its answers measure is all the panels have; the engine figures stay empty.
+        QCOMPARE(telemetry_->tokensProcessed(), qlonglong(2));
+        QCOMPARE(telemetry_->tokensPerSecondHistory().size(), qsizetype(1));
+        QVERIFY(telemetry_->lastTtftMs() >= 0.0);
+        QVERIFY(!telemetry_->hasExperts());
+        QVERIFY(telemetry_->ledger().isEmpty());
     }
 
     void failures_are_messages_and_the_users_text_is_kept() {

@@ -216,6 +216,89 @@ private Q_SLOTS:
             QVERIFY2(QRegularExpression(R"(^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$)").match(line).hasMatch(), qPrintable(line));
         }
     }
+
+    // The app reads a Strata server's /metrics back into the panels' snapshot.
+    void metrics_read_back_into_a_snapshot() {
+        ServeMetrics m;
+        m.finished("stop", 10, 5, 0.2);
+        m.finished("length", 10, 7, 0.4);
+        m.set_gauges(ServeGauges{1, 2, 5, 64, 16});
+        TelemetrySnapshot t;
+        t.tokens_processed = 1234;
+        t.compute_seconds = 5.5;
+        t.hit_rate_total = 0.75;
+        t.hit_rate_recent = 0.5;
+        t.bytes_loaded_per_token = 4096;
+        t.bytes_loaded = 1u << 20;
+        t.stall_fraction = 0.125;
+        t.prefetch_precision = 0.25;
+        t.prefetch_recall = 0.375;
+        t.expert_slots = 48;
+        t.expert_slot_bytes = 12345;
+        t.policy = "lru";
+        t.kernels = "avx512";
+        t.device = "CPU \"x\"\nsecond line";
+        t.fast_tier = "RAM";
+        t.slow_tier = "model file";
+        t.fast_budget = 1000;
+        t.n_layer = 2;
+        t.n_expert = 3;
+        t.heat = {0.5f, 0.f, 0.25f, 0.f, 1.f, 0.125f};
+        t.residency = {2, 0, 1, 3, 2, 0};
+        t.ledger = {LedgerEntry{"experts.cache", "fast", 100, 60}, LedgerEntry{"weights.shared", "slow", 7, 7}};
+        TelemetrySnapshot r;
+        ServeFigures f;
+        std::string err;
+        QVERIFY2(read_metrics(m.render(t, "demo", /*per_expert=*/true), &r, &f, &err), err.c_str());
+        QCOMPARE(r.tokens_processed, t.tokens_processed);
+        QCOMPARE(r.compute_seconds, t.compute_seconds);
+        QCOMPARE(r.hit_rate_total, t.hit_rate_total);
+        QCOMPARE(r.hit_rate_recent, t.hit_rate_recent);
+        QCOMPARE(r.bytes_loaded_per_token, t.bytes_loaded_per_token);
+        QCOMPARE(r.bytes_loaded, t.bytes_loaded);
+        QCOMPARE(r.stall_fraction, t.stall_fraction);
+        QCOMPARE(r.prefetch_precision, t.prefetch_precision);
+        QCOMPARE(r.prefetch_recall, t.prefetch_recall);
+        QCOMPARE(r.expert_slots, t.expert_slots);
+        QCOMPARE(r.expert_slot_bytes, t.expert_slot_bytes);
+        QCOMPARE(r.policy, t.policy);
+        QCOMPARE(r.kernels, t.kernels);
+        QCOMPARE(r.device, t.device);  // escaped quote and newline survive
+        QCOMPARE(r.fast_budget, t.fast_budget);
+        QCOMPARE(r.n_layer, t.n_layer);
+        QCOMPARE(r.n_expert, t.n_expert);
+        QVERIFY(r.heat == t.heat);
+        QVERIFY(r.residency == t.residency);
+        QCOMPARE(r.ledger.size(), size_t(2));
+        QCOMPARE(r.ledger[0].account, std::string("experts.cache"));
+        QCOMPARE(r.ledger[0].reserved, uint64_t(100));
+        QCOMPARE(r.ledger[0].used, uint64_t(60));
+        QCOMPARE(f.finished, int64_t(2));
+        QCOMPARE(f.ttft_count, int64_t(2));
+        QCOMPARE(f.ttft_sum_s, 0.2 + 0.4);
+        QCOMPARE(f.running, int64_t(1));
+        QCOMPARE(f.waiting, int64_t(2));
+        QCOMPARE(f.kv_blocks_used, int64_t(5));
+        QCOMPARE(f.kv_blocks_total, int64_t(64));
+        // Without ?experts=1 the heat map is left out (a Prometheus scrape stays small).
+        const std::string plain = m.render(t, "demo");
+        QVERIFY(plain.find("strata_expert_heat") == std::string::npos);
+        QVERIFY(read_metrics(plain, &r, &f, &err));
+        QVERIFY(r.heat.empty());
+        QCOMPARE(r.n_expert, int64_t(3));
+    }
+
+    void other_servers_metrics_are_not_read_as_strata() {
+        TelemetrySnapshot r;
+        ServeFigures f;
+        std::string err;
+        QVERIFY(!read_metrics("# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=\"m\"} 1\n", &r, &f, &err));
+        QVERIFY2(err.find("not a Strata server") != std::string::npos, err.c_str());
+        QVERIFY(!read_metrics("<html><body>Not found</body></html>", &r, &f, &err));
+        QVERIFY2(err.find("line 1") != std::string::npos, err.c_str());
+        QVERIFY(!read_metrics("", &r, &f, &err));
+        QVERIFY(!read_metrics("strata_queue_depth{model=\"m\"\n", &r, &f, &err));  // truncated
+    }
 };
 
 QTEST_GUILESS_MAIN(TestOpenAiApi)
