@@ -4,7 +4,8 @@
     python3 packaging/serve_soak.py [--minutes 15] [--clients 8] [--cli build/app/cli/strata-cli] [MODEL]
 
 Starts the server on a free loopback port, keeps --clients streaming requests
-of mixed lengths in flight for --minutes, samples the server's resident memory
+of mixed lengths in flight for --minutes, reads /metrics?experts=1 once a
+second as the app's panels do, samples the server's resident memory
 every 10 s, and prints one JSON summary: requests, tokens, errors, throughput,
 and resident memory after warm-up (the first 10% of the run) with its drift.
 Passes (exit 0) with no error and memory flat within 5% after warm-up.
@@ -82,8 +83,25 @@ def main():
                     if len(stats["error_samples"]) < 5:
                         stats["error_samples"].append(str(e))
 
+    def metrics_reader():
+        root = base[: -len("/v1")]
+        while time.time() < stop_at:
+            try:
+                with urllib.request.urlopen(root + "/metrics?experts=1", timeout=30) as r:
+                    if b"strata_expert_heat" not in r.read():
+                        raise RuntimeError("/metrics without the heat map")
+                with lock:
+                    stats["metrics_reads"] = stats.get("metrics_reads", 0) + 1
+            except Exception as e:  # noqa: BLE001
+                with lock:
+                    stats["errors"] += 1
+                    if len(stats["error_samples"]) < 5:
+                        stats["error_samples"].append("metrics: " + str(e))
+            time.sleep(1)
+
     t0 = time.time()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
+    threads.append(threading.Thread(target=metrics_reader))
     for t in threads:
         t.start()
     samples = []
@@ -98,7 +116,7 @@ def main():
     warm = [kib for t, kib in samples if t >= 0.1 * wall] or [kib for _, kib in samples]
     drift = (max(warm) - min(warm)) / min(warm) if warm and min(warm) > 0 else 0.0
     out = dict(minutes=a.minutes, clients=a.clients, requests=stats["requests"], tokens=stats["tokens"],
-               errors=stats["errors"], error_samples=stats["error_samples"],
+               errors=stats["errors"], error_samples=stats["error_samples"], metrics_reads=stats.get("metrics_reads", 0),
                tokens_per_second=round(stats["tokens"] / wall, 1),
                rss_after_warmup_kib=dict(min=min(warm), max=max(warm), first=warm[0], last=warm[-1]),
                rss_drift=round(drift, 4), samples=len(samples))
