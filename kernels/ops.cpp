@@ -16,6 +16,15 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
     ref::rope(x, n_heads, head_dim, n_rot, pos, freq_base, freq_scale, neox);
 }
 
+void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]) {
+    ref::rope_yarn_corr_dims(n_rot, n_ctx_orig, freq_base, beta_fast, beta_slow, dims);
+}
+
+void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
+                     float mscale, float* cs) {
+    ref::rope_table_yarn(n_rot, pos, freq_base, freq_scale, ext_factor, corr, mscale, cs);
+}
+
 void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {
     ref::rope_table(n_rot, pos, freq_base, freq_scale, cs);
 }

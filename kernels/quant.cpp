@@ -52,6 +52,7 @@ void dequantize_row(WeightType t, const void* src, float* dst, int64_t n) {
         case WeightType::Q5_K: return dequantize_row_q5_K_ref(static_cast<const block_q5_K*>(src), dst, n);
         case WeightType::Q6_K: return dequantize_row_q6_K_ref(static_cast<const block_q6_K*>(src), dst, n);
         case WeightType::Q8_K: return dequantize_row_q8_K_ref(static_cast<const block_q8_K*>(src), dst, n);
+        case WeightType::Q8_1: return dequantize_row_q8_1_ref(static_cast<const block_q8_1*>(src), dst, n);
         default:
             for (int64_t i = 0; i < n; ++i) dst[i] = std::numeric_limits<float>::quiet_NaN();
             return;

@@ -53,12 +53,14 @@ private:
 
 ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier,
                                  experts::SlowTier& source, const Progress& progress)
-    : weights_(m.weights()) {
+    : weights_(m.weights()), tier_(tier) {
     Packer shared, router;
     shared.add(&weights_.tok_embd);
     if (!weights_.output_tied) shared.add(&weights_.output);
     for (model::LayerWeights& L : weights_.layers) {
-        for (model::Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo}) shared.add(x);
+        // MLA's attn_kv_b is used through its f32 split (derived_bytes), never as a matrix: it stays in the file.
+        for (model::Matrix* x : L.attention_matrices())
+            if (x != &L.wkv_b) shared.add(x);
         if (L.ffn == model::FfnKind::Dense) {
             for (model::Matrix* x : {&L.dense.gate, &L.dense.up, &L.dense.down}) shared.add(x);
         } else {
@@ -84,8 +86,17 @@ ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, 
     repacked_ = shared.load(shared_, source, on_read);
     repacked_ += router.load(router_, source, on_read);
     if (weights_.output_tied) weights_.output = weights_.tok_embd;
-    ledger.set_used(memory::Account::WeightsShared, tier, shared_.size());
+    derived_ = weights_.derived_bytes();
+    if (derived_ > 0) {
+        ledger.reserve(memory::Account::WeightsShared, tier, derived_);  // throws when the budget does not hold them
+        ledger_ = &ledger;
+    }
+    ledger.set_used(memory::Account::WeightsShared, tier, shared_.size() + derived_);
     ledger.set_used(memory::Account::WeightsRouter, tier, router_.size());
+}
+
+ResidentWeights::~ResidentWeights() {
+    if (ledger_) ledger_->release(memory::Account::WeightsShared, tier_, derived_);
 }
 
 }  // namespace strata::core

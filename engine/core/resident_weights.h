@@ -24,6 +24,9 @@ public:
     using Progress = std::function<bool(uint64_t done, uint64_t total)>;
     ResidentWeights(const model::Model& m, memory::Ledger& ledger, memory::Tier tier, experts::SlowTier& source,
                     const Progress& progress = {});
+    ~ResidentWeights();
+    ResidentWeights(const ResidentWeights&) = delete;
+    ResidentWeights& operator=(const ResidentWeights&) = delete;
 
     // The model's weight description with every shared matrix pointing into
     // the fast-tier copy; expert matrices keep their file offsets (the expert
@@ -39,6 +42,11 @@ private:
     memory::AlignedBuffer shared_, router_;
     model::ModelWeights weights_;
     uint64_t repacked_ = 0;
+    // Weights derived on load (model::ModelWeights::derived_bytes), reserved
+    // in the ledger as weights.shared for as long as these weights live.
+    memory::Ledger* ledger_ = nullptr;
+    memory::Tier tier_;
+    uint64_t derived_ = 0;
 };
 
 }  // namespace strata::core

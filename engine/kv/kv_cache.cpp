@@ -40,11 +40,11 @@ uint64_t chain_hash(uint64_t parent, const int32_t* ids, int64_t n) {
 }  // namespace
 
 uint64_t KvCacheParams::data_bytes() const {
-    return round_up(static_cast<uint64_t>(n_layer * 2 * n_head_kv) * piece_bytes(), 4);
+    return round_up(static_cast<uint64_t>(n_layer * kinds() * n_head_kv) * piece_bytes(), 4);
 }
 
 uint64_t KvCacheParams::block_bytes() const {
-    const uint64_t scales = type == KvType::Q8 ? static_cast<uint64_t>(n_layer * 2 * n_head_kv) * 4 : 0;
+    const uint64_t scales = type == KvType::Q8 ? static_cast<uint64_t>(n_layer * kinds() * n_head_kv) * 4 : 0;
     return round_up(data_bytes() + scales, kBlockAlign);
 }
 
@@ -328,7 +328,7 @@ void KvCache::copy_block(int32_t from, int32_t to) {
     }
     const uint64_t piece = p_.piece_bytes();
     for (int64_t layer = 0; layer < p_.n_layer; ++layer)
-        for (int which = 0; which < 2; ++which)
+        for (int which = 0; which < p_.kinds(); ++which)
             for (int64_t h = 0; h < p_.n_head_kv; ++h) {
                 std::memcpy(pool_.data() + part_offset(to, layer, which, h), pool_.data() + part_offset(from, layer, which, h),
                             piece);
@@ -358,16 +358,20 @@ KvCache::RunPlace KvCache::run_place(int32_t block) const {
 
 uint64_t KvCache::part_offset(int32_t block, int64_t layer, int which, int64_t head) const {
     const uint64_t piece = p_.piece_bytes();
-    const auto part = static_cast<uint64_t>((layer * 2 + which) * p_.n_head_kv + head);
+    // keys_only: the values are the keys (which 1 reads part 0).
+    const int kinds = p_.kinds();
+    const auto part = static_cast<uint64_t>((layer * kinds + (which < kinds ? which : 0)) * p_.n_head_kv + head);
     const RunPlace r = run_place(block);
     return r.base + (part * static_cast<uint64_t>(r.blocks) + static_cast<uint64_t>(r.index)) * piece;
 }
 
 float* KvCache::scale_at(int32_t block, int64_t layer, int which, int64_t head) {
     const RunPlace r = run_place(block);
-    const auto parts = static_cast<uint64_t>(p_.n_layer * 2 * p_.n_head_kv);
+    const int kinds = p_.kinds();
+    const auto parts = static_cast<uint64_t>(p_.n_layer * kinds * p_.n_head_kv);
     uint8_t* scales = pool_.data() + r.base + static_cast<uint64_t>(r.blocks) * data_bytes_;
-    return reinterpret_cast<float*>(scales) + static_cast<uint64_t>(r.index) * parts + (layer * 2 + which) * p_.n_head_kv + head;
+    return reinterpret_cast<float*>(scales) + static_cast<uint64_t>(r.index) * parts +
+           (layer * kinds + (which < kinds ? which : 0)) * p_.n_head_kv + head;
 }
 
 float KvCache::scale_at(int32_t block, int64_t layer, int which, int64_t head) const {
@@ -422,7 +426,7 @@ KvCache::Row KvCache::row(SeqId s, int64_t pos) const {
 
 void KvCache::write_head(Row r, int64_t layer, int64_t head, const float* k, const float* v) {
     store_row(r.block, layer, 0, head, r.slot, k);
-    store_row(r.block, layer, 1, head, r.slot, v);
+    if (!p_.keys_only) store_row(r.block, layer, 1, head, r.slot, v);
 }
 
 void KvCache::write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v) {

@@ -63,10 +63,14 @@ struct KvCacheParams {
     // indexed by the same block ids). No host pool is allocated or put in the
     // ledger, and the data calls (write, attend, read) must not be used.
     bool host_storage = true;
+    // MLA (deepseek2): each entry is one latent row that serves as both key
+    // and value (attention reads the values from the keys), so no V is stored.
+    bool keys_only = false;
+    int64_t kinds() const { return keys_only ? 1 : 2; }  // K (and V) parts per layer and head
 
     // Bytes of one piece: a block's positions of one layer's K or V for one KV head.
     uint64_t piece_bytes() const { return static_cast<uint64_t>(block_tokens * head_dim) * (type == KvType::Q8 ? 1 : 4); }
-    // Bytes of one block (all layers, K and V, scales included).
+    // Bytes of one block (all layers, K and V (keys_only: K), scales included).
     uint64_t block_bytes() const;
     // Of those, the K/V elements (rounded up to 4): the scales follow them.
     uint64_t data_bytes() const;
@@ -134,7 +138,8 @@ public:
     void seal_full_blocks(SeqId s);
 
     // --- K/V data -----------------------------------------------------------
-    // Stores one position's keys and values for one layer ([n_head_kv*head_dim] each).
+    // Stores one position's keys and values for one layer ([n_head_kv*head_dim]
+    // each; v is not read with keys_only).
     void write(SeqId s, int64_t layer, int64_t pos, const float* k, const float* v);
 
     // Where a position's K/V rows live. Throws strata::Error when pos was not
@@ -173,7 +178,8 @@ public:
     void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
                       float* scores, float* out, int64_t next_kv_head = -1, bool first_asked = false) const;
 
-    // Reads one position back as floats (tests, debugging).
+    // Reads one position back as floats (tests, debugging); with keys_only, v
+    // receives the keys (what attention uses as values).
     void read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) const;
 
     // A sequence's blocks in position order (its block table), for a device

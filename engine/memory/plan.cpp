@@ -57,7 +57,8 @@ std::string json_str(const std::string& s) {
 //   B*U*3          route weights, ids, expert token lists;   2E+1 expert counts/offsets
 //   B*ff*2         expert gate and up outputs;               B shared-expert gates
 //   B*n_vocab      logits of a whole chunk
-//   T*(max(n_embd, q, ff) + n_ctx)   per-thread row and attention-score scratch
+//   T*(max(n_embd, q, ff) + n_ctx*group)   per-thread row and attention-score scratch
+//   (group = n_head / n_head_kv; MLA adds its queries, values and LoRA rows)
 uint64_t activation_bytes(const model::ModelConfig& c, int64_t B, int64_t n_ctx, int64_t T) {
     const int64_t E = std::max<int64_t>(c.n_expert, 1);
     const int64_t U = std::max<int64_t>(c.n_expert_used, 1);
@@ -67,9 +68,15 @@ uint64_t activation_bytes(const model::ModelConfig& c, int64_t B, int64_t n_ctx,
     // ... plus per token: each routed expert's output row (U x n_embd, summed in
     // rank order) and the activation row quantized for the weight type (at most
     // 4 bytes per element of the widest input).
+    // MLA (deepseek2): the query's LoRA, the per-head queries and values
+    // besides the latent ones (q, attn), and wider inputs for the products.
+    const int64_t mla = c.mla ? c.mla.q_lora_rank + c.n_head * (c.mla.key_length + c.mla.value_length) : 0;
+    const int64_t widest = std::max({c.n_embd, q, ff, c.mla.q_lora_rank, c.n_head * c.mla.value_length});
     const int64_t per_token = 6 * c.n_embd + 2 * q + 2 * kv + 2 * E + 3 * U + 2 * ff + 1 + c.n_vocab +
-                              U * c.n_embd + std::max({c.n_embd, q, ff});
-    const int64_t elems = B * per_token + 2 * E + 1 + T * (std::max({c.n_embd, q, ff}) + n_ctx);
+                              U * c.n_embd + widest + mla;
+    // Attention scores: a KV head's query group over n_ctx keys, per thread.
+    const int64_t group = c.n_head / std::max<int64_t>(1, c.n_head_kv);
+    const int64_t elems = B * per_token + 2 * E + 1 + T * (widest + n_ctx * group);
     return static_cast<uint64_t>(elems) * 4;
 }
 
@@ -90,7 +97,9 @@ uint64_t reserved_bytes(uint64_t bytes, uint64_t small_page) {
 // the fast tier's cache (a GPU leaves them to the CPU, in host RAM).
 Totals measure(const model::Model& m, int64_t cpu_moe_layers) {
     Totals t;
+    uint64_t kept_in_file = 0;  // MLA's attn_kv_b: the fast tier holds its f32 split instead (derived_bytes)
     for (const model::LayerWeights& L : m.weights().layers) {
+        kept_in_file += mat_bytes(L.wkv_b);
         if (L.ffn != model::FfnKind::Moe) continue;
         const bool on_cpu = cpu_moe_layers < 0 || t.moe_layers < cpu_moe_layers;
         ++t.moe_layers;
@@ -103,7 +112,8 @@ Totals measure(const model::Model& m, int64_t cpu_moe_layers) {
     const model::Model::Sizes sz = m.sizes();
     t.experts = sz.bytes_experts;
     // Small weight buffers are counted by their bytes (the file's tensors add up exactly).
-    t.shared = reserved_bytes(sz.bytes_total - sz.bytes_experts - t.router, 1);
+    // Plus what the load derives from them (MLA's f32 split of attn_kv_b).
+    t.shared = reserved_bytes(sz.bytes_total - sz.bytes_experts - t.router - kept_in_file, 1) + m.weights().derived_bytes();
     t.router = reserved_bytes(t.router, 1);
     return t;
 }
@@ -332,9 +342,21 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
         std::to_string(slots - p.pinned_experts) + " slots" + slot_x +
             (slots > 0 && expert_slots_per_arena(t.slot, t.total) > 0 ? ", in 2 MiB huge-page arenas (rounded up)" : ""));
     row(Account::ExpertsPinned, Tier::Fast, pinned, std::to_string(p.pinned_experts) + " pinned slots" + slot_x);
-    row(Account::KvPages, Tier::Fast, kv,
-        std::to_string(p.kv_blocks) + " blocks x " + std::to_string(p.kv_block_tokens) + " tokens x " +
-            std::to_string(c.n_layer) + " layers, K+V " + kv::kv_type_name(p.kv_type));
+    // Bytes per token and layer of the cache's entries (MLA: one latent row, against per-head K and V).
+    const int64_t elem = p.kv_type == kv::KvType::Q8 ? 1 : 4;
+    std::string kv_what = std::to_string(p.kv_blocks) + " blocks x " + std::to_string(p.kv_block_tokens) + " tokens x " +
+                          std::to_string(c.n_layer) + " layers, ";
+    if (c.mla) {
+        kv_what += std::string("MLA latent (") + std::to_string(c.mla.kv_lora_rank) + " + " + std::to_string(c.n_rot) + ") " +
+                   kv::kv_type_name(p.kv_type) + ": " + format_bytes(static_cast<uint64_t>(c.head_dim * elem)) +
+                   " per token and layer, against " +
+                   format_bytes(static_cast<uint64_t>(c.n_head * (c.mla.key_length + c.mla.value_length) * elem)) +
+                   " for per-head K+V";
+    } else {
+        kv_what += std::string("K+V ") + kv::kv_type_name(p.kv_type) + ": " +
+                   format_bytes(static_cast<uint64_t>(2 * c.n_head_kv * c.head_dim * elem)) + " per token and layer";
+    }
+    row(Account::KvPages, Tier::Fast, kv, kv_what);
     row(Account::Activations, Tier::Fast, act,
         "batch " + std::to_string(p.n_batch) + ", " + std::to_string(p.threads) + " thread" + (p.threads == 1 ? "" : "s"));
     row(Account::TransferBuffers, Tier::Fast, transfer,

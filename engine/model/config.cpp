@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+
 #include "common/error.h"
 #include "gguf/gguf.h"
 
@@ -13,6 +15,8 @@ constexpr ArchTraits kArchs[] = {
     {Arch::Qwen2Moe, "qwen2moe", RopeType::NeoX, QkNorm::None, false},
     {Arch::Qwen3Moe, "qwen3moe", RopeType::NeoX, QkNorm::PerHead, true},
     {Arch::Olmoe, "olmoe", RopeType::NeoX, QkNorm::WholeProjection, false},
+    // DeepSeek-V2/V3: MLA attention, RoPE on adjacent pairs of the RoPE parts.
+    {Arch::Deepseek2, "deepseek2", RopeType::Normal, QkNorm::None, false},
 };
 
 }  // namespace
@@ -27,6 +31,39 @@ std::string supported_arch_names() {
     std::string s;
     for (const ArchTraits& a : kArchs) s += (s.empty() ? "" : ", ") + std::string(a.name);
     return s;
+}
+
+namespace {
+
+// deepseek2's attention shape. The KV cache row is the latent [kv_lora_rank |
+// n_rot], one per token and layer (n_head_kv = 1, head_dim = the row).
+template <class Positive>
+void read_mla(const gguf::File& f, ModelConfig& c, Positive&& positive) {
+    const std::string a = c.arch_name + ".";
+    const auto required = [&](const std::string& key, const char* what) -> int64_t {
+        if (!f.has(key)) throw Error(f.path() + ": a " + c.arch_name + " file needs metadata '" + key + "' (" + what + ")");
+        return positive(key, f.get_uint(key), 1 << 20);
+    };
+    c.mla.kv_lora_rank = required(a + "attention.kv_lora_rank", "the rank of the compressed KV");
+    c.mla.key_length = required(a + "attention.key_length", "the key length per head");
+    c.mla.value_length = required(a + "attention.value_length", "the value length per head");
+    c.mla.q_lora_rank = static_cast<int64_t>(f.get_uint_or(a + "attention.q_lora_rank", 0));
+    c.n_rot = required(a + "rope.dimension_count", "the RoPE dimensions of each key");
+    c.n_head_kv = 1;
+    c.head_dim = c.mla.kv_lora_rank + c.n_rot;
+}
+
+}  // namespace
+
+float ModelConfig::attention_scale() const {
+    const int64_t key = mla ? mla.key_length : head_dim;
+    float scale = 1.0f / std::sqrt(static_cast<float>(key));
+    if (mla && yarn && yarn.log_multiplier != 0.0f) {
+        // llama.cpp's deepseek2: mscale = 1 + log_mul * ln(factor), applied squared to the scores.
+        const float mscale = 1.0f + yarn.log_multiplier * std::log(yarn.factor);
+        scale *= mscale * mscale;
+    }
+    return scale;
 }
 
 ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
@@ -62,7 +99,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.head_dim = positive(a + "attention.key_length", f.get_uint_or(a + "attention.key_length", default_head_dim),
                           1 << 16);
     const uint64_t v_len = f.get_uint_or(a + "attention.value_length", static_cast<uint64_t>(c.head_dim));
-    if (static_cast<int64_t>(v_len) != c.head_dim) {
+    if (traits->arch == Arch::Deepseek2) {
+        read_mla(f, c, positive);
+    } else if (static_cast<int64_t>(v_len) != c.head_dim) {
         throw Error(path + ": attention.value_length " + std::to_string(v_len) + " differs from key_length " +
                     std::to_string(c.head_dim) + "; this engine needs them equal");
     }
@@ -81,12 +120,23 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.rope_freq_base = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
     if (!(c.rope_freq_base > 0.0f)) throw Error(path + ": metadata '" + a + "rope.freq_base' must be positive");
     const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
-    if (scaling == "linear") {
+    if (scaling == "linear" || scaling == "yarn") {
         const double factor = f.get_float_or(a + "rope.scaling.factor", 1.0);
         if (!(factor > 0.0)) throw Error(path + ": metadata '" + a + "rope.scaling.factor' must be positive");
         c.rope_freq_scale = static_cast<float>(1.0 / factor);
+        if (scaling == "yarn" && factor != 1.0) {
+            c.yarn.factor = static_cast<float>(factor);
+            const std::string orig = a + "rope.scaling.original_context_length";
+            if (!f.has(orig)) throw Error(path + ": YaRN scaling without metadata '" + orig + "'");
+            c.yarn.orig_ctx = positive(orig, f.get_uint(orig), 1u << 30);
+            c.yarn.log_multiplier = static_cast<float>(f.get_float_or(a + "rope.scaling.yarn_log_multiplier", 0.0));
+        }
     } else if (scaling != "none") {
-        throw Error(path + ": rope scaling type '" + scaling + "' is not supported (supported: none, linear)");
+        throw Error(path + ": rope scaling type '" + scaling + "' is not supported (supported: none, linear, yarn)");
+    }
+    if (c.mla && c.n_rot >= c.mla.key_length) {
+        throw Error(path + ": metadata '" + a + "rope.dimension_count' " + std::to_string(c.n_rot) +
+                    " leaves no no-RoPE part of attention.key_length " + std::to_string(c.mla.key_length));
     }
     if (f.has(a + "rope.scale_linear")) c.rope_freq_scale = static_cast<float>(1.0 / f.get_float(a + "rope.scale_linear"));
 
@@ -104,6 +154,25 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     if (c.leading_dense_blocks > c.n_layer) {
         throw Error(path + ": metadata '" + a + "leading_dense_block_count' " + std::to_string(c.leading_dense_blocks) +
                     " exceeds block_count " + std::to_string(c.n_layer));
+    }
+    if (traits->arch == Arch::Deepseek2 && c.n_ff_shared == 0 && c.n_ff_expert > 0)
+        c.n_ff_shared = c.n_ff_expert * static_cast<int64_t>(f.get_uint_or(a + "expert_shared_count", 0));
+    const uint64_t gating = f.get_uint_or(a + "expert_gating_func", 1);
+    if (gating != 1 && gating != 2) {
+        throw Error(path + ": metadata '" + a + "expert_gating_func' is " + std::to_string(gating) +
+                    " (supported: 1 softmax, 2 sigmoid)");
+    }
+    c.gating = gating == 2 ? Gating::Sigmoid : Gating::Softmax;
+    c.n_expert_groups = static_cast<int64_t>(f.get_uint_or(a + "expert_group_count", 0));
+    c.n_group_used = static_cast<int64_t>(f.get_uint_or(a + "expert_group_used_count", 0));
+    if (c.n_expert_groups > 1) {
+        if (c.n_expert % c.n_expert_groups != 0 || c.n_group_used < 1 || c.n_group_used > c.n_expert_groups ||
+            c.n_group_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used) {
+            throw Error(path + ": expert groups do not fit: " + std::to_string(c.n_expert) + " experts in " +
+                        std::to_string(c.n_expert_groups) + " groups ('" + a + "expert_group_count'), " +
+                        std::to_string(c.n_group_used) + " used ('" + a + "expert_group_used_count'), top-" +
+                        std::to_string(c.n_expert_used));
+        }
     }
     c.expert_weights_norm = f.get_bool_or(a + "expert_weights_norm", traits->default_expert_weights_norm);
     c.expert_weights_scale = static_cast<float>(f.get_float_or(a + "expert_weights_scale", 1.0));

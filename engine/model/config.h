@@ -14,7 +14,7 @@ class File;
 
 namespace strata::model {
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Olmoe };
+enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Olmoe, Deepseek2 };
 
 enum class RopeType { Normal, NeoX };  // adjacent pairs vs halves
 
@@ -32,6 +32,31 @@ struct ArchTraits {
 const ArchTraits* find_arch(const std::string& name);
 std::string supported_arch_names();  // "llama, qwen2moe, ..."
 
+// How router logits become expert probabilities (deepseek2's expert_gating_func).
+enum class Gating { Softmax, Sigmoid };
+
+// DeepSeek's multi-head latent attention (deepseek2). Per token and layer
+// the KV cache holds one latent row [kv_lora_rank compressed KV | n_rot
+// shared RoPE key] instead of per-head K and V: the config then says
+// n_head_kv = 1 and head_dim = kv_lora_rank + n_rot (the row), and attention
+// runs in that latent space (Context::attention_mla).
+struct MlaConfig {
+    int64_t q_lora_rank = 0;    // 0: a plain attn_q
+    int64_t kv_lora_rank = 0;   // 0: not MLA
+    int64_t key_length = 0;     // per head: key_length - n_rot no-RoPE dims, then n_rot RoPE dims
+    int64_t value_length = 0;
+    explicit operator bool() const { return kv_lora_rank > 0; }
+};
+
+// YaRN context extension (rope.scaling.type = yarn), as llama.cpp computes it.
+struct YarnConfig {
+    float factor = 0.0f;          // 0: no YaRN
+    int64_t orig_ctx = 0;         // rope.scaling.original_context_length
+    float log_multiplier = 0.0f;  // rope.scaling.yarn_log_multiplier (deepseek2's attention mscale)
+    float beta_fast = 32.0f, beta_slow = 1.0f;
+    explicit operator bool() const { return factor > 0.0f; }
+};
+
 struct ModelConfig {
     ArchTraits traits{};
     std::string arch_name;
@@ -48,7 +73,9 @@ struct ModelConfig {
 
     int64_t n_rot = 0;         // rotary dims per head (<= head_dim)
     float rope_freq_base = 10000.0f;
-    float rope_freq_scale = 1.0f;  // linear scaling: 1 / factor
+    float rope_freq_scale = 1.0f;  // linear scaling (and YaRN's): 1 / factor
+    YarnConfig yarn;
+    MlaConfig mla;
 
     int64_t n_ff = 0;              // dense FFN width
     int64_t n_expert = 0;
@@ -58,6 +85,13 @@ struct ModelConfig {
     int64_t leading_dense_blocks = 0;
     bool expert_weights_norm = false;
     float expert_weights_scale = 1.0f;
+    Gating gating = Gating::Softmax;
+    int64_t n_expert_groups = 0;       // group-limited routing: 0 or 1 = none
+    int64_t n_group_used = 0;          // groups a token's experts may come from
+
+    // The attention's softmax scale: 1/sqrt(key length), times mscale^2
+    // where deepseek2 applies YaRN.
+    float attention_scale() const;
 
     // Reads hyper-parameters. Throws strata::Error naming the key and the file
     // for a missing or inconsistent value.

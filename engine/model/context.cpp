@@ -1,10 +1,13 @@
 #include "model/context.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <initializer_list>
 #include <utility>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -73,7 +76,8 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     const size_t B = static_cast<size_t>(n_batch_);
     if (kv) {
         const kv::KvCacheParams& kp = kv->params();
-        if (kp.n_layer != c.n_layer || kp.n_head_kv != c.n_head_kv || kp.head_dim != c.head_dim)
+        if (kp.n_layer != c.n_layer || kp.n_head_kv != c.n_head_kv || kp.head_dim != c.head_dim ||
+            kp.keys_only != static_cast<bool>(c.mla))
             throw Error("the KV cache was made for another model shape");
         kv_ = kv;
     } else {
@@ -114,7 +118,13 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     ye_.resize(B * c.n_embd);
     expert_out_.resize(B * U * c.n_embd);
     shared_gate_.resize(B);
-    max_cols_ = std::max({c.n_embd, q_dim, ff});
+    max_cols_ = std::max({c.n_embd, q_dim, ff, c.mla.q_lora_rank, c.n_head * c.mla.value_length});
+    if (c.mla) {
+        mla_qa_.resize(B * c.mla.q_lora_rank);
+        mla_q_.resize(B * c.n_head * c.mla.key_length);
+        mla_v_.resize(B * c.n_head * c.mla.value_length);
+    }
+    if (c.gating != Gating::Softmax || c.n_expert_groups > 1 || c.arch_name == "deepseek2") route_select_.resize(E);
     act_scratch_.resize(B * static_cast<size_t>(max_cols_) * sizeof(float));
     // Per thread: the scores of a KV head's query group (attend_group).
     scores_per_thread_ = n_ctx_ * std::max<int64_t>(1, c.n_head / std::max<int64_t>(1, c.n_head_kv));
@@ -128,6 +138,7 @@ kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_
     p.n_layer = c.n_layer;
     p.n_head_kv = c.n_head_kv;
     p.head_dim = c.head_dim;
+    p.keys_only = static_cast<bool>(c.mla);  // MLA: one latent row per token and layer
     p.block_tokens = block_tokens;
     p.n_blocks = n_blocks;
     p.type = type;
@@ -232,7 +243,8 @@ const float* Context::decode_batch(std::span<const int32_t> tokens, std::span<co
 uint64_t Context::scratch_bytes() const {
     size_t floats = x_.size() + h_.size() + q_.size() + k_.size() + v_.size() + attn_.size() + tmp_.size() +
                     router_logits_.size() + route_w_.size() + expert_out_.size() + xe_.size() + ge_.size() + ue_.size() + ye_.size() +
-                    shared_gate_.size() + score_scratch_.size() + logits_.capacity();
+                    shared_gate_.size() + score_scratch_.size() + logits_.capacity() + mla_qa_.size() + mla_q_.size() +
+                    mla_v_.size() + route_select_.size();
     return floats * sizeof(float) + act_scratch_.size() + (route_ids_.size() + expert_count_.size() + expert_offset_.size() +
                                      expert_tokens_.size()) * sizeof(int32_t);
 }
@@ -596,8 +608,20 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* wan
 
     for (int64_t t = 0; t < n; ++t)
         kernels::dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), x_.data() + t * d, d);
-    for (int64_t t = 0; t < n; ++t)
-        ops::rope_table(c.n_rot, tok_pos_[t], c.rope_freq_base, c.rope_freq_scale, rope_cs_.data() + t * c.n_rot);
+    if (c.yarn) {
+        // YaRN as llama.cpp applies it (ext_factor 1): deepseek2 folds the
+        // magnitude correction into the attention scale instead
+        // (ModelConfig::attention_scale), so its cos/sin stay unscaled.
+        float corr[2];
+        ops::rope_yarn_corr_dims(c.n_rot, c.yarn.orig_ctx, c.rope_freq_base, c.yarn.beta_fast, c.yarn.beta_slow, corr);
+        const float mscale = c.mla ? 1.0f : 1.0f + 0.1f * std::log(c.yarn.factor);
+        for (int64_t t = 0; t < n; ++t)
+            ops::rope_table_yarn(c.n_rot, tok_pos_[t], c.rope_freq_base, c.rope_freq_scale, 1.0f, corr, mscale,
+                                 rope_cs_.data() + t * c.n_rot);
+    } else {
+        for (int64_t t = 0; t < n; ++t)
+            ops::rope_table(c.n_rot, tok_pos_[t], c.rope_freq_base, c.rope_freq_scale, rope_cs_.data() + t * c.n_rot);
+    }
 
     for (const LayerWeights& L : w.layers) {
         if (L.index >= n_layers_run_) break;
@@ -630,6 +654,7 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const int64_t hd = c.head_dim;
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
+    if (c.mla) return attention_mla(L, n);
     if (n == 1)
         if (const Fused f = attention_fused_one_token(L); f != Fused::No)
             return output_projection(L, n, f == Fused::AttentionAndOutput);
@@ -682,6 +707,83 @@ void Context::attention(const LayerWeights& L, int64_t n) {
         }
     });
     output_projection(L, n);
+}
+
+// MLA in the latent space (DeepSeek-V2's "absorbed" attention, as llama.cpp
+// and vLLM decode it). Per token: the compressed KV c = RMSNorm(attn_kv_a x)
+// and the shared RoPE key k_r go into the cache as one row [c | k_r]. Head h's
+// key would be [W_UK_h c | k_r] and its value W_UV_h c (attn_kv_b's rows);
+// instead of expanding every cached row, the query moves: q_h . k_h =
+// (W_UK_h^T q_nope_h) . c + q_rope_h . k_r, so the latent query
+// [W_UK_h^T q_nope_h | q_rope_h] attends over the cached rows directly, its
+// output o_h = sum_j p_j c_j stays latent, and W_UV_h o_h is the head's value.
+// Prefill takes the same path (it is exact, only the summation order differs
+// from the expanded form the reference computes).
+void Context::attention_mla(const LayerWeights& L, int64_t n) {
+    const ModelConfig& c = cfg_;
+    const MlaConfig& m = c.mla;
+    const int64_t H = c.n_head, r = m.kv_lora_rank, rot = c.n_rot, kl = m.key_length, vl = m.value_length;
+    const int64_t nope = kl - rot;
+    const int64_t row = c.head_dim;  // r + rot: a latent key, and a head's latent query
+    if (L.wq_a) {
+        matmul(L.wq_a, h_.data(), n, mla_qa_.data());
+        for (int64_t t = 0; t < n; ++t) {
+            float* qa = mla_qa_.data() + t * m.q_lora_rank;
+            ops::rmsnorm(qa, L.q_a_norm.data(), qa, m.q_lora_rank, c.norm_eps);
+        }
+        matmul(L.wq, mla_qa_.data(), n, mla_q_.data());
+    } else {
+        matmul(L.wq, h_.data(), n, mla_q_.data());
+    }
+    matmul(L.wkv_a, h_.data(), n, k_.data());
+    const bool round_latent = kernels::activation_type(L.wkv_b.type) != kernels::WeightType::F32 &&
+                              kernels::activation_row_bytes(L.wkv_b.type, r) > 0;
+    for (int64_t t = 0; t < n; ++t) {
+        const float* cs = rope_cs_.data() + t * rot;
+        float* kv = k_.data() + t * row;
+        ops::rmsnorm(kv, L.kv_a_norm.data(), kv, r, c.norm_eps);
+        if (round_latent) {
+            // As attn_kv_b's product rounds its input (llama.cpp quantizes the
+            // compressed KV for the quantized weights), so the cached row is
+            // the one the expanded form would multiply.
+            kernels::quantize_activation(L.wkv_b.type, kv, act_scratch_.data(), r);
+            kernels::dequantize_row(kernels::activation_type(L.wkv_b.type), act_scratch_.data(), kv, r);
+        }
+        ops::rope_apply(kv + r, 1, rot, rot, cs, false);
+        kv_->write(tok_seq_[t], L.index, tok_pos_[t], kv, kv);  // keys only: the row is also the value
+        ops::rope_apply(mla_q_.data() + t * H * kl + nope, H, kl, rot, cs, false);  // each head's RoPE part
+    }
+    const float scale = c.attention_scale();
+    // Items of per_item heads of one token: a token's heads all read the same
+    // latent rows, so with a token per thread or more they go together.
+    const int64_t per_item = n >= pool_->size() ? H : 1;
+    pool_->parallel_for(n * H / per_item, 1, [&](int64_t b, int64_t e, int thread) {
+        float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t th = item * per_item;
+            const int64_t t = th / H, h0 = th % H;
+            for (int64_t h = h0; h < h0 + per_item; ++h) {
+                const float* qn = mla_q_.data() + (t * H + h) * kl;
+                float* ql = q_.data() + (t * H + h) * row;
+                const float* uk = L.mla_k_up_t->data() + h * r * nope;
+                for (int64_t l = 0; l < r; ++l) ql[l] = ops::dot_f32(uk + l * nope, qn, nope);
+                std::copy(qn + nope, qn + kl, ql + r);
+            }
+            float* out = attn_.data() + (t * H + h0) * row;
+            profiled(DecodeProfile::Attention, 0, [&] {
+                kv_->attend_group(tok_seq_[t], L.index, 0, q_.data() + (t * H + h0) * row, per_item, tok_pos_[t] + 1, scale,
+                                  scores, out);
+            });
+            for (int64_t h = h0; h < h0 + per_item; ++h) {
+                const float* o = attn_.data() + (t * H + h) * row;
+                float* v = mla_v_.data() + (t * H + h) * vl;
+                const float* uv = L.mla_v_up->data() + h * vl * r;
+                for (int64_t j = 0; j < vl; ++j) v[j] = ops::dot_f32(uv + j * r, o, r);
+            }
+        }
+    });
+    matmul(L.wo, mla_v_.data(), n, tmp_.data());
+    output_projection(L, n, /*product_done=*/true);
 }
 
 // tmp_ = attn_ x wo (+ bias); product_done: the product is in tmp_ already.
@@ -846,6 +948,69 @@ void Context::lookahead(const LayerWeights& next, int64_t n) {
     }
 }
 
+// deepseek2 routing, as llama.cpp computes it: probabilities p by softmax
+// (V2) or sigmoid (V3) of the router logits; the top-k chosen by p plus the
+// selection bias exp_probs_b where the file has one (V3), among the experts
+// of the best n_group_used groups where the file has groups (a group's score:
+// the sum of its two best, or with softmax its best); each chosen expert
+// weighted by p itself. probs: the logits in, p out.
+void Context::route_deepseek(const LayerWeights& L, float* probs, const uint8_t* allowed, int32_t* ids, float* w) {
+    const ModelConfig& c = cfg_;
+    const int64_t E = c.n_expert, U = n_used_;
+    if (c.gating == Gating::Sigmoid) {
+        for (int64_t e = 0; e < E; ++e) probs[e] = 1.0f / (1.0f + std::exp(-probs[e]));
+    } else {
+        ops::softmax(probs, E);
+    }
+    float* sel = route_select_.data();
+    constexpr float kOut = -std::numeric_limits<float>::infinity();
+    for (int64_t e = 0; e < E; ++e) {
+        sel[e] = probs[e] + (L.router_select_bias.empty() ? 0.0f : L.router_select_bias[static_cast<size_t>(e)]);
+        if (allowed && !allowed[e]) sel[e] = kOut;
+    }
+    if (c.n_expert_groups > 1 && c.n_group_used < c.n_expert_groups) {
+        const int64_t G = c.n_expert_groups, per = E / G;
+        float group_score[256];
+        const int64_t groups = std::min<int64_t>(G, 256);
+        for (int64_t g = 0; g < groups; ++g) {
+            float best = kOut, second = kOut;
+            for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+                if (sel[e] > best) {
+                    second = best;
+                    best = sel[e];
+                } else if (sel[e] > second) {
+                    second = sel[e];
+                }
+            }
+            group_score[g] = c.gating == Gating::Sigmoid ? best + second : best;
+        }
+        // Keep the n_group_used best groups (ties: the lower index), mask the rest.
+        uint8_t keep[256] = {};
+        for (int64_t k = 0; k < c.n_group_used; ++k) {
+            int64_t arg = -1;
+            for (int64_t g = 0; g < groups; ++g)
+                if (!keep[g] && (arg < 0 || group_score[g] > group_score[arg])) arg = g;
+            keep[arg] = 1;
+        }
+        for (int64_t g = 0; g < groups; ++g)
+            if (!keep[g])
+                for (int64_t e = g * per; e < (g + 1) * per; ++e) sel[e] = kOut;
+    }
+    for (int64_t k = 0; k < U; ++k) {
+        int64_t arg = -1;
+        for (int64_t e = 0; e < E; ++e)
+            if (sel[e] != kOut && (arg < 0 || sel[e] > sel[arg])) arg = e;
+        if (arg < 0) {  // fewer allowed experts than it uses (a resident-only draft)
+            ids[k] = -1;
+            w[k] = 0.0f;
+            continue;
+        }
+        ids[k] = static_cast<int32_t>(arg);
+        w[k] = probs[arg];
+        sel[arg] = kOut;
+    }
+}
+
 void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     const ModelConfig& c = cfg_;
     const int64_t d = c.n_embd;
@@ -868,7 +1033,8 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
         float* p = router_logits_.data() + t * E;
         int32_t* ids = route_ids_.data() + t * U;
         float* wts = route_w_.data() + t * U;
-        ops::router_topk(p, E, U, allowed, ids, wts);
+        if (!route_select_.empty()) route_deepseek(L, p, allowed, ids, wts);
+        else ops::router_topk(p, E, U, allowed, ids, wts);
         int64_t used = 0;
         for (int64_t k = 0; k < U; ++k) used += ids[k] >= 0;
         if (c.expert_weights_norm && used > 0) {

@@ -146,6 +146,11 @@ private:
     // (already appended to the KV cache); logits for rows with want[t].
     void forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out);
     void attention(const LayerWeights& L, int64_t n);
+    // DeepSeek's multi-head latent attention: the cache holds latent rows,
+    // queries are taken into the latent space (attn_kv_b absorbed), values out of it.
+    void attention_mla(const LayerWeights& L, int64_t n);
+    // deepseek2's routing of one token (sigmoid or softmax, selection bias, expert groups).
+    void route_deepseek(const LayerWeights& L, float* probs, const uint8_t* allowed, int32_t* ids, float* w);
     void ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff);
     void ffn_moe(const LayerWeights& L, int64_t n);
     void lookahead(const LayerWeights& next, int64_t n);
@@ -247,6 +252,7 @@ private:
 
     // Scratch, sized once.
     std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_;
+    std::vector<float> mla_qa_, mla_q_, mla_v_, route_select_;  // MLA and deepseek2 routing (empty otherwise)
     std::vector<float> router_logits_, route_w_;
     std::vector<int32_t> route_ids_;
     std::vector<int32_t> expert_count_, expert_offset_, expert_tokens_, needed_;

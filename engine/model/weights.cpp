@@ -39,12 +39,21 @@ uint64_t ModelWeights::bytes_to_repack() const {
     add(tok_embd);
     if (!output_tied) add(output);
     for (const LayerWeights& L : layers) {
-        for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) add(*m);
+        for (const Matrix* m : L.attention_matrices()) add(*m);
+        add(L.router);
         add_ffn(L.dense);
         add_ffn(L.shared);
         add_ffn(L.experts_stacked);
         for (const FfnMatrices& f : L.experts_split) add_ffn(f);
     }
+    return total;
+}
+
+uint64_t ModelWeights::derived_bytes() const {
+    uint64_t total = 0;
+    for (const LayerWeights& L : layers)
+        for (const auto& v : {L.mla_k_up_t, L.mla_v_up})
+            if (v) total += v->size() * sizeof(float);
     return total;
 }
 
@@ -139,6 +148,68 @@ public:
 
 std::string blk(int64_t i, const char* suffix) { return "blk." + std::to_string(i) + "." + suffix; }
 
+// Per-head Q/K/V attention (every architecture but deepseek2).
+void bind_attention(const Binder& b, const ModelConfig& c, LayerWeights& L, int64_t q_dim, int64_t kv_dim) {
+    const int64_t i = L.index;
+    L.wq = b.matrix(blk(i, "attn_q.weight"), {c.n_embd, q_dim});
+    L.wk = b.matrix(blk(i, "attn_k.weight"), {c.n_embd, kv_dim});
+    L.wv = b.matrix(blk(i, "attn_v.weight"), {c.n_embd, kv_dim});
+    L.wo = b.matrix(blk(i, "attn_output.weight"), {q_dim, c.n_embd});
+    L.bq = b.vector(blk(i, "attn_q.bias"), q_dim, false);
+    L.bk = b.vector(blk(i, "attn_k.bias"), kv_dim, false);
+    L.bv = b.vector(blk(i, "attn_v.bias"), kv_dim, false);
+    L.bo = b.vector(blk(i, "attn_output.bias"), c.n_embd, false);
+    switch (c.traits.qk_norm) {
+        case QkNorm::None: break;
+        case QkNorm::PerHead:
+            L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), c.head_dim);
+            L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), c.head_dim);
+            break;
+        case QkNorm::WholeProjection:
+            L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), q_dim);
+            L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), kv_dim);
+            break;
+    }
+}
+
+// DeepSeek's multi-head latent attention; attn_kv_b also as f32, split per
+// head for the latent-space attention (LayerWeights::mla_k_up_t, mla_v_up).
+void bind_mla(const Binder& b, const ModelConfig& c, LayerWeights& L) {
+    const int64_t i = L.index;
+    const MlaConfig& m = c.mla;
+    const int64_t nope = m.key_length - c.n_rot;
+    if (m.q_lora_rank > 0) {
+        L.wq_a = b.matrix(blk(i, "attn_q_a.weight"), {c.n_embd, m.q_lora_rank});
+        L.q_a_norm = b.vector(blk(i, "attn_q_a_norm.weight"), m.q_lora_rank);
+        L.wq = b.matrix(blk(i, "attn_q_b.weight"), {m.q_lora_rank, c.n_head * m.key_length});
+    } else {
+        if (b.find(blk(i, "attn_q_a.weight")))
+            b.fail(blk(i, "attn_q_a.weight"), "present, but the file has no '" + c.arch_name + ".attention.q_lora_rank'");
+        L.wq = b.matrix(blk(i, "attn_q.weight"), {c.n_embd, c.n_head * m.key_length});
+    }
+    L.wkv_a = b.matrix(blk(i, "attn_kv_a_mqa.weight"), {c.n_embd, m.kv_lora_rank + c.n_rot});
+    L.kv_a_norm = b.vector(blk(i, "attn_kv_a_norm.weight"), m.kv_lora_rank);
+    L.wkv_b = b.matrix(blk(i, "attn_kv_b.weight"), {m.kv_lora_rank, c.n_head * (nope + m.value_length)});
+    L.wo = b.matrix(blk(i, "attn_output.weight"), {c.n_head * m.value_length, c.n_embd});
+    L.bo = b.vector(blk(i, "attn_output.bias"), c.n_embd, false);
+    // Rows of attn_kv_b per head: nope rows of the key's up-projection, then value_length rows of the value's.
+    const int64_t r = m.kv_lora_rank;
+    std::vector<float> row(static_cast<size_t>(r));
+    auto k_up_t = std::make_shared<std::vector<float>>(static_cast<size_t>(c.n_head * r * nope), 0.0f);
+    auto v_up = std::make_shared<std::vector<float>>(static_cast<size_t>(c.n_head * m.value_length * r), 0.0f);
+    for (int64_t h = 0; h < c.n_head; ++h) {
+        const int64_t first = h * (nope + m.value_length);
+        for (int64_t j = 0; j < nope; ++j) {
+            kernels::dequantize_row(L.wkv_b.type, L.wkv_b.row(first + j), row.data(), r);
+            for (int64_t l = 0; l < r; ++l) (*k_up_t)[static_cast<size_t>((h * r + l) * nope + j)] = row[static_cast<size_t>(l)];
+        }
+        for (int64_t j = 0; j < m.value_length; ++j)
+            kernels::dequantize_row(L.wkv_b.type, L.wkv_b.row(first + nope + j), v_up->data() + (h * m.value_length + j) * r, r);
+    }
+    L.mla_k_up_t = std::move(k_up_t);
+    L.mla_v_up = std::move(v_up);
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
@@ -167,24 +238,10 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         LayerWeights& L = w.layers[static_cast<size_t>(i)];
         L.index = i;
         L.attn_norm = b.vector(blk(i, "attn_norm.weight"), c.n_embd);
-        L.wq = b.matrix(blk(i, "attn_q.weight"), {c.n_embd, q_dim});
-        L.wk = b.matrix(blk(i, "attn_k.weight"), {c.n_embd, kv_dim});
-        L.wv = b.matrix(blk(i, "attn_v.weight"), {c.n_embd, kv_dim});
-        L.wo = b.matrix(blk(i, "attn_output.weight"), {q_dim, c.n_embd});
-        L.bq = b.vector(blk(i, "attn_q.bias"), q_dim, false);
-        L.bk = b.vector(blk(i, "attn_k.bias"), kv_dim, false);
-        L.bv = b.vector(blk(i, "attn_v.bias"), kv_dim, false);
-        L.bo = b.vector(blk(i, "attn_output.bias"), c.n_embd, false);
-        switch (c.traits.qk_norm) {
-            case QkNorm::None: break;
-            case QkNorm::PerHead:
-                L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), c.head_dim);
-                L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), c.head_dim);
-                break;
-            case QkNorm::WholeProjection:
-                L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), q_dim);
-                L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), kv_dim);
-                break;
+        if (c.mla) {
+            bind_mla(b, c, L);
+        } else {
+            bind_attention(b, c, L, q_dim, kv_dim);
         }
         L.ffn_norm = b.vector(blk(i, "ffn_norm.weight"), c.n_embd);
 
@@ -213,6 +270,7 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         }
         L.ffn = FfnKind::Moe;
         L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
+        L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, false);
         const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
         if (ge) {
             const int64_t ff = ge->ne[1];

@@ -7,7 +7,9 @@
 // the shared-expert gate) are converted to owned float vectors on load.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,7 +65,17 @@ struct FfnMatrices {
 struct LayerWeights {
     int64_t index = 0;
     std::vector<float> attn_norm;
-    Matrix wq, wk, wv, wo;
+    Matrix wq, wk, wv, wo;                   // MLA: wq is attn_q_b (or attn_q), wk/wv absent
+    // MLA (deepseek2): x -> attn_q_a -> RMSNorm(q_a_norm) -> wq; x -> attn_kv_a_mqa
+    // -> [compressed KV | RoPE key]; attn_kv_b expands the compressed KV per head.
+    Matrix wq_a, wkv_a, wkv_b;
+    std::vector<float> q_a_norm, kv_a_norm;
+    // attn_kv_b as f32, split for attention in the latent space: per head,
+    // k_up_t [kv_lora_rank][no-RoPE key] (transposed: the query's latent is
+    // one dot product per row) and v_up [value_length][kv_lora_rank]. Shared
+    // by every copy of the weights (the fast-tier copy points at the same
+    // floats), and counted in the ledger as weights.shared (derived_bytes).
+    std::shared_ptr<const std::vector<float>> mla_k_up_t, mla_v_up;
     std::vector<float> bq, bk, bv, bo;       // empty when absent
     std::vector<float> q_norm, k_norm;       // empty when absent
     std::vector<float> ffn_norm;
@@ -72,11 +84,16 @@ struct LayerWeights {
     FfnMatrices dense;                       // FfnKind::Dense
 
     Matrix router;                           // FfnKind::Moe: [n_embd -> n_expert]
+    std::vector<float> router_select_bias;   // deepseek2 V3 exp_probs_b: added for the choice only
     FfnMatrices experts_stacked;             // 3-D tensors, one slab per expert
     std::vector<FfnMatrices> experts_split;  // legacy files: one tensor per expert
     int64_t n_ff_expert = 0;
     FfnMatrices shared;                      // qwen2moe shared expert (optional)
     std::vector<float> shared_gate;          // sigmoid gate weights, length n_embd
+
+    // Every attention matrix (absent ones are empty): what is copied to the fast tier.
+    std::array<Matrix*, 7> attention_matrices() { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a, &wkv_b}; }
+    std::array<const Matrix*, 7> attention_matrices() const { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a, &wkv_b}; }
 
     int64_t n_experts() const;
     FfnMatrices expert(int64_t e) const;
@@ -93,6 +110,10 @@ struct ModelWeights {
     // Validates names, shapes and types against the config. Throws strata::Error
     // naming the tensor, what was expected and what was found.
     static ModelWeights bind(const gguf::File& f, ModelConfig& config);
+
+    // Bytes of weights derived on load beyond the file's tensors (MLA's f32
+    // split of attn_kv_b), which the fast tier holds besides the file's.
+    uint64_t derived_bytes() const;
 
     // Bytes of the matrices the engine repacks on load for the active CPU
     // kernels (repack_for_kernels), experts included, each tensor once.

@@ -1,5 +1,6 @@
 #include "kernels/ref/ops_ref.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -41,6 +42,32 @@ void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, f
                              std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
         cs[2 * i] = static_cast<float>(std::cos(theta));
         cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+}
+
+void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]) {
+    // The pair index whose wavelength turns n_rot times over n_ctx_orig... as ggml_rope_yarn_corr_dim.
+    const auto corr = [&](float n_turns) {
+        return static_cast<float>(n_rot) * std::log(static_cast<float>(n_ctx_orig) / (n_turns * 2.0f * 3.14159265358979323846f)) /
+               (2.0f * std::log(freq_base));
+    };
+    dims[0] = std::max(0.0f, std::floor(corr(beta_fast)));
+    dims[1] = std::min(static_cast<float>(n_rot - 1), std::ceil(corr(beta_slow)));
+}
+
+void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
+                     float mscale, float* cs) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const double extrap = static_cast<double>(pos) *
+                              std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
+        const double interp = extrap * freq_scale;
+        // ggml's rope_yarn_ramp at i0 = 2i: 1 below corr[0] (extrapolate), 0 above corr[1] (interpolate).
+        const float y = (static_cast<float>(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
+        const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * ext_factor;
+        const double theta = interp * (1.0 - ramp) + extrap * ramp;
+        cs[2 * i] = static_cast<float>(std::cos(theta)) * mscale;
+        cs[2 * i + 1] = static_cast<float>(std::sin(theta)) * mscale;
     }
 }
 

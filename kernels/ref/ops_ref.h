@@ -26,6 +26,14 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
 // pair), then the rotation with it. rope() is exactly the two together.
 void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs);
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox);
+// YaRN (as ggml's rope_yarn): the pairs between the correction dims blend
+// interpolated (theta * freq_scale) and extrapolated angles by a linear ramp
+// times ext_factor (pairs below dims[0] extrapolate, above dims[1]
+// interpolate), and cos/sin are scaled by mscale. ext_factor 0 and mscale 1
+// give rope_table's angles (computed the same way).
+void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]);
+void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
+                     float mscale, float* cs);
 
 
 // Float dot product, accumulated in float with 8 independent lanes (the order

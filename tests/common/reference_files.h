@@ -38,7 +38,10 @@ inline std::vector<RefPrompt> read_refs(const QString& path) {
         if (line.trimmed().isEmpty()) continue;
         const QJsonObject o = QJsonDocument::fromJson(line).object();
         RefPrompt r;
-        r.prompt = o["prompt"].toString();
+        // Some reference files keep prompts.txt's line as it is, where a
+        // literal \n stands for a newline (the fixtures README); the tokens
+        // were made from the newline.
+        r.prompt = o["prompt"].toString().replace(QStringLiteral("\\n"), QStringLiteral("\n"));
         r.tokens = json_ids(o["tokens"].toArray());
         r.offset_rows = o["logits_offset_rows"].toInteger();
         r.greedy = json_ids(o["greedy"].toArray());

@@ -43,14 +43,29 @@ double std_of(const std::vector<float>& x) {
     return std::sqrt(s / static_cast<double>(x.size()));
 }
 
+// The demo model, and deepseek2 files whose cache holds MLA's latent rows.
+void models_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("demo") << "demo";
+    QTest::newRow("deepseek2-tiny-f32") << "deepseek2-tiny-f32";
+    QTest::newRow("deepseek3-tiny-q4_k_m") << "deepseek3-tiny-q4_k_m";
+}
+
+std::string model_path(const QString& name) {
+    return name == "demo" ? kDemo : test::fixture_path(QString("models/%1.gguf").arg(name));
+}
+
 }  // namespace
 
 class TestBatchedForward : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    void batch_does_not_change_a_tokens_logits_data() { models_data(); }
     void batch_does_not_change_a_tokens_logits() {
-        auto m = model::Model::load(kDemo);
+        QFETCH(QString, name);
+        if (name != "demo") STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(model_path(name));
         const int64_t V = m->config().n_vocab;
         std::vector<std::vector<int32_t>> prompts;
         for (const char* p : kPrompts) prompts.push_back(m->vocab().encode(p, true));
@@ -153,8 +168,11 @@ private Q_SLOTS:
         }
     }
 
+    void shared_prefix_gives_the_same_logits_data() { models_data(); }
     void shared_prefix_gives_the_same_logits() {
-        auto m = model::Model::load(kDemo);
+        QFETCH(QString, name);
+        if (name != "demo") STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(model_path(name));
         const int64_t V = m->config().n_vocab;
         const std::vector<int32_t> sys = m->vocab().encode(
             "And God said, Let there be light: and there was light. And God saw the light, that it was good:", true);

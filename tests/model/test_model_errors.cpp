@@ -12,6 +12,7 @@
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "test_support.h"
 
 using namespace strata;
 
@@ -38,6 +39,9 @@ public:
         model::make_model(s, base_);
         file_ = gguf::File::open(base_);
     }
+
+    // A fixture model as the base (../shared/fixtures/models/NAME.gguf).
+    explicit Fixture(const std::string& path) : base_(path) { file_ = gguf::File::open(base_); }
 
     // Writes a variant of the base model and returns its path.
     std::string variant(const char* name, const MetaEdit& meta, const TensorEdit& tensor) {
@@ -148,6 +152,29 @@ private Q_SLOTS:
                           {"llama.block_count", "expected an unsigned integer, found string"});
         expect_load_error(set("dense", "llama.leading_dense_block_count", gguf::Value::make_u32(2)),
                           {"has a router but leading_dense_block_count is 2"});
+    }
+
+    // deepseek2 files without what MLA needs: each error names the key or tensor.
+    void deepseek_missing_keys_and_tensors() {
+        STRATA_REQUIRE_FIXTURES();
+        Fixture f(test::fixture_path("models/deepseek2-tiny-f32.gguf"));
+        const auto drop_key = [&](const char* name, const char* key) {
+            return f.variant(name, [key](const std::string& k, const gguf::Value&, gguf::Writer&) { return k == key; }, {});
+        };
+        expect_load_error(drop_key("nolora", "deepseek2.attention.kv_lora_rank"),
+                          {"deepseek2.attention.kv_lora_rank", "compressed KV"});
+        expect_load_error(drop_key("norope", "deepseek2.rope.dimension_count"), {"deepseek2.rope.dimension_count"});
+        expect_load_error(drop_key("noqlora", "deepseek2.attention.q_lora_rank"), {"blk.0.attn_q_a.weight", "q_lora_rank"});
+        const auto kvb = f.variant("nokvb", {}, [](const gguf::TensorInfo& t, gguf::Writer&) {
+            return t.name == "blk.2.attn_kv_b.weight";
+        });
+        expect_load_error(kvb, {"blk.2.attn_kv_b.weight", "missing"});
+        const auto gating = f.variant("gating", [](const std::string& k, const gguf::Value&, gguf::Writer& w) {
+            if (k != "deepseek2.expert_gating_func") return false;
+            w.set(k, gguf::Value::make_u32(7));
+            return true;
+        }, {});
+        expect_load_error(gating, {"expert_gating_func", "7", "sigmoid"});
     }
 
     void vocabulary_mismatch() {

@@ -40,6 +40,9 @@ private Q_SLOTS:
         QTest::newRow("moe-tiny-q8_0") << "moe-tiny-q8_0" << int(Tolerance::Quantized);
         QTest::newRow("moe-tiny-q4_0") << "moe-tiny-q4_0" << int(Tolerance::Quantized);
         QTest::newRow("moe-small-q4_k_m") << "moe-small-q4_k_m" << int(Tolerance::Quantized);
+        QTest::newRow("deepseek2-tiny-f32") << "deepseek2-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("deepseek3-tiny-f32") << "deepseek3-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("deepseek3-tiny-q4_k_m") << "deepseek3-tiny-q4_k_m" << int(Tolerance::Quantized);
     }
 
     void logits() {

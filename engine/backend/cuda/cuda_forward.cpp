@@ -933,6 +933,14 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
 
 std::string cuda_unsupported_tensor(const model::Model& m) {
     const model::ModelWeights& w = m.weights();
+    const model::ModelConfig& c = m.config();
+    if (c.mla) return "the CUDA backend does not compute deepseek2's multi-head latent attention (MLA) yet; use --device cpu";
+    if (c.yarn) return "the CUDA backend has no YaRN RoPE scaling yet; use --device cpu";
+    if (c.gating != model::Gating::Softmax || c.n_expert_groups > 1)
+        return "the CUDA backend routes by softmax only (this model routes by sigmoid or by expert groups); use --device cpu";
+    for (const model::LayerWeights& L : w.layers)
+        if (!L.router_select_bias.empty())
+            return "the CUDA backend has no expert selection bias (exp_probs_b) yet; use --device cpu";
     std::string bad;
     auto check_type = [&](const model::Matrix& x) {
         if (!bad.empty() || !x) return;
