@@ -10,13 +10,15 @@ namespace strata::cli {
 int cmd_make_model(int argc, char** argv) {
     Args a("make-model",
            "OUT.gguf --arch llama|qwen2moe|qwen3moe|olmoe --layers N --dim D --heads H --kv-heads K --experts E\n"
-           "       --used U --expert-ff F [--dense-layers L --ff F2] [--shared-ff S] [--type T] [--vocab-from GGUF] [--seed S]",
+           "       --used U --expert-ff F [--dense-layers L --ff F2] [--shared-ff S] [--type T] [--vocab-from GGUF] [--seed S]\n"
+           "       deepseek2: [--q-lora R --kv-lora R --rope-dim N --shared-experts N --gating softmax|sigmoid\n"
+           "                   --weights-norm --weights-scale F --expert-groups G --groups-used K] [--yarn-factor F]",
            "Writes a random-weight model of the given shape with llama.cpp's tensor names and metadata,\n"
            "for tests and benchmarks. The same options and seed give the same file byte for byte.\n"
            "All-MoE llama/olmoe files load in llama.cpp too; --dense-layers is a Strata extension for them.\n"
            "Routers and norms stay f32; every other matrix uses --type.");
     a.positional("OUT.gguf", "where to write the model");
-    a.option("--arch", "", "A", "architecture: llama, qwen2moe, qwen3moe, olmoe", "llama");
+    a.option("--arch", "", "A", "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2", "llama");
     a.option("--layers", "", "N", "transformer blocks", "4");
     a.option("--dim", "", "D", "embedding width", "256");
     a.option("--heads", "", "H", "attention heads", "8");
@@ -27,6 +29,16 @@ int cmd_make_model(int argc, char** argv) {
     a.option("--dense-layers", "", "L", "leading layers with a dense FFN", "0");
     a.option("--ff", "", "F2", "dense FFN width (0: 4 x dim)", "0");
     a.option("--shared-ff", "", "S", "shared expert FFN width (qwen2moe; 0: none)", "0");
+    a.option("--q-lora", "", "R", "deepseek2: query LoRA rank (0: a plain attn_q)", "0");
+    a.option("--kv-lora", "", "R", "deepseek2: rank of the compressed KV (kv_lora_rank)", "64");
+    a.option("--rope-dim", "", "N", "deepseek2: rotated dims of each key (0: half of dim/heads)", "0");
+    a.option("--shared-experts", "", "N", "deepseek2: shared experts, each --expert-ff wide", "0");
+    a.option("--gating", "", "G", "deepseek2: softmax (V2) or sigmoid (V3, with a selection bias exp_probs_b)", "softmax");
+    a.flag("--weights-norm", "deepseek2: renormalise the top-k routing weights");
+    a.option("--weights-scale", "", "F", "deepseek2: expert_weights_scale", "1");
+    a.option("--expert-groups", "", "G", "deepseek2: expert groups for group-limited routing (0: none)", "0");
+    a.option("--groups-used", "", "K", "deepseek2: groups a token's experts come from", "0");
+    a.option("--yarn-factor", "", "F", "YaRN rope scaling factor over --ctx (0: none)", "0");
     a.option("--ctx", "", "N", "context length in the metadata", "2048");
     a.option("--vocab", "", "N", "synthetic vocabulary size (without --vocab-from)", "512");
     a.option("--vocab-from", "", "GGUF", "copy the tokenizer of this GGUF file");
@@ -48,6 +60,16 @@ int cmd_make_model(int argc, char** argv) {
     s.ff = a.integer("--ff", 0, 1 << 20);
     s.shared_ff = a.integer("--shared-ff", 0, 1 << 20);
     s.ctx = a.integer("--ctx", 1, 1 << 20);
+    s.q_lora = a.integer("--q-lora", 0, 1 << 20);
+    s.kv_lora = a.integer("--kv-lora", 1, 1 << 20);
+    s.rope_dim = a.integer("--rope-dim", 0, 1 << 16);
+    s.shared_experts = a.integer("--shared-experts", 0, 64);
+    s.gating = a.str("--gating");
+    s.weights_norm = a.has("--weights-norm");
+    s.weights_scale = static_cast<float>(a.number("--weights-scale", 1e-3, 1e3));
+    s.expert_groups = a.integer("--expert-groups", 0, 1024);
+    s.groups_used = a.integer("--groups-used", 0, 1024);
+    s.yarn_factor = static_cast<float>(a.number("--yarn-factor", 0, 1024));
     s.vocab = a.integer("--vocab", 1, 1 << 22);
     if (a.has("--vocab-from")) s.vocab_from = a.str("--vocab-from");
     if (!kernels::parse_type_name(a.str("--type").c_str(), &s.type)) {

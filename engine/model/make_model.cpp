@@ -150,11 +150,27 @@ std::string MakeModelSpec::validate() const {
     if (dense_layers < 0 || dense_layers > layers) return "--dense-layers must be between 0 and --layers";
     if (shared_ff < 0) return "--shared-ff must not be negative";
     if (shared_ff > 0 && arch != "qwen2moe") return "--shared-ff (a shared expert) needs --arch qwen2moe";
+    if (arch == "deepseek2") {
+        const int64_t key = dim / heads, rot = rope_dim > 0 ? rope_dim : key / 2;
+        if (rot % 2 != 0 || rot >= key)
+            return "--rope-dim " + std::to_string(rot) + " must be even and below the key length " + std::to_string(key);
+        if (kv_lora < 1 || q_lora < 0) return "--kv-lora must be positive and --q-lora not negative";
+        if (gating != "softmax" && gating != "sigmoid") return "--gating must be softmax or sigmoid";
+        if (experts == 0) return "a deepseek2 model needs experts (--experts)";
+        if (expert_groups > 1 && (experts % expert_groups != 0 || groups_used < 1 || groups_used > expert_groups ||
+                                  groups_used * (experts / expert_groups) < used))
+            return "--expert-groups must divide --experts, and --groups-used groups must hold the --used experts";
+    } else if (q_lora > 0 || shared_experts > 0 || gating != "softmax" || expert_groups > 0) {
+        return "--q-lora, --shared-experts, --gating and --expert-groups need --arch deepseek2";
+    }
+    if (yarn_factor != 0.0f && !(yarn_factor > 1.0f)) return "--yarn-factor must be above 1 (or 0: none)";
     if (vocab_from.empty() && (vocab < 260 || vocab > 1000000)) return "--vocab must be between 260 and 1000000";
     const int64_t be = tr->block_elems;
     const int64_t eff_ff = ff > 0 ? ff : 4 * dim;
+    const bool mla = arch == "deepseek2";
     for (auto [v, what] : {std::pair<int64_t, const char*>{dim, "--dim"}, {eff_ff, "--ff"},
-                           {experts > 0 ? expert_ff : be, "--expert-ff"}, {shared_ff > 0 ? shared_ff : be, "--shared-ff"}}) {
+                           {experts > 0 ? expert_ff : be, "--expert-ff"}, {shared_ff > 0 ? shared_ff : be, "--shared-ff"},
+                           {mla ? kv_lora : be, "--kv-lora"}, {mla && q_lora > 0 ? q_lora : be, "--q-lora"}}) {
         if (v % be != 0) {
             return std::string(what) + " " + std::to_string(v) + " is not a multiple of " + std::to_string(be) +
                    ", the block size of " + tr->name + " (rows of each matrix must hold whole blocks)";
@@ -186,10 +202,36 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     const bool ff_is_expert_width = moe && spec.dense_layers == 0 && (spec.arch == "llama" || spec.arch == "olmoe");
     w.set(a + "feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(ff_is_expert_width ? spec.expert_ff : ff)));
     w.set(a + "attention.head_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.heads)));
-    w.set(a + "attention.head_count_kv", gguf::Value::make_u32(static_cast<uint32_t>(spec.kv_heads)));
+    // deepseek2 states every head as a KV head (MLA has no KV heads of its own).
+    w.set(a + "attention.head_count_kv",
+          gguf::Value::make_u32(static_cast<uint32_t>(spec.arch == "deepseek2" ? spec.heads : spec.kv_heads)));
     w.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::make_f32(1e-5f));
     w.set(a + "rope.freq_base", gguf::Value::make_f32(10000.0f));
-    w.set(a + "rope.dimension_count", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+    const bool mla = spec.arch == "deepseek2";
+    const int64_t rot = mla ? (spec.rope_dim > 0 ? spec.rope_dim : head_dim / 2) : head_dim;
+    w.set(a + "rope.dimension_count", gguf::Value::make_u32(static_cast<uint32_t>(rot)));
+    if (spec.yarn_factor > 0.0f) {
+        w.set(a + "rope.scaling.type", gguf::Value::make_string("yarn"));
+        w.set(a + "rope.scaling.factor", gguf::Value::make_f32(spec.yarn_factor));
+        w.set(a + "rope.scaling.original_context_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.ctx)));
+    }
+    // llama.cpp reads deepseek2's multiplier whether or not the file scales RoPE.
+    if (mla) w.set(a + "rope.scaling.yarn_log_multiplier", gguf::Value::make_f32(spec.yarn_log_mul));
+    if (mla) {
+        // DeepSeek-V2's layout: keys of head_dim (rot of them rotated), values of head_dim.
+        w.set(a + "attention.key_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+        w.set(a + "attention.value_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+        w.set(a + "attention.kv_lora_rank", gguf::Value::make_u32(static_cast<uint32_t>(spec.kv_lora)));
+        if (spec.q_lora > 0) w.set(a + "attention.q_lora_rank", gguf::Value::make_u32(static_cast<uint32_t>(spec.q_lora)));
+        w.set(a + "expert_shared_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.shared_experts)));
+        w.set(a + "expert_gating_func", gguf::Value::make_u32(spec.gating == "sigmoid" ? 2 : 1));
+        w.set(a + "expert_weights_norm", gguf::Value::make_bool(spec.weights_norm));
+        w.set(a + "expert_weights_scale", gguf::Value::make_f32(spec.weights_scale));
+        if (spec.expert_groups > 1) {
+            w.set(a + "expert_group_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.expert_groups)));
+            w.set(a + "expert_group_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.groups_used)));
+        }
+    }
     if (moe) {
         w.set(a + "expert_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.experts)));
         w.set(a + "expert_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.used)));
@@ -213,9 +255,24 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     for (int64_t i = 0; i < spec.layers; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         b.vector(p + "attn_norm.weight", spec.dim, 1.0f, 0.1f);
-        b.matrix(p + "attn_q.weight", spec.dim, q_dim, 1, t);
-        b.matrix(p + "attn_k.weight", spec.dim, kv_dim, 1, t);
-        b.matrix(p + "attn_v.weight", spec.dim, kv_dim, 1, t);
+        if (mla) {
+            const int64_t nope = head_dim - rot;
+            if (spec.q_lora > 0) {
+                b.matrix(p + "attn_q_a.weight", spec.dim, spec.q_lora, 1, t);
+                b.vector(p + "attn_q_a_norm.weight", spec.q_lora, 1.0f, 0.1f);
+                b.matrix(p + "attn_q_b.weight", spec.q_lora, spec.heads * head_dim, 1, t);
+            } else {
+                b.matrix(p + "attn_q.weight", spec.dim, spec.heads * head_dim, 1, t);
+            }
+            b.matrix(p + "attn_kv_a_mqa.weight", spec.dim, spec.kv_lora + rot, 1, t);
+            b.vector(p + "attn_kv_a_norm.weight", spec.kv_lora, 1.0f, 0.1f);
+            b.matrix(p + "attn_kv_b.weight", spec.kv_lora, spec.heads * (nope + head_dim), 1, t);
+            b.matrix(p + "attn_output.weight", spec.heads * head_dim, spec.dim, 1, t);
+        } else {
+            b.matrix(p + "attn_q.weight", spec.dim, q_dim, 1, t);
+            b.matrix(p + "attn_k.weight", spec.dim, kv_dim, 1, t);
+            b.matrix(p + "attn_v.weight", spec.dim, kv_dim, 1, t);
+        }
         if (spec.arch == "qwen2moe") {
             b.vector(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
             b.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
@@ -228,7 +285,7 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f);
             b.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f);
         }
-        b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
+        if (!mla) b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
         b.vector(p + "ffn_norm.weight", spec.dim, 1.0f, 0.1f);
         if (!moe || i < spec.dense_layers) {
             b.matrix(p + "ffn_gate.weight", spec.dim, ff, 1, t);
@@ -241,6 +298,13 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
         b.matrix(p + "ffn_gate_exps.weight", spec.dim, spec.expert_ff, spec.experts, t);
         b.matrix(p + "ffn_up_exps.weight", spec.dim, spec.expert_ff, spec.experts, t);
         b.matrix(p + "ffn_down_exps.weight", spec.expert_ff, spec.dim, spec.experts, t);
+        if (mla && spec.gating == "sigmoid") b.vector(p + "exp_probs_b.bias", spec.experts, 0.0f, 0.05f);
+        if (mla && spec.shared_experts > 0) {
+            const int64_t sff = spec.shared_experts * spec.expert_ff;
+            b.matrix(p + "ffn_gate_shexp.weight", spec.dim, sff, 1, t);
+            b.matrix(p + "ffn_up_shexp.weight", spec.dim, sff, 1, t);
+            b.matrix(p + "ffn_down_shexp.weight", sff, spec.dim, 1, t);
+        }
         if (spec.shared_ff > 0) {
             b.vector(p + "ffn_gate_inp_shexp.weight", spec.dim, 0.0f, 0.1f);
             b.matrix(p + "ffn_gate_shexp.weight", spec.dim, spec.shared_ff, 1, t);

@@ -11,7 +11,7 @@
 namespace strata::model {
 
 struct MakeModelSpec {
-    std::string arch = "llama";   // llama | qwen2moe | qwen3moe | olmoe
+    std::string arch = "llama";   // llama | qwen2moe | qwen3moe | olmoe | deepseek2
     int64_t layers = 4;
     int64_t dim = 256;
     int64_t heads = 8;
@@ -25,6 +25,19 @@ struct MakeModelSpec {
     int64_t ctx = 2048;
     int64_t vocab = 512;          // synthetic vocabulary size when vocab_from is empty
     std::string vocab_from;       // copy the tokenizer of this GGUF file
+    // deepseek2 (MLA): per head a key of dim/heads (its last rope_dim dims
+    // rotated) and a value of dim/heads; the compressed KV has kv_lora dims.
+    int64_t q_lora = 0;           // 0: a plain attn_q
+    int64_t kv_lora = 64;
+    int64_t rope_dim = 0;         // 0: half the key length
+    int64_t shared_experts = 0;   // deepseek2 shared experts (expert_ff wide each, no gate)
+    std::string gating = "softmax";  // deepseek2: softmax (V2) | sigmoid (V3, with exp_probs_b)
+    bool weights_norm = false;    // deepseek2: renormalise the top-k weights
+    float weights_scale = 1.0f;   // deepseek2: expert_weights_scale
+    int64_t expert_groups = 0;    // deepseek2 group-limited routing (0: none)
+    int64_t groups_used = 0;
+    float yarn_factor = 0.0f;     // YaRN rope scaling (0: none), over the original context `ctx`
+    float yarn_log_mul = 0.1f;    // deepseek2's rope.scaling.yarn_log_multiplier
     kernels::WeightType type = kernels::WeightType::F32;
     uint64_t seed = 1;
     int threads = 0;

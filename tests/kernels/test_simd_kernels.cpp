@@ -22,6 +22,7 @@
 //  - front doors (quant.h, ops.h) call the active level's table.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -303,6 +304,7 @@ private Q_SLOTS:
     void attention_and_router_vs_ref();
     void rope_vs_ref_data() { add_level_rows(); }
     void rope_vs_ref();
+    void rope_yarn_table();
     void read_sum_vs_ref_data() { add_level_rows(); }
     void read_sum_vs_ref();
 
@@ -811,6 +813,32 @@ void TestSimdKernels::rope_vs_ref() {
                              qPrintable(QString("rope neox=%1 hd=%2 n_rot=%3 heads=%4").arg(neox).arg(hd).arg(n_rot).arg(heads)));
                     QVERIFY(a != x);  // it did rotate
                 }
+}
+
+// YaRN's table: the correction dims of ggml's formula, pairs below the first
+// extrapolate (unscaled angles), above the second interpolate (angles /
+// factor), a linear blend between; cos/sin times mscale. Without YaRN it is
+// rope_table.
+void TestSimdKernels::rope_yarn_table() {
+    float dims[2];
+    ref::rope_yarn_corr_dims(64, 4096, 10000.0f, 32.0f, 1.0f, dims);
+    // 64 ln(4096 / (32 * 2 pi)) / (2 ln 10000) = 10.47 -> 10; with 1 rotation 22.5 -> 23.
+    QCOMPARE(dims[0], 10.0f);
+    QCOMPARE(dims[1], 23.0f);
+    const int64_t pos = 3000;
+    const float factor = 8.0f, mscale = 1.25f;
+    std::vector<float> cs(64), plain(64);
+    ref::rope_table_yarn(64, pos, 10000.0f, 1.0f / factor, 1.0f, dims, mscale, cs.data());
+    for (int64_t i = 0; i < 32; ++i) {
+        const double extrap = pos * std::pow(10000.0, -2.0 * i / 64.0);
+        const double ramp = std::clamp((i - 10.0) / 13.0, 0.0, 1.0);  // 0 at dim 10, 1 at dim 23
+        const double theta = extrap * ramp / factor + extrap * (1.0 - ramp);
+        QVERIFY2(std::fabs(cs[2 * i] - mscale * std::cos(theta)) < 1e-5 && std::fabs(cs[2 * i + 1] - mscale * std::sin(theta)) < 1e-5,
+                 qPrintable(QString("pair %1").arg(i)));
+    }
+    ref::rope_table_yarn(64, pos, 10000.0f, 0.5f, 0.0f, dims, 1.0f, cs.data());
+    ref::rope_table(64, pos, 10000.0f, 0.5f, plain.data());
+    for (size_t i = 0; i < cs.size(); ++i) QVERIFY(std::fabs(cs[i] - plain[i]) < 1e-6f);
 }
 
 // Attention of a group of query heads over a block of keys: bit-identical to

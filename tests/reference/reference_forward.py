@@ -29,6 +29,30 @@ Semantics, per llama.cpp:
     0 or 1; sum_k w_k * down_k(silu(gate_k·x) * up_k·x).
   * qwen2moe shared expert, when its tensors exist: + sigmoid(gate_inp_shexp·x)
     * down_sh(silu(gate_sh·x) * up_sh·x).
+
+deepseek2 (DeepSeek-V2 and V3), written from the papers (DeepSeek-V2 §2.1,
+DeepSeek-V3 §2.1) and their published modeling code, in the expanded form
+(no weight absorption):
+  * MLA: c_q = RMSNorm(W_DQ x) (attn_q_a, attn_q_a_norm), q = W_UQ c_q
+    (attn_q_b), or q = W_Q x (attn_q) without a query LoRA; each head's q is
+    [q_nope | q_rope]. [c_kv | k_rope] = W_DKV x (attn_kv_a_mqa); c_kv =
+    RMSNorm(c_kv) (attn_kv_a_norm); [k_nope | v] per head = W_UKV c_kv
+    (attn_kv_b). RoPE (adjacent pairs) on q_rope and on k_rope, which all heads
+    share; k = [k_nope | k_rope]. Scores scale 1/sqrt(key_length), times
+    mscale^2 with YaRN, mscale = 1 + yarn_log_multiplier * ln(factor).
+  * YaRN rotary frequencies (DeepSeek's DeepseekV2YarnRotaryEmbedding):
+    inv_freq = interp * (1 - mask) + extrap * mask, interp = extrap / factor,
+    mask = 1 - ramp(low, high) over the dims/2 pairs, low/high the correction
+    dims of beta_fast = 32 and beta_slow = 1 over the original context;
+    cos/sin unscaled (mscale / mscale_all_dim = 1).
+  * Routing: s = softmax(router x) (expert_gating_func 1, V2) or sigmoid (2,
+    V3). Choice scores = s + exp_probs_b (V3's bias) where present. With expert
+    groups, only the experts of the best expert_group_used_count groups stay
+    eligible (a group scored by its best choice score for softmax, by the sum
+    of its two best for sigmoid). The top-k by choice score, weighted by s;
+    divided by their sum when expert_weights_norm; times expert_weights_scale.
+  * Shared experts: one SwiGLU of the shexp tensors, added with weight 1.
+  * Layers below leading_dense_block_count have a dense FFN.
 """
 
 import argparse
@@ -180,6 +204,7 @@ ARCHS = {
     "qwen2moe": (ROPE_NEOX, None, False),
     "qwen3moe": (ROPE_NEOX, "head", True),
     "olmoe": (ROPE_NEOX, "whole", False),
+    "deepseek2": (ROPE_NORM, None, False),   # MLA; renormalisation from expert_weights_norm
 }
 
 
@@ -204,11 +229,30 @@ def softmax(x, axis=-1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def rope(x, pos, n_rot, base, freq_scale, mode):
+def yarn_inv_freq(n_rot, base, factor, orig_ctx, beta_fast=32.0, beta_slow=1.0):
+    """DeepSeek's YaRN frequencies for the n_rot/2 rotated pairs."""
+    extrap = base ** (-2.0 * np.arange(n_rot // 2, dtype=np.float64) / n_rot)
+    interp = extrap / factor
+
+    def correction_dim(rotations):
+        return (n_rot * np.log(orig_ctx / (rotations * 2 * np.pi))) / (2 * np.log(base))
+
+    low = max(np.floor(correction_dim(beta_fast)), 0)
+    high = min(np.ceil(correction_dim(beta_slow)), n_rot - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(n_rot // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    mask = 1.0 - ramp
+    return interp * (1 - mask) + extrap * mask
+
+
+def rope(x, pos, n_rot, base, freq_scale, mode, inv_freq=None):
     """x: (T, H, D); pos: (T,). Rotates the first n_rot dims of every head."""
     T, H, D = x.shape
     half = n_rot // 2
     inv = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)  # theta_scale^i
+    if inv_freq is not None:
+        inv, freq_scale = inv_freq, 1.0
     theta = (pos.astype(np.float64)[:, None] * freq_scale) * inv[None, :]  # (T, half)
     c = np.cos(theta)[:, None, :]
     s = np.sin(theta)[:, None, :]
@@ -254,15 +298,23 @@ class Model:
         self.n_head_kv = int(scalar_or_first(key("attention.head_count_kv", self.n_head)))
         self.head_k = int(key("attention.key_length", self.n_embd // self.n_head))
         self.head_v = int(key("attention.value_length", self.head_k))
-        if self.head_k != self.head_v:
+        self.mla = arch == "deepseek2"
+        if self.head_k != self.head_v and not self.mla:
             raise GGUFError("key_length != value_length is not supported")
         self.eps = float(key("attention.layer_norm_rms_epsilon", required=True))
         self.rope_base = float(key("rope.freq_base", 10000.0))
         self.n_rot = int(key("rope.dimension_count", self.head_k))
         self.freq_scale = 1.0
+        self.inv_freq = None
+        self.mscale = 1.0
         scaling = key("rope.scaling.type", "none")
         if scaling == "linear":
             self.freq_scale = 1.0 / float(key("rope.scaling.factor", 1.0))
+        elif scaling == "yarn" and self.mla:
+            factor = float(key("rope.scaling.factor", required=True))
+            orig = int(key("rope.scaling.original_context_length", required=True))
+            self.inv_freq = yarn_inv_freq(self.n_rot, self.rope_base, factor, orig)
+            self.mscale = 1.0 + float(key("rope.scaling.yarn_log_multiplier", 0.0)) * np.log(factor)
         elif scaling not in ("none", None):
             raise GGUFError("rope scaling %r not supported" % scaling)
         if float(key("rope.scale_linear", 1.0) or 1.0) != 1.0:
@@ -273,6 +325,15 @@ class Model:
         self.n_dense_lead = int(key("leading_dense_block_count", 0))
         scale = float(key("attention.scale", 0.0)) if arch == "llama" else 0.0
         self.kq_scale = scale if scale != 0.0 else 1.0 / np.sqrt(self.head_k)
+        self.kq_scale *= self.mscale * self.mscale
+        if self.mla:
+            self.kv_lora = int(key("attention.kv_lora_rank", required=True))
+            self.q_lora = int(key("attention.q_lora_rank", 0))
+            self.norm_w = bool(key("expert_weights_norm", False))
+            self.gating = int(key("expert_gating_func", 1))
+            self.n_groups = int(key("expert_group_count", 0))
+            self.groups_used = int(key("expert_group_used_count", 0))
+            self.n_head_kv = self.n_head
         if self.n_head % self.n_head_kv != 0:
             raise GGUFError("n_head %d is not a multiple of n_head_kv %d" % (self.n_head, self.n_head_kv))
 
@@ -297,7 +358,57 @@ class Model:
 
     # -------------------------------------------------------- blocks
 
+    def attention_mla(self, il, x, pos):
+        T, H = x.shape[0], self.n_head
+        dk, dv, rot = self.head_k, self.head_v, self.n_rot
+        nope = dk - rot
+        if self.q_lora > 0:
+            cq = rms_norm(x @ self.t(il, "attn_q_a.weight").T, self.t(il, "attn_q_a_norm.weight"), self.eps)
+            q = cq @ self.t(il, "attn_q_b.weight").T
+        else:
+            q = x @ self.t(il, "attn_q.weight").T
+        q = q.reshape(T, H, dk)
+        ckv = x @ self.t(il, "attn_kv_a_mqa.weight").T                    # (T, kv_lora + rot)
+        c = rms_norm(ckv[:, :self.kv_lora], self.t(il, "attn_kv_a_norm.weight"), self.eps)
+        k_rope = rope(ckv[:, None, self.kv_lora:], pos, rot, self.rope_base, self.freq_scale, ROPE_NORM, self.inv_freq)
+        kv = (c @ self.t(il, "attn_kv_b.weight").T).reshape(T, H, nope + dv)
+        k = np.concatenate([kv[:, :, :nope], np.repeat(k_rope, H, axis=1)], axis=2)   # (T, H, dk)
+        v = kv[:, :, nope:]
+        q_rope = rope(q[:, :, nope:], pos, rot, self.rope_base, self.freq_scale, ROPE_NORM, self.inv_freq)
+        q = np.concatenate([q[:, :, :nope], q_rope], axis=2)
+        mask = np.triu(np.full((T, T), -np.inf), k=1)
+        out = np.empty((T, H, dv))
+        for h in range(H):
+            s = (q[:, h, :] @ k[:, h, :].T) * self.kq_scale + mask
+            out[:, h, :] = softmax(s, axis=-1) @ v[:, h, :]
+        return out.reshape(T, H * dv) @ self.t(il, "attn_output.weight").T
+
+    def route_deepseek(self, il, logits):
+        """Expert ids (best first) and weights for one token's router logits."""
+        s = sigmoid(logits) if self.gating == 2 else softmax(logits)
+        choice = s.copy()
+        b = self.t(il, "exp_probs_b.bias", optional=True)
+        if b is not None:
+            choice = choice + b
+        if self.n_groups > 1 and self.groups_used < self.n_groups:
+            g = choice.reshape(self.n_groups, -1)
+            if self.gating == 2:
+                gscore = np.sort(g, axis=1)[:, -2:].sum(axis=1)
+            else:
+                gscore = g.max(axis=1)
+            keep = np.argsort(-gscore, kind="stable")[:self.groups_used]
+            allowed = np.zeros(self.n_groups, dtype=bool)
+            allowed[keep] = True
+            choice = np.where(np.repeat(allowed, g.shape[1]), choice, -np.inf)
+        sel = np.argsort(-choice, kind="stable")[:self.n_expert_used]
+        w = s[sel]
+        if self.norm_w:
+            w = w / np.sum(w)
+        return sel, w * self.w_scale if self.w_scale != 0.0 else w
+
     def attention(self, il, x, pos):
+        if self.mla:
+            return self.attention_mla(il, x, pos)
         T = x.shape[0]
         H, Hkv, D = self.n_head, self.n_head_kv, self.head_k
         q = x @ self.t(il, "attn_q.weight").T
@@ -353,13 +464,16 @@ class Model:
         k = self.n_expert_used
         out = np.zeros_like(x)
         for t in range(T):
-            # top-k by probability, best first (ties: lower index first)
-            sel = np.argsort(-probs[t], kind="stable")[:k]
-            w = probs[t, sel]
-            if self.norm_w:
-                w = w / max(np.sum(w), 6.103515625e-5)
-            if self.w_scale != 0.0 and self.w_scale != 1.0:
-                w = w * self.w_scale
+            if self.mla:
+                sel, w = self.route_deepseek(il, x[t] @ router.T)
+            else:
+                # top-k by probability, best first (ties: lower index first)
+                sel = np.argsort(-probs[t], kind="stable")[:k]
+                w = probs[t, sel]
+                if self.norm_w:
+                    w = w / max(np.sum(w), 6.103515625e-5)
+                if self.w_scale != 0.0 and self.w_scale != 1.0:
+                    w = w * self.w_scale
             for e, we in zip(sel, w):
                 hidden = silu(gate_e[e] @ x[t]) * (up_e[e] @ x[t])
                 out[t] += we * (down_e[e] @ hidden)

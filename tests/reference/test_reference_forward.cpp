@@ -84,9 +84,20 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
     return m;
 }
 
+// deepseek2's extra shape (MakeModelSpec's fields of the same names).
+struct Mla {
+    int64_t q_lora = 0, kv_lora = 0, shared_experts = 0;
+    const char* gating = "softmax";
+    bool weights_norm = false;
+    float weights_scale = 1.0f;
+    int64_t expert_groups = 0, groups_used = 0;
+    float yarn_factor = 0.0f;
+};
+
 struct Shape {
     const char* arch;
     int64_t layers, dim, heads, kv_heads, experts, used, expert_ff, dense_layers, ff, shared_ff;
+    Mla mla{};
 };
 
 model::MakeModelSpec spec_of(const Shape& s, uint64_t seed) {
@@ -102,6 +113,17 @@ model::MakeModelSpec spec_of(const Shape& s, uint64_t seed) {
     spec.dense_layers = s.dense_layers;
     spec.ff = s.ff;
     spec.shared_ff = s.shared_ff;
+    if (s.mla.kv_lora > 0) {
+        spec.q_lora = s.mla.q_lora;
+        spec.kv_lora = s.mla.kv_lora;
+        spec.shared_experts = s.mla.shared_experts;
+        spec.gating = s.mla.gating;
+        spec.weights_norm = s.mla.weights_norm;
+        spec.weights_scale = s.mla.weights_scale;
+        spec.expert_groups = s.mla.expert_groups;
+        spec.groups_used = s.mla.groups_used;
+        spec.yarn_factor = s.mla.yarn_factor;
+    }
     spec.ctx = 256;
     spec.type = kernels::WeightType::F32;
     spec.seed = seed;
@@ -167,6 +189,8 @@ private Q_SLOTS:
         QTest::newRow("stories260K") << "stories260K";
         QTest::newRow("moe-tiny-f32") << "moe-tiny-f32";
         QTest::newRow("qwen2moe-tiny-f32") << "qwen2moe-tiny-f32";
+        QTest::newRow("deepseek2-tiny-f32") << "deepseek2-tiny-f32";
+        QTest::newRow("deepseek3-tiny-f32") << "deepseek3-tiny-f32";
     }
 
     void reference_matches_llama_cpp() {
@@ -215,6 +239,14 @@ private Q_SLOTS:
         QTest::newRow("llama-mixed") << Shape{"llama", 3, 64, 4, 2, 8, 2, 64, 1, 128, 0};
         QTest::newRow("llama-moe") << Shape{"llama", 2, 64, 8, 2, 4, 2, 64, 0, 0, 0};
         QTest::newRow("llama-dense") << Shape{"llama", 3, 64, 4, 2, 0, 0, 0, 0, 128, 0};
+        // deepseek2: V2 (query LoRA, softmax, a shared expert), V2 with expert
+        // groups, V3 (plain attn_q, sigmoid + selection bias, renormalised and
+        // scaled weights, groups scored by their two best, two shared experts, YaRN).
+        QTest::newRow("deepseek2-v2") << Shape{"deepseek2", 3, 64, 4, 4, 8, 3, 32, 1, 96, 0, {32, 32, 1}};
+        QTest::newRow("deepseek2-v2-groups")
+            << Shape{"deepseek2", 3, 64, 4, 4, 16, 4, 32, 1, 96, 0, {32, 32, 0, "softmax", false, 1.0f, 4, 2}};
+        QTest::newRow("deepseek2-v3-yarn")
+            << Shape{"deepseek2", 3, 64, 4, 4, 16, 4, 32, 1, 96, 0, {0, 32, 2, "sigmoid", true, 2.5f, 4, 2, 4.0f}};
     }
 
     void engine_matches_reference() {
@@ -262,11 +294,13 @@ private Q_SLOTS:
         }
         qInfo("engine vs reference, %s: max |dlogit| %.3g (worst at position %lld)", qPrintable(name), worst,
               static_cast<long long>(worst_pos));
-        QVERIFY2(worst <= kTolerance, qPrintable(QString("engine vs reference, %1: max |dlogit| %2 > %3 at position %4")
-                                                     .arg(name)
-                                                     .arg(worst)
-                                                     .arg(kTolerance)
-                                                     .arg(worst_pos)));
+        // deepseek2 is held to issue 29's 1e-4 (the fixtures README's F32 bound is 1e-3).
+        const double tolerance = shape.mla.kv_lora > 0 ? 1e-4 : kTolerance;
+        QVERIFY2(worst <= tolerance, qPrintable(QString("engine vs reference, %1: max |dlogit| %2 > %3 at position %4")
+                                                    .arg(name)
+                                                    .arg(worst)
+                                                    .arg(tolerance)
+                                                    .arg(worst_pos)));
     }
 };
 
