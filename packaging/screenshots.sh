@@ -2,7 +2,8 @@
 # Produces the README's screenshots with the app itself, offscreen, at
 # 1280x800: docs/screenshots/chat.png (a real answer from the demo model, the
 # panels open), load-plan.png (the model dialog with the demo model's memory
-# plan) and settings.png (the settings dialog).
+# plan), settings.png (the settings dialog), conversation.png (four exchanges)
+# and remote-strata-server.png (the app chatting with strata-cli serve).
 # Usage: packaging/screenshots.sh [BUILD_DIR]   (default: build; builds `strata` first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +29,22 @@ shot() {  # NAME [strata args...]
 shot chat --prompt "And God said unto Noah"
 shot load-plan --show model
 shot settings --show settings
+# A conversation of four exchanges in the demo model's 2048-token context.
+shot conversation --prompt "Who is the LORD?" --prompt "And what did Moses say unto the people?" \
+  --prompt "Where did they go after that?" --prompt "Tell me of the king of Egypt."
+
+# Chatting with a Strata server (strata-cli serve on a free port): the panels
+# show the server's engine from its /metrics. (remote-llama-server.png, the
+# same against llama.cpp's llama-server, which reports no engine, was made by
+# hand with a llama-server built beside the project.)
+cli=$build/app/cli/strata-cli
+cmake --build "$build" --target strata-cli
+"$cli" serve --port 0 > "$scratch/serve.out" 2>&1 &
+serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null; rm -rf "$scratch"' EXIT
+for _ in $(seq 100); do grep -q "serving" "$scratch/serve.out" 2>/dev/null && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*/v1' "$scratch/serve.out" | head -1)
+mkdir -p "$scratch/remote"
+"$app" --server "$url" --server-model strata-demo-moe --data-dir "$scratch/remote" \
+  --screenshot "$out/remote-strata-server.png" --quit-after-reply --timeout 300 --prompt "Who is the LORD?"
 ls -l "$out"

@@ -9,7 +9,9 @@ import Strata
 Panel {
     id: panel
     title: "Throughput"
-    subtitle: telemetry.hasData ? TextUtil.formatCount(telemetry.tokensProcessed) + " tokens since load" : ""
+    subtitle: !telemetry.hasData ? ""
+              : telemetry.source === "answers" ? TextUtil.formatCount(telemetry.tokensProcessed) + " tokens in its answers"
+              : TextUtil.formatCount(telemetry.tokensProcessed) + " tokens since load"
 
     Label {
         visible: !telemetry.hasData

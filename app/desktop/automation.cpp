@@ -45,6 +45,14 @@ void Automation::on_model_loaded() {
 
 void Automation::on_answer(qint64 message_id, const QString& finish) {
     if (message_id_ != 0) return;
+    if (next_prompt_ < opt_.more_prompts.size()) {
+        // The next turn of the conversation; the report covers the last answer.
+        const QString text = opt_.more_prompts[next_prompt_++];
+        QTimer::singleShot(0, this, [this, text] {
+            if (!chat_->send(text)) fail(QStringLiteral("cannot send the prompt: ") + chat_->lastError());
+        });
+        return;
+    }
     message_id_ = message_id;
     finish_ = finish;
     wait_for_panels();

@@ -5,12 +5,15 @@
 // and the figures as JSON, then quits: exit 0, or 1 with a message on stderr
 // (bad model, failed answer, no screenshot), 3 on a time-out. `--show
 // settings|model` opens the settings dialog or the model dialog (with the
-// plan of the loaded model) before the screenshot.
+// plan of the loaded model) before the screenshot. --prompt given several
+// times sends each in turn in the same conversation (a multi-turn chat); the
+// screenshot and report follow the last answer.
 #pragma once
 
 #include <QObject>
 #include <QPointer>
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 
 class QQuickWindow;
@@ -22,6 +25,7 @@ class TelemetryModel;
 
 struct AutomationOptions {
     QString prompt;            // empty: no exchange, just the screenshot once the model is loaded
+    QStringList more_prompts;  // sent after prompt, one per answer, in the same conversation
     QString screenshot;        // empty: none
     QString report;            // empty: none
     QString show;              // "settings" | "model": open that dialog before the screenshot
@@ -55,6 +59,7 @@ private:
     bool capturing_ = false;
     int waits_ = 0;
     bool shown_ = false;
+    int next_prompt_ = 0;  // index into more_prompts
 };
 
 }  // namespace strata::desktop

@@ -8,6 +8,7 @@
 #include <QQuickStyle>
 #include <QQuickWindow>
 #include <QSettings>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -59,7 +60,9 @@ int main(int argc, char** argv) {
                                        QStringLiteral("Load this GGUF model at start (default: the last one used, else the demo model)."),
                                        QStringLiteral("PATH"));
     const QCommandLineOption prompt_opt({QStringLiteral("p"), QStringLiteral("prompt")},
-                                        QStringLiteral("Send TEXT in a new conversation once the model is loaded."), QStringLiteral("TEXT"));
+                                        QStringLiteral("Send TEXT in a new conversation once the model is loaded; given again, "
+                                                       "each further TEXT is the next message of that conversation."),
+                                        QStringLiteral("TEXT"));
     const QCommandLineOption shot_opt(QStringLiteral("screenshot"),
                                       QStringLiteral("After the answer, save a screenshot of the window (panels open) to FILE."),
                                       QStringLiteral("FILE"));
@@ -93,7 +96,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "strata: --timeout: '%s' is not a positive number of seconds\n", qPrintable(cli.value(timeout_opt)));
         return 2;
     }
-    if (cli.isSet(prompt_opt) && cli.value(prompt_opt).trimmed().isEmpty()) {
+    const QStringList prompts = cli.values(prompt_opt);
+    if (std::any_of(prompts.begin(), prompts.end(), [](const QString& p) { return p.trimmed().isEmpty(); })) {
         std::fprintf(stderr, "strata: --prompt: the prompt is empty\n");
         return 2;
     }
@@ -154,7 +158,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<Automation> automation;
     if (unattended) {
         AutomationOptions o;
-        o.prompt = cli.value(prompt_opt);
+        o.prompt = prompts.value(0);
+        o.more_prompts = prompts.mid(1);
         o.screenshot = cli.value(shot_opt);
         o.report = cli.value(report_opt);
         o.quit_after_reply = cli.isSet(quit_opt);
