@@ -62,6 +62,7 @@ KernelTable make_ref_table() {
     set_ref_row<WeightType::Q5_K>(t);
     set_ref_row<WeightType::Q6_K>(t);
     set_ref_row<WeightType::Q8_K>(t);
+    set_ref_row<WeightType::MXFP4>(t);
     t.quantize_act[static_cast<int>(WeightType::F32)] = &ref_quantize<WeightType::F32>;
     t.quantize_act[static_cast<int>(WeightType::F16)] = &ref_quantize<WeightType::F16>;
     t.quantize_act[static_cast<int>(WeightType::BF16)] = &ref_quantize<WeightType::BF16>;

@@ -12,6 +12,7 @@ namespace strata::kernels {
 
 bool has_kernels(WeightType t) {
     switch (t) {
+        case WeightType::MXFP4:
         case WeightType::F32:
         case WeightType::F16:
         case WeightType::BF16:
@@ -52,7 +53,7 @@ void dequantize_row(WeightType t, const void* src, float* dst, int64_t n) {
         case WeightType::Q5_K: return dequantize_row_q5_K_ref(static_cast<const block_q5_K*>(src), dst, n);
         case WeightType::Q6_K: return dequantize_row_q6_K_ref(static_cast<const block_q6_K*>(src), dst, n);
         case WeightType::Q8_K: return dequantize_row_q8_K_ref(static_cast<const block_q8_K*>(src), dst, n);
-        case WeightType::Q8_1: return dequantize_row_q8_1_ref(static_cast<const block_q8_1*>(src), dst, n);
+        case WeightType::MXFP4: return dequantize_row_mxfp4_ref(static_cast<const block_mxfp4*>(src), dst, n);
         default:
             for (int64_t i = 0; i < n; ++i) dst[i] = std::numeric_limits<float>::quiet_NaN();
             return;
@@ -82,8 +83,15 @@ void quantize_row(WeightType t, const float* src, void* dst, int64_t n) {
         case WeightType::Q5_K: return quantize_row_q5_K_ref(src, static_cast<block_q5_K*>(dst), n);
         case WeightType::Q6_K: return quantize_row_q6_K_ref(src, static_cast<block_q6_K*>(dst), n);
         case WeightType::Q8_K: return quantize_row_q8_K_ref(src, static_cast<block_q8_K*>(dst), n);
+        case WeightType::MXFP4: return quantize_row_mxfp4_ref(src, static_cast<block_mxfp4*>(dst), n);
         default: return;
     }
+}
+
+void dequantize_activation(WeightType w, const void* xq, float* y, int64_t n) {
+    const WeightType a = activation_type(w);
+    if (a == WeightType::Q8_1) return dequantize_row_q8_1_ref(static_cast<const block_q8_1*>(xq), y, n);
+    dequantize_row(a, xq, y, n);  // f32, f16, bf16, q8_0, q8_k
 }
 
 WeightType activation_type(WeightType w) {
@@ -95,6 +103,7 @@ WeightType activation_type(WeightType w) {
         case WeightType::Q4_0_R4:
         case WeightType::Q5_0:
         case WeightType::Q8_0:
+        case WeightType::MXFP4:
         case WeightType::Q8_0_R2: return WeightType::Q8_0;
         case WeightType::Q4_1:
         case WeightType::Q5_1: return WeightType::Q8_1;

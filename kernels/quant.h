@@ -88,6 +88,10 @@ int64_t activation_row_bytes(WeightType w, int64_t n);
 // activation_row_bytes(w, n) bytes, aligned to 4 (q8_K holds a float).
 void quantize_activation(WeightType w, const float* x, void* xq, int64_t n);
 
+// The floats an activation row prepared by quantize_activation(w, ...) stands
+// for: its values rounded as the products with w's weights see them.
+void dequantize_activation(WeightType w, const void* xq, float* y, int64_t n);
+
 // Dot product of one weight row of type w with an activation row prepared by
 // quantize_activation (same w, same n).
 float dot_row_q(WeightType w, const void* wrow, const void* xq, int64_t n);

@@ -44,6 +44,7 @@ constexpr Entry kTypes[] = {
     {30, {"bf16", 1, 2, true}},
     {34, {"tq1_0", 256, 54, false}},
     {35, {"tq2_0", 256, 66, false}},
+    {39, {"mxfp4", 32, 17, true}},
 };
 
 // In-memory layouts (kernels/ref/repack_ref.h): not file types. Each has

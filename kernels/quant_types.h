@@ -26,6 +26,7 @@ enum class WeightType : uint32_t {
     Q6_K = 14,
     Q8_K = 15,
     BF16 = 30,
+    MXFP4 = 39,  // OCP microscaling FP4: 32 E2M1 values, one E8M0 scale (gpt-oss's experts)
 
     // In-memory layouts, never in a file: a file type's blocks rearranged for
     // the SIMD kernels of this CPU (kernels/ref/repack_ref.h describes each).

@@ -747,7 +747,7 @@ void Context::attention_mla(const LayerWeights& L, int64_t n) {
             // compressed KV for the quantized weights), so the cached row is
             // the one the expanded form would multiply.
             kernels::quantize_activation(L.wkv_b.type, kv, act_scratch_.data(), r);
-            kernels::dequantize_row(kernels::activation_type(L.wkv_b.type), act_scratch_.data(), kv, r);
+            kernels::dequantize_activation(L.wkv_b.type, act_scratch_.data(), kv, r);
         }
         ops::rope_apply(kv + r, 1, rot, rot, cs, false);
         kv_->write(tok_seq_[t], L.index, tok_pos_[t], kv, kv);  // keys only: the row is also the value

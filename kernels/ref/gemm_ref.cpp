@@ -17,6 +17,7 @@ void quantize_activation_ref(WeightType w, const float* x, void* xq, int64_t n) 
         case WeightType::Q4_0_R4:
         case WeightType::Q5_0:
         case WeightType::Q8_0:
+        case WeightType::MXFP4:
         case WeightType::Q8_0_R2: return quantize_act_q8_0_ref(x, static_cast<block_q8_0*>(xq), n);
         case WeightType::Q4_1:
         case WeightType::Q5_1: return quantize_act_q8_1_ref(x, static_cast<block_q8_1*>(xq), n);
@@ -61,6 +62,8 @@ float dot_row_q_ref(WeightType w, const void* wrow, const void* xq, int64_t n) {
             return vec_dot_q6_K_q8_K_ref(static_cast<const block_q6_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
         case WeightType::Q8_K:
             return vec_dot_q8_K_q8_K_ref(static_cast<const block_q8_K*>(wrow), static_cast<const block_q8_K*>(xq), n);
+        case WeightType::MXFP4:
+            return vec_dot_mxfp4_q8_0_ref(static_cast<const block_mxfp4*>(wrow), static_cast<const block_q8_0*>(xq), n);
         default: return std::numeric_limits<float>::quiet_NaN();
     }
 }
@@ -83,6 +86,7 @@ float dot_row_ref(WeightType t, const void* w, const float* x, int64_t n) {
         case WeightType::Q5_K: return dot_q5_K_f32_ref(static_cast<const block_q5_K*>(w), x, n);
         case WeightType::Q6_K: return dot_q6_K_f32_ref(static_cast<const block_q6_K*>(w), x, n);
         case WeightType::Q8_K: return dot_q8_K_f32_ref(static_cast<const block_q8_K*>(w), x, n);
+        case WeightType::MXFP4: return dot_mxfp4_f32_ref(static_cast<const block_mxfp4*>(w), x, n);
         default: return std::numeric_limits<float>::quiet_NaN();
     }
 }

@@ -110,6 +110,22 @@ static inline void decode_block(const block_q4_0& b, float* y) {
     }
 }
 
+float mxfp4_scale_half(uint8_t e) {
+    // 2^(e-128): a normal float with exponent field e - 1 for e >= 2, else the subnormals 2^-128, 2^-127.
+    const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline void decode_block(const block_mxfp4& b, float* y) {
+    const float d = mxfp4_scale_half(b.e);
+    for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+        y[j] = static_cast<float>(kMxfp4Values[b.qs[j] & 0x0F]) * d;
+        y[j + QK_MXFP4 / 2] = static_cast<float>(kMxfp4Values[b.qs[j] >> 4]) * d;
+    }
+}
+
 static inline void decode_block(const block_q4_1& b, float* y) {
     const float d = fp16_to_fp32_ref(b.d);
     const float m = fp16_to_fp32_ref(b.m);
@@ -167,12 +183,40 @@ void dequantize_row_q4_1_ref(const block_q4_1* x, float* y, int64_t n) { dequant
 void dequantize_row_q5_0_ref(const block_q5_0* x, float* y, int64_t n) { dequantize_blocks(x, y, n); }
 void dequantize_row_q5_1_ref(const block_q5_1* x, float* y, int64_t n) { dequantize_blocks(x, y, n); }
 void dequantize_row_q8_0_ref(const block_q8_0* x, float* y, int64_t n) { dequantize_blocks(x, y, n); }
+void dequantize_row_mxfp4_ref(const block_mxfp4* x, float* y, int64_t n) { dequantize_blocks(x, y, n); }
 
 float dot_q4_0_f32_ref(const block_q4_0* w, const float* x, int64_t n) { return dot_blocks(w, x, n); }
 float dot_q4_1_f32_ref(const block_q4_1* w, const float* x, int64_t n) { return dot_blocks(w, x, n); }
 float dot_q5_0_f32_ref(const block_q5_0* w, const float* x, int64_t n) { return dot_blocks(w, x, n); }
 float dot_q5_1_f32_ref(const block_q5_1* w, const float* x, int64_t n) { return dot_blocks(w, x, n); }
 float dot_q8_0_f32_ref(const block_q8_0* w, const float* x, int64_t n) { return dot_blocks(w, x, n); }
+float dot_mxfp4_f32_ref(const block_mxfp4* w, const float* x, int64_t n) { return dot_blocks(w, x, n); }
+
+void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n) {
+    assert(n % QK_MXFP4 == 0);
+    const int64_t nb = n / QK_MXFP4;
+    for (int64_t i = 0; i < nb; ++i, x += QK_MXFP4) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK_MXFP4; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
+        const float d = mxfp4_scale_half(e);
+        const auto nearest = [d](float v) {
+            int best = 0;
+            float best_err = std::fabs(kMxfp4Values[0] * d - v);
+            for (int k = 1; k < 16; ++k) {
+                const float err = std::fabs(kMxfp4Values[k] * d - v);
+                if (err < best_err) {
+                    best = k;
+                    best_err = err;
+                }
+            }
+            return best;
+        };
+        y[i].e = e;
+        for (int j = 0; j < QK_MXFP4 / 2; ++j)
+            y[i].qs[j] = static_cast<uint8_t>(nearest(x[j]) | (nearest(x[j + QK_MXFP4 / 2]) << 4));
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Quantizers (ggml's quantize_row_*_ref, same rounding, same bytes).

@@ -120,6 +120,20 @@ struct block_q4_0 {
     uint8_t qs[QK4_0 / 2];
 };
 
+// MXFP4 (OCP Microscaling Formats v1.0, 6.3): 32 FP4 E2M1 values sharing one
+// E8M0 scale, as ggml stores it: x[j] = e2m1(q[j]) * 2^(e - 127), nibble
+// order as q4_0. kMxfp4Values holds the E2M1 values doubled (ggml's
+// kvalues_mxfp4: integers, for integer dot products), so the scale applied
+// to them is 2^(e - 128) (mxfp4_scale_half).
+inline constexpr int QK_MXFP4 = 32;
+struct block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[QK_MXFP4 / 2];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128) as a float (the half of E8M0's 2^(e - 127); e = 0 and 1 are subnormal).
+float mxfp4_scale_half(uint8_t e);
+
 // x[j] = d * q[j] + m; nibble order as q4_0.
 struct block_q4_1 {
     uint16_t d;
@@ -202,6 +216,7 @@ struct block_q8_K {
 };
 
 static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout");
+static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 layout");
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 layout");
 static_assert(sizeof(block_q5_0) == 22, "block_q5_0 layout");
 static_assert(sizeof(block_q5_1) == 24, "block_q5_1 layout");
@@ -244,6 +259,7 @@ void dequantize_row_q4_K_ref(const block_q4_K* x, float* y, int64_t n);
 void dequantize_row_q5_K_ref(const block_q5_K* x, float* y, int64_t n);
 void dequantize_row_q6_K_ref(const block_q6_K* x, float* y, int64_t n);
 void dequantize_row_q8_K_ref(const block_q8_K* x, float* y, int64_t n);
+void dequantize_row_mxfp4_ref(const block_mxfp4* x, float* y, int64_t n);
 
 float dot_q4_0_f32_ref(const block_q4_0* w, const float* x, int64_t n);
 float dot_q4_1_f32_ref(const block_q4_1* w, const float* x, int64_t n);
@@ -256,6 +272,7 @@ float dot_q4_K_f32_ref(const block_q4_K* w, const float* x, int64_t n);
 float dot_q5_K_f32_ref(const block_q5_K* w, const float* x, int64_t n);
 float dot_q6_K_f32_ref(const block_q6_K* w, const float* x, int64_t n);
 float dot_q8_K_f32_ref(const block_q8_K* w, const float* x, int64_t n);
+float dot_mxfp4_f32_ref(const block_mxfp4* w, const float* x, int64_t n);
 
 void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t n);
 void quantize_row_q4_1_ref(const float* x, block_q4_1* y, int64_t n);
@@ -268,6 +285,9 @@ void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n);
 void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);
+// ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (the largest
+// magnitude lands at most on 6), each value to the nearest of the 16 codes.
+void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n);
 
 // ---------------------------------------------------------------------------
 // Building blocks of the quantizers, exposed for engine/quant (importance-

@@ -43,6 +43,7 @@ template <> constexpr int block_elems<block_q4_1>() { return QK4_1; }
 template <> constexpr int block_elems<block_q5_0>() { return QK5_0; }
 template <> constexpr int block_elems<block_q5_1>() { return QK5_1; }
 template <> constexpr int block_elems<block_q8_0>() { return QK8_0; }
+template <> constexpr int block_elems<block_mxfp4>() { return QK_MXFP4; }
 template <> constexpr int block_elems<block_q2_K>() { return static_cast<int>(QK_K); }
 template <> constexpr int block_elems<block_q3_K>() { return static_cast<int>(QK_K); }
 template <> constexpr int block_elems<block_q4_K>() { return static_cast<int>(QK_K); }

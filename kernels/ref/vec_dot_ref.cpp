@@ -126,6 +126,22 @@ float vec_dot_q4_0_q8_0_ref(const block_q4_0* x, const block_q8_0* y, int64_t n)
     return vec_dot_q4_0_q8_0_blocks([x](int64_t i) -> const block_q4_0& { return x[i]; }, y, n);
 }
 
+float vec_dot_mxfp4_q8_0_ref(const block_mxfp4* x, const block_q8_0* y, int64_t n) {
+    constexpr int qk = QK_MXFP4;
+    const int64_t nb = n / qk;
+    float sumf = 0;
+    for (int64_t ib = 0; ib < nb; ++ib) {
+        int sumi0 = 0;
+        int sumi1 = 0;
+        for (int j = 0; j < qk / 2; ++j) {
+            sumi0 += kMxfp4Values[x[ib].qs[j] & 0x0F] * y[ib].qs[j];
+            sumi1 += kMxfp4Values[x[ib].qs[j] >> 4] * y[ib].qs[j + qk / 2];
+        }
+        sumf += mxfp4_scale_half(x[ib].e) * fp16_to_fp32_ref(y[ib].d) * static_cast<float>(sumi0 + sumi1);
+    }
+    return sumf;
+}
+
 float vec_dot_q4_1_q8_1_ref(const block_q4_1* x, const block_q8_1* y, int64_t n) {
     constexpr int qk = QK8_1;
     const int64_t nb = n / qk;

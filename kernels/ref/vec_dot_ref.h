@@ -81,6 +81,8 @@ float vec_dot_f16_ref(const uint16_t* w, const uint16_t* x, int64_t n);
 float vec_dot_bf16_ref(const uint16_t* w, const uint16_t* x, int64_t n);
 
 float vec_dot_q4_0_q8_0_ref(const block_q4_0* w, const block_q8_0* x, int64_t n);
+// ggml's ggml_vec_dot_mxfp4_q8_0 (generic): per block e8m0_half(e) * d_y * (sumi_lo + sumi_hi).
+float vec_dot_mxfp4_q8_0_ref(const block_mxfp4* w, const block_q8_0* x, int64_t n);
 
 // ggml's q4_0 x q8_0 loop over blocks that block_at(i) returns (a q4_0 row,
 // or an in-memory layout's row seen block by block: kernels/ref/repack_ref.h).

@@ -86,6 +86,7 @@ const Format kFormats[] = {
     {WeightType::Q5_K, "q5_k", 0.050},      // measured 0.040
     {WeightType::Q6_K, "q6_k", 0.026},      // measured 0.021
     {WeightType::Q8_K, "q8_k", 0.012},      // measured 0.0088
+    {WeightType::MXFP4, "mxfp4", 0.20},     // measured: see roundtrip_error's output
 };
 
 int64_t block_elems(WeightType t) { return type_traits(t)->block_elems; }
@@ -278,6 +279,7 @@ private Q_SLOTS:
     void known_block_q4_k();
     void known_block_q5_k();
     void known_block_q6_k();
+    void mxfp4_matches_the_ocp_value_table();
     void q3_k_scales_match_kmask_unpacking();
     void quantizers_hit_exact_grid_values();
 
@@ -892,6 +894,39 @@ void TestQuantKernels::fixture_q4_k_m_decodes() {
     QString summary;
     for (const auto& [t, count] : seen) summary += QString(" %1:%2").arg(t.c_str()).arg(count);
     qInfo("moe-small-q4_k_m tensors by type:%s", qPrintable(summary));
+}
+
+// MXFP4 against the OCP Microscaling Formats v1.0 spec: an element is the
+// FP4 E2M1 value of its code (sign, 2 exponent bits with bias 1, 1 mantissa
+// bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) times the block's E8M0
+// scale 2^(e - 127). Every code at several scales, both nibbles, and the
+// subnormal-float scales e = 0 and 1. (E8M0's 0xFF is NaN in the spec; ggml
+// and this engine read it as 2^128 and never write it: the quantizer's largest
+// e is for amax < 2^127.)
+void TestQuantKernels::mxfp4_matches_the_ocp_value_table() {
+    const double e2m1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    for (int e : {0, 1, 100, 126, 127, 128, 130, 200, 250}) {  // 254 x 6 overflows a float
+        block_mxfp4 b{};
+        b.e = static_cast<uint8_t>(e);
+        for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));  // codes j and 15 - j
+        float y[32];
+        dequantize_row(WeightType::MXFP4, &b, y, 32);
+        for (int k = 0; k < 32; ++k) {
+            const int code = k < 16 ? k : 15 - (k - 16);
+            const double value = (code & 8 ? -1.0 : 1.0) * e2m1[code & 7] * std::ldexp(1.0, e - 127);
+            QVERIFY2(static_cast<double>(y[k]) == value,
+                     qPrintable(QString("e=%1 code=%2: %3, the spec says %4").arg(e).arg(code).arg(y[k]).arg(value)));
+        }
+    }
+    // The quantizer: values on the grid come back exactly; the scale puts the largest magnitude at most on 6.
+    float x[32];
+    for (int k = 0; k < 32; ++k) x[k] = static_cast<float>((k % 2 ? -1 : 1) * e2m1[k % 8] * 0.25);
+    block_mxfp4 q{};
+    quantize_row(WeightType::MXFP4, x, &q, 32);
+    QCOMPARE(int(q.e), 127 - 2);  // amax 1.5 = 6 * 2^-2
+    float y[32];
+    dequantize_row(WeightType::MXFP4, &q, y, 32);
+    for (int k = 0; k < 32; ++k) QCOMPARE(y[k], x[k]);
 }
 
 QTEST_APPLESS_MAIN(TestQuantKernels)

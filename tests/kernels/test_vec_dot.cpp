@@ -33,7 +33,7 @@ namespace {
 const WeightType kWeightTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q4_0,
                                    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_0,
                                    WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                   WeightType::Q6_K, WeightType::Q8_K};
+                                   WeightType::Q6_K, WeightType::Q8_K, WeightType::MXFP4};
 
 int64_t block_elems(WeightType t) { return type_traits(t)->block_elems; }
 
