@@ -807,6 +807,7 @@ void TestGguf::writerRejectsBadInput() {
     };
     EXPECT_THROWS_WITH(tensor("x", WeightType::F32, {8}, 31), "tensor 'x': shape [8] of type f32 needs 32 bytes of data, found 31");
     EXPECT_THROWS_WITH(tensor("x", WeightType::Q4_0, {33}, 18), "row length 33 is not a multiple of the q4_0 block size 32");
+    EXPECT_THROWS_WITH(tensor("x", WeightType::MXFP4, {40}, 17), "row length 40 is not a multiple of the mxfp4 block size 32");
     EXPECT_THROWS_WITH(tensor("first", WeightType::F32, {8}, 32), "tensor 'first': added twice");
     EXPECT_THROWS_WITH(tensor("", WeightType::F32, {8}, 32), "tensor name is empty");
     EXPECT_THROWS_WITH(tensor(std::string(64, 'n'), WeightType::F32, {8}, 32), "longer than the limit of 63");
