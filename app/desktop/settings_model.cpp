@@ -1,5 +1,7 @@
 #include "settings_model.h"
 
+#include <QRandomGenerator>
+
 #include "backend/device.h"
 
 #include <QFileInfo>
@@ -152,7 +154,9 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     f("min_p", "Min-p", samp, "real", 0.05, A::NextMessage, "Drop tokens below this share of the top token's probability. 0: off.");
     f("repeat_penalty", "Repeat penalty", samp, "real", 1.0, A::NextMessage, "Above 1 discourages repeating the last 64 tokens. 1: off.");
     f("max_tokens", "Max answer tokens", samp, "int", 256, A::NextMessage, "The most tokens one answer may have.");
-    f("seed", "Seed", samp, "int", 42, A::NextMessage, "Random seed: the same seed and prompt give the same answer.")->lo = 0;
+    f("seed", "Seed", samp, "int", -1, A::NextMessage,
+      "-1: a new random seed for every answer, so Regenerate gives another one. 0 or more: the same seed and "
+      "prompt give the same answer.")->lo = -1;
 
     for (const Field& x : fields_) {
         QVariant parsed;
@@ -324,7 +328,9 @@ sched::SamplingParams SettingsModel::sampling_from(const QHash<QString, QVariant
     p.repeat_penalty = float(v.value(QStringLiteral("repeat_penalty")).toDouble());
     const qlonglong mt = v.value(QStringLiteral("max_tokens")).toLongLong();
     p.max_tokens = int32_t(std::clamp<qlonglong>(mt, -1, std::numeric_limits<int32_t>::max()));
-    p.seed = uint64_t(v.value(QStringLiteral("seed")).toLongLong());
+    // As GPT4All and LM Studio: without a fixed seed each answer draws its own.
+    const qlonglong seed = v.value(QStringLiteral("seed")).toLongLong();
+    p.seed = seed < 0 ? QRandomGenerator::global()->generate64() : uint64_t(seed);
     return p;
 }
 

@@ -525,6 +525,30 @@ private Q_SLOTS:
         QCOMPARE(chat_->messages()->rowCount(), 0);
     }
 
+    // Regenerate at T > 0 draws a new seed each time (seed -1, the default), so
+    // the answer changes; with a fixed seed it is the same again.
+    void regenerate_samples_anew_unless_the_seed_is_fixed() {
+        QCOMPARE(settings_->value(QStringLiteral("seed")).toLongLong(), qlonglong(-1));
+        QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 1.0), QString());
+        QVERIFY(chat_->newConversation() != 0);
+        QCOMPARE(exchange(QStringLiteral("And the LORD said")), QStringLiteral("length"));
+        const auto answer = [&] { return chat_->messages()->get(chat_->messages()->rowCount() - 1)[QStringLiteral("content")].toString(); };
+        const auto regenerate = [&] {
+            QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+            if (!chat_->regenerate()) return QStringLiteral("not regenerated");
+            return done.wait(60000) ? answer() : QStringLiteral("timeout");
+        };
+        QStringList seen = {answer()};
+        for (int i = 0; i < 2; ++i) seen << regenerate();
+        seen.removeDuplicates();
+        QVERIFY2(seen.size() >= 2, "three answers at temperature 1 without a seed were identical");
+        QCOMPARE(settings_->setValue(QStringLiteral("seed"), 7), QString());
+        const QString a = regenerate(), b = regenerate();
+        QCOMPARE(a, b);
+        QCOMPARE(settings_->setValue(QStringLiteral("seed"), -1), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
+    }
+
     void cleanupTestCase() { chat_.reset(); }
 };
 
