@@ -47,6 +47,11 @@ bool parse_size(const QString& text_in, uint64_t* bytes, QString* error) {
         return false;
     }
     const QString unit = text.mid(i).trimmed().toUpper();
+    if (unit.isEmpty() && v != 0) {
+        // 1024 typed as a budget meant 1 KiB before: a bare number is refused, with the units.
+        *error = QStringLiteral("'%1' has no unit: type %1M for MiB or %1G for GiB (K, M, G, T; B for bytes)").arg(text);
+        return false;
+    }
     double mul = 1;
     if (unit.isEmpty() || unit == QLatin1String("B")) mul = 1;
     else if (unit == QLatin1String("K") || unit == QLatin1String("KB") || unit == QLatin1String("KIB")) mul = 1024.0;
@@ -91,10 +96,10 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     f("fast_budget", "Fast-tier budget", mem, "size", QString(), A::NextLoad,
       "Memory the engine may hold for shared weights, expert cache, KV cache and scratch: RAM, or VRAM on a GPU. "
       "Empty: automatic, what is available when the model loads minus a reserve (a tenth, 512 MiB to 4 GiB), so a "
-      "model that fits runs fully resident. 'none': no budget.", "automatic");
+      "model that fits runs fully resident. 'none': no budget. A size with its unit: 512M, 8G.", "automatic");
     f("slow_budget", "Slow-tier budget", mem, "size", QString(), A::NextLoad,
       "Where the experts live when they are not cached: the model file on a CPU-only machine. A model whose experts "
-      "exceed it is refused with the reason. Empty: no budget.", "none");
+      "exceed it is refused with the reason. Empty: no budget. A size with its unit: 64G, 1T.", "none");
     {
         // auto, cpu, and each GPU this machine has (About says why there is none).
         QStringList devices = {QStringLiteral("auto"), QStringLiteral("cpu")};

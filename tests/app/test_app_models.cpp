@@ -143,6 +143,9 @@ private Q_SLOTS:
         QVERIFY2(err.contains(QStringLiteral("expert_cache_fraction")), qPrintable(err));
         err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("12 parsecs"));
         QVERIFY2(err.contains(QStringLiteral("unknown unit")), qPrintable(err));
+        // A bare number is refused with the units (1024 once meant 1 KiB); with a unit it is taken.
+        err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("1024"));
+        QVERIFY2(err.contains(QStringLiteral("has no unit")) && err.contains(QStringLiteral("1024M")), qPrintable(err));
         err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("0"));
         QVERIFY2(err.contains(QStringLiteral("zero budget")), qPrintable(err));
         err = s.setValue(QStringLiteral("slow_budget"), QStringLiteral("-3G"));
@@ -293,8 +296,14 @@ private Q_SLOTS:
         QString err;
         QVERIFY(parse_size(QStringLiteral("1.5GiB"), &b, &err));
         QCOMPARE(b, uint64_t(1536) << 20);
-        QVERIFY(parse_size(QStringLiteral("300"), &b, &err));
+        QVERIFY(parse_size(QStringLiteral("1024 MiB"), &b, &err));
+        QCOMPARE(b, uint64_t(1024) << 20);
+        QVERIFY(parse_size(QStringLiteral("8 GiB"), &b, &err));
+        QCOMPARE(b, uint64_t(8) << 30);
+        QVERIFY(parse_size(QStringLiteral("300B"), &b, &err));
         QCOMPARE(b, uint64_t(300));
+        QVERIFY(!parse_size(QStringLiteral("300"), &b, &err));  // a bare number: which unit?
+        QVERIFY(err.contains(QStringLiteral("has no unit")));
         QVERIFY(!parse_size(QStringLiteral("lots"), &b, &err));
         QVERIFY(err.contains(QStringLiteral("not a size")));
     }
