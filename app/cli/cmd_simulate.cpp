@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -24,6 +25,7 @@
 #include "common.h"
 #include "common/error.h"
 #include "experts/hardware_profile.h"
+#include "experts/hybrid_sim.h"
 #include "experts/simulator.h"
 #include "experts/trace.h"
 
@@ -82,6 +84,71 @@ std::string fmt(const char* f, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, f, v);
     return buf;
+}
+
+// --hybrid: each policy and cache size under the three placements (hybrid_sim.h).
+int run_hybrid(const experts::Trace& trace, const std::string& path, const experts::HardwareProfile& prof,
+               const std::vector<std::string>& policies, const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& sizes,
+               const std::function<std::vector<experts::ExpertKey>(const std::string&, int64_t)>& pins, int64_t batch,
+               int64_t window, const std::string& calibration, bool json) {
+    struct HRow {
+        std::string policy, slots;
+        int64_t profile_slots, trace_slots;
+        experts::HybridMode mode;
+        experts::HybridSimResult r;
+    };
+    std::vector<HRow> rows;
+    for (const std::string& policy : policies) {
+        if (policy == experts::kOptPolicy) continue;  // Belady's bound reads the future: no placement can
+        for (const auto& [text, slots] : sizes)
+            for (experts::HybridMode mode : {experts::HybridMode::Link, experts::HybridMode::Cpu, experts::HybridMode::Hybrid}) {
+                experts::HybridSimOptions o;
+                o.mode = mode;
+                o.policy = policy;
+                o.cache_slots = slots.second;
+                o.batch = batch;
+                o.reuse_window = window;
+                o.pinned = pins(policy, slots.second);
+                rows.push_back({policy, text, slots.first, slots.second, mode, experts::simulate_hybrid(trace, o, prof)});
+            }
+    }
+    if (rows.empty()) throw UsageError("--hybrid replays the engine's policies (lru, lfu, arc, pinned): give one of them with --policy");
+    if (json) {
+        std::ostringstream os;
+        os.precision(6);
+        os << "{\"trace\": \"" << json_escape(path) << "\", \"profile\": \"" << json_escape(prof.name) << "\", \"batch\": " << batch
+           << ", \"reuse_window\": " << window << ", \"runs\": [";
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const HRow& h = rows[i];
+            os << (i ? ", " : "") << "{\"mode\": \"" << experts::hybrid_mode_name(h.mode) << "\", \"policy\": \"" << h.policy
+               << "\", \"slots\": " << h.profile_slots << ", \"trace_slots\": " << h.trace_slots << ", \"steps\": " << h.r.steps
+               << ", \"tokens\": " << h.r.tokens << ", \"hit_rate\": " << h.r.hit_rate() << ", \"misses_cpu\": " << h.r.cpu
+               << ", \"misses_link\": " << h.r.link << ", \"misses_both\": " << h.r.both << ", \"tok_s\": " << h.r.tok_s() << "}";
+        }
+        os << "]}\n";
+        std::fputs(os.str().c_str(), stdout);
+        return 0;
+    }
+    std::printf("hybrid     %s on %s, %lld sequence%s at a time; each expert not in VRAM is computed on the CPU, copied over\n"
+                "           the link, or both (CPU now, copied in the background), decided per expert and step by the cost\n"
+                "           model; expected reuse = steps of the last %lld that routed it\n",
+                path.c_str(), prof.name.c_str(), static_cast<long long>(batch), batch == 1 ? "" : "s",
+                static_cast<long long>(window));
+    std::istringstream desc(prof.describe());
+    for (std::string line; std::getline(desc, line);) std::printf("           %s\n", line.c_str());
+    std::printf("pinned     the hottest experts of %s fill the slots\n", calibration.c_str());
+    std::printf("\n%-14s %-7s %-14s %8s %10s %10s %10s %9s\n", "placement", "policy", "slots", "hit rate", "miss: cpu",
+                "link", "both", "tok/s");
+    for (const HRow& h : rows) {
+        const double m = double(std::max<int64_t>(1, h.r.misses()));
+        std::printf("%-14s %-7s %-14s %8.4f %10s %10s %10s %9.1f\n", experts::hybrid_mode_name(h.mode), h.policy.c_str(),
+                    (std::to_string(h.profile_slots) + "/" + std::to_string(prof.total_experts())).c_str(), h.r.hit_rate(),
+                    fmt("%.0f%%", 100.0 * double(h.r.cpu) / m).c_str(), fmt("%.0f%%", 100.0 * double(h.r.link) / m).c_str(),
+                    fmt("%.0f%%", 100.0 * double(h.r.both) / m).c_str(), h.r.tok_s());
+    }
+    std::printf("\nmiss shares: of the experts routed in a step that were not in VRAM (cpu-only places every expert on\n"
+                "the CPU: no VRAM cache). tok/s: tokens of all lanes per second of projected step time.\n");
+    return 0;
 }
 
 struct Row {
@@ -148,6 +215,11 @@ int cmd_simulate(int argc, char** argv) {
     a.flag("--no-overlap", "prefetch transfers do not overlap compute");
     a.option("--tokens", "", "all|decode", "measure all tokens, or only those recorded as decode steps", "all");
     a.flag("--list-profiles", "print the profiles with every figure and exit");
+    a.flag("--hybrid", "project hybrid execution instead: transfer-only, CPU-only and per-expert hybrid placement "
+                       "(profile figures cpu-gbs, cpu-tflops, gpu-tflops; policies lru, lfu, arc, and pinned: the hottest experts of "
+                       "--calibration fill the slots, a static placement)");
+    a.option("--batch", "", "B", "--hybrid: sequences decoded together (continuous batching)", "1");
+    a.option("--reuse-window", "", "N", "--hybrid: steps over which an expert's reuse is counted", "16");
     a.flag("--json", "print one JSON object instead of the table");
     if (!a.parse(argc, argv, 2)) return 0;
 
@@ -244,6 +316,27 @@ int cmd_simulate(int argc, char** argv) {
         calibration = a.str("--calibration");
     } else {
         counts = trace.expert_counts();
+    }
+
+    if (a.flag_set("--hybrid")) {
+        if (!prof.has_hybrid())
+            throw UsageError("--hybrid: profile " + prof.name + " has no CPU/GPU figures (cpu-gbs, cpu-tflops, gpu-tflops); "
+                             "use seed-125b or pcie3-24g, or --set them");
+        std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> sizes;
+        for (const SizeSpec& ss : slot_specs) {
+            const int64_t ps = profile_slots(ss);
+            sizes.push_back({ss.text, {ps, trace_slots(ps)}});
+        }
+        // Policy "pinned" here is a static placement: the hottest experts fill every slot (--pin: fewer).
+        auto pins = [&](const std::string& policy, int64_t trace_slots_n) {
+            if (policy != "pinned") return std::vector<experts::ExpertKey>{};
+            int64_t n = trace_slots_n;
+            if (pin_spec) n = pin_spec->fraction ? std::llround(pin_spec->value * double(trace_slots_n))
+                                                 : trace_slots(static_cast<int64_t>(pin_spec->value));
+            return experts::hottest_experts(counts, std::min(n, trace_slots_n));
+        };
+        return run_hybrid(trace, path, prof, policies, sizes, pins, a.integer("--batch", 1, 4096),
+                          a.integer("--reuse-window", 1, 1 << 20), calibration, a.flag_set("--json"));
     }
 
     std::vector<Row> rows;

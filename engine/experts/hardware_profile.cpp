@@ -23,6 +23,13 @@ HardwareProfile reference_machine() {
     p.link_bps = 13 * GB;     // PCIe 3.0 x16, effective, one direction
     p.slow_bytes = 128 * GB;  // host DDR4
     p.slow_bps = 100 * GB;
+    // Hybrid execution, assumed (DESIGN.md §1's machine has no measured
+    // figures): the CPU's expert kernels stream at the DDR4 rate at batch 1
+    // (a 50 MB expert in 0.5 ms) and reach 1 TFLOP/s over many tokens (an
+    // old dual-socket Xeon's int8 kernels); the GPU's at 70 TFLOP/s.
+    p.cpu_bps = 100 * GB;
+    p.cpu_flops = 1e12;
+    p.gpu_flops = 70e12;
     return p;
 }
 
@@ -49,6 +56,10 @@ const std::vector<Field>& fields() {
         {"link-gbs", "GB/s, slow -> fast link", [](HardwareProfile& p) -> double& { return p.link_bps; }, GB, false},
         {"slow-gb", "GB, slow tier capacity", [](HardwareProfile& p) -> double& { return p.slow_bytes; }, GB, false},
         {"slow-gbs", "GB/s, slow tier bandwidth", [](HardwareProfile& p) -> double& { return p.slow_bps; }, GB, false},
+        {"cpu-gbs", "GB/s, the CPU's expert kernels from host RAM (hybrid)", [](HardwareProfile& p) -> double& { return p.cpu_bps; }, GB, false},
+        {"cpu-tflops", "TFLOP/s, the CPU's expert kernels over many tokens (hybrid)", [](HardwareProfile& p) -> double& { return p.cpu_flops; }, 1e12, false},
+        {"gpu-tflops", "TFLOP/s, the GPU's expert kernels over many tokens (hybrid)", [](HardwareProfile& p) -> double& { return p.gpu_flops; }, 1e12, false},
+        {"expert-params", "parameters of one expert (hybrid; 0: bytes at 4.5 bits)", [](HardwareProfile& p) -> double& { return p.expert_params; }, 1, false},
     };
     return f;
 }
@@ -82,6 +93,7 @@ HardwareProfile hardware_profile(const std::string& name) {
         p.n_expert = 64;
         p.n_used = 2;
         p.expert_bytes = 50 * MB;
+        p.expert_params = 50 * MB * 8 / 4.25;  // INT4 with a 16-bit scale per 128: 4.25 bits a weight
         p.shared_bytes = 2.0 * GB;
         return p;
     }
@@ -181,6 +193,10 @@ std::string HardwareProfile::describe() const {
          std::to_string(total_experts()) + " slots)\n";
     s += "link: " + fmt("%.4g GB/s", link_bps / GB) + "; slow tier: " + fmt("%.4g GB", slow_bytes / GB) + " at " +
          fmt("%.4g GB/s", slow_bps / GB) + "\n";
+    if (has_hybrid())
+        s += "hybrid: CPU experts at " + fmt("%.4g GB/s", cpu_bps / GB) + " and " + fmt("%.4g TFLOP/s", cpu_flops / 1e12) +
+             ", GPU experts at " + fmt("%.4g TFLOP/s", gpu_flops / 1e12) + ", " + fmt("%.4g M", params_per_expert() / 1e6) +
+             " parameters an expert\n";
     return s;
 }
 

@@ -35,6 +35,15 @@ struct HardwareProfile {
     double slow_bytes = 0;      // slow tier capacity
     double slow_bps = 0;        // slow tier bandwidth
 
+    // Hybrid execution (hybrid_sim.h): the CPU computing experts where they
+    // live (host RAM), beside the GPU. 0: none (no hybrid projection).
+    double cpu_bps = 0;         // weight bytes/s the CPU's expert kernels stream at batch 1
+    double cpu_flops = 0;       // flop/s of the CPU's expert kernels over many tokens
+    double gpu_flops = 0;       // flop/s of the GPU's expert kernels over many tokens
+    double expert_params = 0;   // parameters of one expert (0: expert_bytes at 4.5 bits each)
+    bool has_hybrid() const { return cpu_bps > 0 && cpu_flops > 0 && gpu_flops > 0; }
+    double params_per_expert() const { return expert_params > 0 ? expert_params : expert_bytes * 8.0 / 4.5; }
+
     bool has_model() const { return moe_layers > 0 && n_expert > 0 && n_used > 0 && expert_bytes > 0; }
     // Fills the model figures that are 0 from a trace's model.
     void fill_model(int64_t layers, int64_t moe, int64_t experts, int64_t used, double expert_b, double shared_b);
