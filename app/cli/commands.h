@@ -10,6 +10,7 @@ int cmd_eval(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_make_trace(int argc, char** argv);
+int cmd_quality(int argc, char** argv);
 int cmd_routing_stats(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
 int cmd_simulate(int argc, char** argv);

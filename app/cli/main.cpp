@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"plan", strata::cli::cmd_plan, "the memory plan: ledger accounts per tier vs budgets, and whether the model fits"},
     {"quantize", strata::cli::cmd_quantize, "write a GGUF quantized by tensor class (router, attention, experts, ...)"},
     {"make-model", strata::cli::cmd_make_model, "write a random-weight model of any shape (tests, benchmarks)"},
+    {"quality", strata::cli::cmd_quality, "what quantization did: perplexity, KL, top-1 and routing drift against the base model"},
     {"make-trace", strata::cli::cmd_make_trace, "write a synthetic routing trace with a chosen locality (for simulate)"},
 };
 
