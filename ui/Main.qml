@@ -66,6 +66,24 @@ ApplicationWindow {
         modelDialog.open()
     }
 
+    Shortcuts {
+        generating: chat.generating
+        onQuitRequested: Qt.quit()
+        onNewChatRequested: chat.newConversation()
+        onSettingsRequested: settingsDialog.open()
+        onStopRequested: chat.stop()
+        onCopyLastAnswerRequested: {
+            for (let i = chat.messages.rowCount() - 1; i >= 0; --i) {
+                const m = chat.messages.get(i)
+                if (m.role === "assistant") {
+                    TextUtil.copyToClipboard(m.content)
+                    chat.showNotice("The last answer was copied.")
+                    return
+                }
+            }
+        }
+    }
+
     header: TopBar {
         onLoadModelRequested: root.chooseModel()
         onRecentModelChosen: (path) => root.planAndShow(path)
