@@ -1,6 +1,7 @@
 #include "settings_model.h"
 
 #include <QRandomGenerator>
+#include <QRegularExpression>
 
 #include "backend/device.h"
 
@@ -128,6 +129,8 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     f("expert_cache_fraction", "Expert cache size", cache, "real", -1.0, A::Live,
       "Share of all experts that get a cache slot, in (0, 1]. Empty: every expert that fits the budget.",
       "automatic")->optional = true;
+    fields_.last().lo = 0.0;
+    fields_.last().hi = 1.0;
     f("policy", "Eviction policy", cache, "choice", "lru", A::Live,
       "Which expert leaves the cache first: least recently used, least frequently used (with aging), ARC, or "
       "pinned experts only (needs a pin file).")->choices = {"lru", "lfu", "arc", "pinned"};
@@ -260,9 +263,18 @@ QString SettingsModel::try_value(const Field& f, const QVariant& v, QVariant* pa
         bool ok = false;
         const double d = v.typeId() == QMetaType::QString ? text.toDouble(&ok) : v.toDouble(&ok);
         if (!ok || !std::isfinite(d)) return QStringLiteral("'%1' is not a number").arg(text);
-        if (f.optional && d < 0 && d == -1.0) {
+        // -1 is how an empty optional value is stored; typed, a negative number is refused (it used to
+        // be taken silently as "automatic" while the field kept showing -1).
+        if (f.optional && d == -1.0 && v.typeId() != QMetaType::QString) {
             *parsed = -1.0;
             return {};
+        }
+        if (d < f.lo || d > f.hi) {
+            return QStringLiteral("%1 is out of range (%2 to %3)%4")
+                .arg(text)
+                .arg(f.lo)
+                .arg(f.hi)
+                .arg(f.optional ? QStringLiteral("; leave it empty for %1").arg(f.placeholder) : QString());
         }
         *parsed = d;
         return {};
@@ -351,6 +363,10 @@ QString SettingsModel::setValue(const QString& key, const QVariant& value) {
         const std::string e1 = engine_from(next).validate();
         const std::string e2 = sampling_from(next).validate();
         err = QString::fromStdString(!e1.empty() ? e1 : e2);
+        // The engine names settings by their internal keys; the user knows them by their labels.
+        for (const Field& x : fields_)
+            if (x.key.contains(QLatin1Char('_')))
+                err.replace(QRegularExpression(QStringLiteral("\\b%1\\b").arg(x.key)), QLatin1Char('\'') + x.label + QLatin1Char('\''));
         if (err.isEmpty()) err = app_rules(next);
         if (err.isEmpty() && validators_.contains(key)) err = validators_[key](parsed.toString());
     }

@@ -135,12 +135,17 @@ private Q_SLOTS:
         QSignalSpy changed(&s, &SettingsModel::changed);
 
         QString err = s.setValue(QStringLiteral("top_p"), QStringLiteral("1.5"));
-        QVERIFY2(err.contains(QStringLiteral("top_p")), qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("'Top-p'")) && !err.contains(QStringLiteral("top_p")), qPrintable(err));  // the label, not the key
         QCOMPARE(s.error(QStringLiteral("top_p")), err);
         QCOMPARE(s.value(QStringLiteral("top_p")).toDouble(), 0.95);  // the previous value stays
 
+        // Out of range, and negative (-1 was once taken silently as automatic): refused in the user's words.
         err = s.setValue(QStringLiteral("expert_cache_fraction"), QStringLiteral("2"));
-        QVERIFY2(err.contains(QStringLiteral("expert_cache_fraction")), qPrintable(err));
+        QVERIFY2(err.contains(QStringLiteral("out of range (0 to 1)")) && !err.contains(QStringLiteral("expert_cache_fraction")),
+                 qPrintable(err));
+        err = s.setValue(QStringLiteral("expert_cache_fraction"), QStringLiteral("-1"));
+        QVERIFY2(err.contains(QStringLiteral("leave it empty for automatic")), qPrintable(err));
+        QCOMPARE(s.value(QStringLiteral("expert_cache_fraction")).toDouble(), -1.0);  // still automatic, as shown
         err = s.setValue(QStringLiteral("fast_budget"), QStringLiteral("12 parsecs"));
         QVERIFY2(err.contains(QStringLiteral("unknown unit")), qPrintable(err));
         // A bare number is refused with the units (1024 once meant 1 KiB); with a unit it is taken.
@@ -167,7 +172,7 @@ private Q_SLOTS:
         for (int i = 0; i < s.rowCount(); ++i)
             if (s.data(s.index(i), SettingsModel::KeyRole).toString() == QLatin1String("top_p")) row = i;
         QVERIFY(row >= 0);
-        QVERIFY(s.data(s.index(row), SettingsModel::ErrorRole).toString().contains(QStringLiteral("top_p")));
+        QVERIFY(s.data(s.index(row), SettingsModel::ErrorRole).toString().contains(QStringLiteral("Top-p")));
 
         // A valid value clears the error, is saved, and says when it applies.
         QCOMPARE(s.setValue(QStringLiteral("top_p"), QStringLiteral("0.9")), QString());
