@@ -70,7 +70,11 @@ Dialog {
 
             Label {
                 Layout.fillWidth: true
-                wrapMode: Text.Wrap
+                // One line each (the layout gives a wrapped label one line's height): elided, whole in the tooltip.
+                elide: Text.ElideRight
+                ToolTip.visible: truncated && infoMouse.containsMouse
+                ToolTip.text: text
+                MouseArea { id: infoMouse; anchors.fill: parent; hoverEnabled: true; acceptedButtons: Qt.NoButton }
                 color: Theme.text
                 text: dialog.info.name !== undefined
                       ? dialog.info.name + " · " + dialog.info.arch + " · " + dialog.info.layers + " layers"
@@ -78,6 +82,19 @@ Dialog {
                            + dialog.info.expertsUsed : " · dense") + " · " + TextUtil.formatCount(dialog.info.paramsTotal) + " parameters ("
                         + TextUtil.formatCount(dialog.info.paramsActive) + " active) · " + TextUtil.formatBytes(dialog.info.bytesTotal)
                       : ""
+            }
+            // The file's recipe: the weight types of each tensor class.
+            Label {
+                objectName: "recipe"
+                visible: dialog.info.recipe !== undefined && dialog.info.recipe !== ""
+                Layout.fillWidth: true
+                elide: Text.ElideRight
+                ToolTip.visible: truncated && recipeMouse.containsMouse
+                ToolTip.text: text
+                MouseArea { id: recipeMouse; anchors.fill: parent; hoverEnabled: true; acceptedButtons: Qt.NoButton }
+                color: Theme.textDim
+                font.pixelSize: Theme.small
+                text: visible ? "Types: " + dialog.info.recipe : ""
             }
             Rectangle {
                 Layout.fillWidth: true

@@ -8,6 +8,8 @@
 #include "bench_serving.h"
 #include "backend/device.h"
 #include "commands.h"
+#include "gguf/gguf.h"
+#include "quant/recipe.h"
 #include "common.h"
 #include "common/error.h"
 #include "core/bandwidth.h"
@@ -264,6 +266,18 @@ int cmd_bench(int argc, char** argv) {
        << ", \"repacked_bytes\": " << engine->repacked_bytes()
        << ", \"peak_rss_bytes\": " << peak_rss
        << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast);
+    {
+        // The file's recipe: per tensor class, its types (quant/recipe.h).
+        std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>> ts;
+        for (const gguf::TensorInfo& t : engine->model().file().tensors()) ts.push_back({t.name, {t.type, t.nbytes}});
+        js << ", \"recipe\": {";
+        bool first = true;
+        for (const quant::ClassTypes& c : quant::file_recipe(ts)) {
+            js << (first ? "" : ", ") << "\"" << quant::class_name(c.cls) << "\": \"" << quant::describe_types(c) << "\"";
+            first = false;
+        }
+        js << "}";
+    }
     const ProfileSummary prof = profiling ? summarize(profile, decode_s) : ProfileSummary{};
     if (profiling) {
         js << ", \"profile\": {\"threads\": [";

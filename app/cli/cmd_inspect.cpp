@@ -6,6 +6,7 @@
 #include "gguf/gguf.h"
 #include "memory/aligned_buffer.h"
 #include "memory/plan.h"
+#include "quant/recipe.h"
 
 namespace strata::cli {
 
@@ -75,6 +76,16 @@ int cmd_inspect(int argc, char** argv) {
                     static_cast<long long>(n_moe), human_bytes(s.bytes_per_expert).c_str());
         std::printf("  resident part  %s (everything but the routed experts)\n",
                     human_bytes(s.bytes_total - s.bytes_experts).c_str());
+    }
+
+    {
+        // The recipe the file was quantized with, per tensor class (quant/recipe.h).
+        std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>> ts;
+        for (const gguf::TensorInfo& t : f.tensors()) ts.push_back({t.name, {t.type, t.nbytes}});
+        std::printf("\nrecipe (types per tensor class)\n");
+        for (const quant::ClassTypes& c : quant::file_recipe(ts))
+            std::printf("  %-14s %-24s %4lld tensors, %s\n", quant::class_name(c.cls), quant::describe_types(c).c_str(),
+                        static_cast<long long>(c.tensors), human_bytes(c.bytes).c_str());
     }
 
     {

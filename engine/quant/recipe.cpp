@@ -75,6 +75,40 @@ WeightType type_named(const std::string& s, const std::string& where) {
 
 }  // namespace
 
+std::vector<ClassTypes> file_recipe(const std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>>& tensors) {
+    std::map<TensorClass, std::map<kernels::WeightType, uint64_t>> by;
+    std::map<TensorClass, int64_t> count;
+    for (const auto& [name, tb] : tensors) {
+        const TensorClass c = classify(name);
+        if (c == TensorClass::Other) continue;
+        by[c][tb.first] += tb.second;
+        ++count[c];
+    }
+    std::vector<ClassTypes> out;
+    for (const auto& [c, types] : by) {
+        ClassTypes ct;
+        ct.cls = c;
+        ct.tensors = count[c];
+        for (const auto& [t, b] : types) {
+            ct.types.emplace_back(t, b);
+            ct.bytes += b;
+        }
+        std::stable_sort(ct.types.begin(), ct.types.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        out.push_back(std::move(ct));
+    }
+    return out;
+}
+
+std::string describe_types(const ClassTypes& c) {
+    std::string s;
+    for (const auto& [t, b] : c.types) {
+        if (!s.empty()) s += ", ";
+        s += kernels::type_traits(t) ? kernels::type_traits(t)->name : "?";
+        if (c.types.size() > 1) s += " " + std::to_string(c.bytes ? (b * 100 + c.bytes / 2) / c.bytes : 0) + "%";
+    }
+    return s;
+}
+
 const char* class_name(TensorClass c) {
     for (const ClassName& n : kClassNames)
         if (n.c == c) return n.name;

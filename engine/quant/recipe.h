@@ -52,6 +52,18 @@ struct Recipe {
     kernels::WeightType type_for(TensorClass c, int64_t layer, bool down, kernels::WeightType source) const;
 };
 
+// A file's recipe as it is: per tensor class present (1-D tensors left out),
+// the bytes of each weight type, largest first.
+struct ClassTypes {
+    TensorClass cls = TensorClass::Other;
+    std::vector<std::pair<kernels::WeightType, uint64_t>> types;
+    uint64_t bytes = 0;
+    int64_t tensors = 0;
+};
+std::vector<ClassTypes> file_recipe(const std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>>& tensors);
+// "q4_k" or "q4_k 88%, q6_k 12%" (shares of the class's bytes).
+std::string describe_types(const ClassTypes& c);
+
 // Built-in recipes:
 //   q8           every matrix Q8_0 (router F32)
 //   q4-experts   router F32, attention Q8_0, shared experts and dense FFN Q8_0,
