@@ -531,7 +531,9 @@ private Q_SLOTS:
         QCOMPARE(settings_->value(QStringLiteral("seed")).toLongLong(), qlonglong(-1));
         QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 1.0), QString());
         QVERIFY(chat_->newConversation() != 0);
-        QCOMPARE(exchange(QStringLiteral("And the LORD said")), QStringLiteral("length"));
+        // Sampled: the answer ends at the token limit or at the end of text, whichever comes first.
+        const QString finish = exchange(QStringLiteral("And the LORD said"));
+        QVERIFY2(finish == QLatin1String("length") || finish == QLatin1String("end"), qPrintable(finish));
         const auto answer = [&] { return chat_->messages()->get(chat_->messages()->rowCount() - 1)[QStringLiteral("content")].toString(); };
         const auto regenerate = [&] {
             QSignalSpy done(chat_.get(), &ChatController::answerFinished);
@@ -539,9 +541,9 @@ private Q_SLOTS:
             return done.wait(60000) ? answer() : QStringLiteral("timeout");
         };
         QStringList seen = {answer()};
-        for (int i = 0; i < 2; ++i) seen << regenerate();
+        for (int i = 0; i < 3; ++i) seen << regenerate();
         seen.removeDuplicates();
-        QVERIFY2(seen.size() >= 2, "three answers at temperature 1 without a seed were identical");
+        QVERIFY2(seen.size() >= 2, "four answers at temperature 1 without a seed were identical");
         QCOMPARE(settings_->setValue(QStringLiteral("seed"), 7), QString());
         const QString a = regenerate(), b = regenerate();
         QCOMPARE(a, b);
