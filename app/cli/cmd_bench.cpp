@@ -8,7 +8,6 @@
 #include "bench_serving.h"
 #include "backend/device.h"
 #include "commands.h"
-#include "gguf/gguf.h"
 #include "quant/recipe.h"
 #include "common.h"
 #include "common/error.h"
@@ -268,11 +267,9 @@ int cmd_bench(int argc, char** argv) {
        << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast);
     {
         // The file's recipe: per tensor class, its types (quant/recipe.h).
-        std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>> ts;
-        for (const gguf::TensorInfo& t : engine->model().file().tensors()) ts.push_back({t.name, {t.type, t.nbytes}});
         js << ", \"recipe\": {";
         bool first = true;
-        for (const quant::ClassTypes& c : quant::file_recipe(ts)) {
+        for (const quant::ClassTypes& c : quant::file_recipe(engine->model().file())) {
             js << (first ? "" : ", ") << "\"" << quant::class_name(c.cls) << "\": \"" << quant::describe_types(c) << "\"";
             first = false;
         }

@@ -80,10 +80,8 @@ int cmd_inspect(int argc, char** argv) {
 
     {
         // The recipe the file was quantized with, per tensor class (quant/recipe.h).
-        std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>> ts;
-        for (const gguf::TensorInfo& t : f.tensors()) ts.push_back({t.name, {t.type, t.nbytes}});
         std::printf("\nrecipe (types per tensor class)\n");
-        for (const quant::ClassTypes& c : quant::file_recipe(ts))
+        for (const quant::ClassTypes& c : quant::file_recipe(f))
             std::printf("  %-14s %-24s %4lld tensors, %s\n", quant::class_name(c.cls), quant::describe_types(c).c_str(),
                         static_cast<long long>(c.tensors), human_bytes(c.bytes).c_str());
     }

@@ -89,12 +89,10 @@ QVariantMap model_info(const model::Model& m) {
     info[QStringLiteral("vocab")] = qlonglong(c.n_vocab);
     info[QStringLiteral("contextTrain")] = qlonglong(c.n_ctx_train);
     // The recipe: per tensor class, its types ("routed_expert: q4_k 77%, q6_k 23%").
-    std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>> ts;
-    for (const gguf::TensorInfo& t : m.file().tensors()) ts.push_back({t.name, {t.type, t.nbytes}});
     // Grouped by types, so it reads as one line: "f32: router, attn_q, ... · q8_0: routed_expert · f16: embedding".
     QStringList order;
     QHash<QString, QStringList> classes;
-    for (const quant::ClassTypes& ct : quant::file_recipe(ts)) {
+    for (const quant::ClassTypes& ct : quant::file_recipe(m.file())) {
         const QString types = qs(quant::describe_types(ct));
         if (!classes.contains(types)) order << types;
         classes[types] << qs(quant::class_name(ct.cls));

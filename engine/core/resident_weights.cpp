@@ -58,9 +58,7 @@ ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, 
     shared.add(&weights_.tok_embd);
     if (!weights_.output_tied) shared.add(&weights_.output);
     for (model::LayerWeights& L : weights_.layers) {
-        // MLA's attn_kv_b is used through its f32 split (derived_bytes), never as a matrix: it stays in the file.
-        for (model::Matrix* x : L.attention_matrices())
-            if (x != &L.wkv_b) shared.add(x);
+        for (model::Matrix* x : L.attention_matrices()) shared.add(x);
         if (L.ffn == model::FfnKind::Dense) {
             for (model::Matrix* x : {&L.dense.gate, &L.dense.up, &L.dense.down}) shared.add(x);
         } else {

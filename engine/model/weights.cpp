@@ -39,8 +39,7 @@ uint64_t ModelWeights::bytes_to_repack() const {
     add(tok_embd);
     if (!output_tied) add(output);
     for (const LayerWeights& L : layers) {
-        for (const Matrix* m : L.attention_matrices())
-            if (m != &L.wkv_b) add(*m);  // MLA's attn_kv_b is used through its f32 split, never repacked
+        for (const Matrix* m : L.attention_matrices()) add(*m);
         add(L.router);
         add_ffn(L.dense);
         add_ffn(L.shared);

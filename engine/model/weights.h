@@ -91,9 +91,11 @@ struct LayerWeights {
     FfnMatrices shared;                      // qwen2moe shared expert (optional)
     std::vector<float> shared_gate;          // sigmoid gate weights, length n_embd
 
-    // Every attention matrix (absent ones are empty): what is copied to the fast tier.
-    std::array<Matrix*, 7> attention_matrices() { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a, &wkv_b}; }
-    std::array<const Matrix*, 7> attention_matrices() const { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a, &wkv_b}; }
+    // Every attention matrix the forward pass multiplies by (absent ones are
+    // empty): what is copied to the fast tier and repacked. MLA's attn_kv_b
+    // is not among them: it is used through its f32 split and stays in the file.
+    std::array<Matrix*, 6> attention_matrices() { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a}; }
+    std::array<const Matrix*, 6> attention_matrices() const { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a}; }
 
     int64_t n_experts() const;
     FfnMatrices expert(int64_t e) const;

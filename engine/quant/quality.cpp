@@ -46,8 +46,9 @@ struct Routing {
 double percentile(std::vector<double> v, double q) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * double(v.size()))) - (q > 0 ? 1 : 0));
-    return v[i];
+    // Nearest rank: the ceil(q n)-th smallest (the first for q = 0).
+    const auto rank = static_cast<size_t>(std::ceil(q * double(v.size())));
+    return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
 }  // namespace

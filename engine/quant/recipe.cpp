@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
+#include "gguf/gguf.h"
 
 namespace strata::quant {
 namespace {
@@ -75,13 +76,13 @@ WeightType type_named(const std::string& s, const std::string& where) {
 
 }  // namespace
 
-std::vector<ClassTypes> file_recipe(const std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>>& tensors) {
+std::vector<ClassTypes> file_recipe(const gguf::File& f) {
     std::map<TensorClass, std::map<kernels::WeightType, uint64_t>> by;
     std::map<TensorClass, int64_t> count;
-    for (const auto& [name, tb] : tensors) {
-        const TensorClass c = classify(name);
+    for (const gguf::TensorInfo& t : f.tensors()) {
+        const TensorClass c = classify(t.name);
         if (c == TensorClass::Other) continue;
-        by[c][tb.first] += tb.second;
+        by[c][t.type] += t.nbytes;
         ++count[c];
     }
     std::vector<ClassTypes> out;

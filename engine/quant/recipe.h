@@ -15,6 +15,10 @@
 
 #include "kernels/quant_types.h"
 
+namespace strata::gguf {
+class File;
+}
+
 namespace strata::quant {
 
 enum class TensorClass {
@@ -60,7 +64,7 @@ struct ClassTypes {
     uint64_t bytes = 0;
     int64_t tensors = 0;
 };
-std::vector<ClassTypes> file_recipe(const std::vector<std::pair<std::string, std::pair<kernels::WeightType, uint64_t>>>& tensors);
+std::vector<ClassTypes> file_recipe(const gguf::File& f);
 // "q4_k" or "q4_k 88%, q6_k 12%" (shares of the class's bytes).
 std::string describe_types(const ClassTypes& c);
 

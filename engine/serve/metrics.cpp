@@ -48,6 +48,47 @@ void sample(std::string& out, const std::string& name, const std::string& labels
     out += '\n';
 }
 
+// The snapshot's single-valued figures, one gauge or counter each: render()
+// writes them from a snapshot and read_metrics() sets them back.
+using Snap = TelemetrySnapshot;
+struct SnapshotFigure {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const Snap&);
+    void (*set)(Snap&, double);
+};
+const SnapshotFigure kSnapshotFigures[] = {
+    {"strata_forward_tokens_total", "counter", "Tokens through the forward pass since load.",
+     [](const Snap& t) { return double(t.tokens_processed); }, [](Snap& t, double v) { t.tokens_processed = int64_t(v); }},
+    {"strata_forward_seconds_total", "counter", "Wall time inside the forward pass since load.",
+     [](const Snap& t) { return t.compute_seconds; }, [](Snap& t, double v) { t.compute_seconds = v; }},
+    {"strata_repacked_bytes", "gauge", "Weight bytes rewritten into the CPU kernels' layout as they load.",
+     [](const Snap& t) { return double(t.repacked_bytes); }, [](Snap& t, double v) { t.repacked_bytes = uint64_t(v); }},
+    {"strata_expert_layers", "gauge", "MoE layers of the model (0: a dense model).",
+     [](const Snap& t) { return double(t.n_layer); }, [](Snap& t, double v) { t.n_layer = int64_t(v); }},
+    {"strata_experts_per_layer", "gauge", "Routed experts per MoE layer.",
+     [](const Snap& t) { return double(t.n_expert); }, [](Snap& t, double v) { t.n_expert = int64_t(v); }},
+    {"strata_expert_cache_slots", "gauge", "Expert slots in the fast tier.",
+     [](const Snap& t) { return double(t.expert_slots); }, [](Snap& t, double v) { t.expert_slots = int64_t(v); }},
+    {"strata_expert_slot_bytes", "gauge", "Bytes of one expert slot.",
+     [](const Snap& t) { return double(t.expert_slot_bytes); }, [](Snap& t, double v) { t.expert_slot_bytes = uint64_t(v); }},
+    {"strata_expert_prefetch_precision", "gauge", "Prefetched experts the router then chose.",
+     [](const Snap& t) { return t.prefetch_precision; }, [](Snap& t, double v) { t.prefetch_precision = v; }},
+    {"strata_expert_prefetch_recall", "gauge", "Chosen experts that had been prefetched.",
+     [](const Snap& t) { return t.prefetch_recall; }, [](Snap& t, double v) { t.prefetch_recall = v; }},
+    {"strata_expert_cache_hit_rate", "gauge", "Expert cache hit rate since load.",
+     [](const Snap& t) { return t.hit_rate_total; }, [](Snap& t, double v) { t.hit_rate_total = v; }},
+    {"strata_expert_cache_hit_rate_recent", "gauge", "Expert cache hit rate over the last ~64 tokens.",
+     [](const Snap& t) { return t.hit_rate_recent; }, [](Snap& t, double v) { t.hit_rate_recent = v; }},
+    {"strata_expert_bytes_loaded_per_token", "gauge", "Expert bytes moved into the fast tier per token.",
+     [](const Snap& t) { return t.bytes_loaded_per_token; }, [](Snap& t, double v) { t.bytes_loaded_per_token = v; }},
+    {"strata_expert_bytes_loaded_total", "counter", "Expert bytes moved into the fast tier since load.",
+     [](const Snap& t) { return double(t.bytes_loaded); }, [](Snap& t, double v) { t.bytes_loaded = uint64_t(v); }},
+    {"strata_expert_stall_fraction", "gauge", "Share of forward-pass time blocked on expert loads.",
+     [](const Snap& t) { return t.stall_fraction; }, [](Snap& t, double v) { t.stall_fraction = v; }},
+};
+
 std::string cell_labels(const std::string& m, size_t i, int64_t n_expert) {
     return m + ",layer=\"" + std::to_string(i / static_cast<size_t>(n_expert)) + "\",expert=\"" +
            std::to_string(i % static_cast<size_t>(n_expert)) + "\"";
@@ -183,34 +224,10 @@ std::string ServeMetrics::render(const TelemetrySnapshot& t, const std::string& 
            m + ",device=\"" + label(t.device) + "\",kernels=\"" + label(t.kernels) + "\",policy=\"" + label(t.policy) +
                "\",fast_tier=\"" + label(t.fast_tier) + "\",slow_tier=\"" + label(t.slow_tier) + "\"",
            1);
-    family(o, "strata_forward_tokens_total", "counter", "Tokens through the forward pass since load.");
-    sample(o, "strata_forward_tokens_total", m, t.tokens_processed);
-    family(o, "strata_forward_seconds_total", "counter", "Wall time inside the forward pass since load.");
-    sample(o, "strata_forward_seconds_total", m, t.compute_seconds);
-    family(o, "strata_repacked_bytes", "gauge", "Weight bytes rewritten into the CPU kernels' layout as they load.");
-    sample(o, "strata_repacked_bytes", m, static_cast<double>(t.repacked_bytes));
-    family(o, "strata_expert_layers", "gauge", "MoE layers of the model (0: a dense model).");
-    sample(o, "strata_expert_layers", m, t.n_layer);
-    family(o, "strata_experts_per_layer", "gauge", "Routed experts per MoE layer.");
-    sample(o, "strata_experts_per_layer", m, t.n_expert);
-    family(o, "strata_expert_cache_slots", "gauge", "Expert slots in the fast tier.");
-    sample(o, "strata_expert_cache_slots", m, t.expert_slots);
-    family(o, "strata_expert_slot_bytes", "gauge", "Bytes of one expert slot.");
-    sample(o, "strata_expert_slot_bytes", m, static_cast<double>(t.expert_slot_bytes));
-    family(o, "strata_expert_prefetch_precision", "gauge", "Prefetched experts the router then chose.");
-    sample(o, "strata_expert_prefetch_precision", m, t.prefetch_precision);
-    family(o, "strata_expert_prefetch_recall", "gauge", "Chosen experts that had been prefetched.");
-    sample(o, "strata_expert_prefetch_recall", m, t.prefetch_recall);
-    family(o, "strata_expert_cache_hit_rate", "gauge", "Expert cache hit rate since load.");
-    sample(o, "strata_expert_cache_hit_rate", m, t.hit_rate_total);
-    family(o, "strata_expert_cache_hit_rate_recent", "gauge", "Expert cache hit rate over the last ~64 tokens.");
-    sample(o, "strata_expert_cache_hit_rate_recent", m, t.hit_rate_recent);
-    family(o, "strata_expert_bytes_loaded_per_token", "gauge", "Expert bytes moved into the fast tier per token.");
-    sample(o, "strata_expert_bytes_loaded_per_token", m, t.bytes_loaded_per_token);
-    family(o, "strata_expert_bytes_loaded_total", "counter", "Expert bytes moved into the fast tier since load.");
-    sample(o, "strata_expert_bytes_loaded_total", m, static_cast<double>(t.bytes_loaded));
-    family(o, "strata_expert_stall_fraction", "gauge", "Share of forward-pass time blocked on expert loads.");
-    sample(o, "strata_expert_stall_fraction", m, t.stall_fraction);
+    for (const SnapshotFigure& x : kSnapshotFigures) {
+        family(o, x.name, x.type, x.help);
+        sample(o, x.name, m, x.get(t));
+    }
     family(o, "strata_ledger_bytes", "gauge", "The memory ledger: bytes reserved and used per account and tier.");
     for (const LedgerEntry& e : t.ledger) {
         const std::string l = m + ",account=\"" + label(e.account) + "\",tier=\"" + label(e.tier) + "\"";
@@ -292,20 +309,7 @@ bool read_metrics(const std::string& text, TelemetrySnapshot* t, ServeFigures* f
         auto it = scalar.find(name);
         return it == scalar.end() ? 0.0 : it->second;
     };
-    t->tokens_processed = static_cast<int64_t>(get("strata_forward_tokens_total"));
-    t->compute_seconds = get("strata_forward_seconds_total");
-    t->hit_rate_total = get("strata_expert_cache_hit_rate");
-    t->hit_rate_recent = get("strata_expert_cache_hit_rate_recent");
-    t->bytes_loaded_per_token = get("strata_expert_bytes_loaded_per_token");
-    t->bytes_loaded = static_cast<uint64_t>(get("strata_expert_bytes_loaded_total"));
-    t->stall_fraction = get("strata_expert_stall_fraction");
-    t->prefetch_precision = get("strata_expert_prefetch_precision");
-    t->prefetch_recall = get("strata_expert_prefetch_recall");
-    t->expert_slots = static_cast<int64_t>(get("strata_expert_cache_slots"));
-    t->expert_slot_bytes = static_cast<uint64_t>(get("strata_expert_slot_bytes"));
-    t->repacked_bytes = static_cast<uint64_t>(get("strata_repacked_bytes"));
-    t->n_layer = static_cast<int64_t>(get("strata_expert_layers"));
-    t->n_expert = static_cast<int64_t>(get("strata_experts_per_layer"));
+    for (const SnapshotFigure& x : kSnapshotFigures) x.set(*t, get(x.name));
     f->tokens_per_second = get("strata_generation_tokens_per_second");
     f->ttft_count = static_cast<int64_t>(get("strata_time_to_first_token_seconds_count"));
     f->ttft_sum_s = get("strata_time_to_first_token_seconds_sum");
