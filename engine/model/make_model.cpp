@@ -99,6 +99,14 @@ void synthetic_vocab(int64_t n, gguf::Writer& w) {
         for (char b : letters) pieces.push_back(std::string(1, a) + b);
     for (char a : letters)
         for (char b : letters) pieces.push_back(marker + a + b);
+    // Larger vocabularies (a realistic output head for benchmarks): three-letter pieces.
+    for (const std::string& start : {std::string(), marker})
+        for (char a : letters)
+            for (char b : letters)
+                for (char c : letters) {
+                    if (static_cast<int64_t>(tokens.size() + pieces.size()) >= n) break;
+                    pieces.push_back(start + a + b + c);
+                }
     for (size_t i = 0; static_cast<int64_t>(tokens.size()) < n && i < pieces.size(); ++i) {
         tokens.push_back(pieces[i]);
         scores.push_back(-static_cast<float>(i));
@@ -164,7 +172,9 @@ std::string MakeModelSpec::validate() const {
         return "--q-lora, --shared-experts, --gating and --expert-groups need --arch deepseek2";
     }
     if (yarn_factor != 0.0f && !(yarn_factor > 1.0f)) return "--yarn-factor must be above 1 (or 0: none)";
-    if (vocab_from.empty() && (vocab < 260 || vocab > 1000000)) return "--vocab must be between 260 and 1000000";
+    if (vocab_from.empty() && (vocab < 260 || vocab > kMaxSyntheticVocab))
+        return "--vocab must be between 260 and " + std::to_string(kMaxSyntheticVocab) +
+               " (the synthetic vocabulary has no more distinct pieces; --vocab-from copies a larger one)";
     const int64_t be = tr->block_elems;
     const int64_t eff_ff = ff > 0 ? ff : 4 * dim;
     const bool mla = arch == "deepseek2";

@@ -10,6 +10,10 @@
 
 namespace strata::model {
 
+// The synthetic vocabulary's distinct pieces: <unk> <s> </s>, 256 bytes, then
+// letters, pairs and triples with and without SPM's word-start marker.
+constexpr int64_t kMaxSyntheticVocab = 3 + 256 + 1 + 2 * 26 + 2 * 26 * 26 + 2 * 26 * 26 * 26;
+
 struct MakeModelSpec {
     std::string arch = "llama";   // llama | qwen2moe | qwen3moe | olmoe | deepseek2
     int64_t layers = 4;

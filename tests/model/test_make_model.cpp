@@ -147,6 +147,24 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(QString::fromStdString(path)));
     }
 
+    // A synthetic vocabulary of any allowed size has exactly as many tokens as
+    // the embedding has rows (32000 once wrote 1664 tokens for 32000 rows).
+    void large_synthetic_vocab_matches_the_embedding() {
+        QTemporaryDir dir;
+        model::MakeModelSpec s = small_spec("olmoe");
+        s.layers = 1;
+        for (int64_t n : {int64_t{32000}, model::kMaxSyntheticVocab}) {
+            s.vocab = n;
+            const std::string path = (dir.path() + "/v" + QString::number(n) + ".gguf").toStdString();
+            model::make_model(s, path);
+            auto m = model::Model::load(path);
+            QCOMPARE(m->config().n_vocab, n);
+            QCOMPARE(static_cast<int64_t>(m->vocab().n_tokens()), n);
+        }
+        s.vocab = model::kMaxSyntheticVocab + 1;
+        QVERIFY(s.validate().find("--vocab-from") != std::string::npos);
+    }
+
     void vocab_from_fixture() {
         STRATA_REQUIRE_FIXTURES();
         QTemporaryDir dir;
