@@ -1,6 +1,10 @@
 #include "kernels/dispatch.h"
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +14,7 @@
 #include "kernels/cpu/levels.h"
 #include "kernels/ref/gemm_ref.h"
 #include "kernels/ref/ops_ref.h"
+#include "kernels/tuning.h"
 
 namespace strata::kernels {
 
@@ -169,6 +174,52 @@ std::atomic<const KernelTable*>& active_slot() {
     return slot;
 }
 
+// The tuning in force, and the tables built for it (kept for the process:
+// a thread may still be running a kernel it took from one).
+struct TuningState {
+    std::mutex mu;
+    KernelTuning tuning;
+    bool read_once = true;
+    std::vector<std::unique_ptr<KernelTable>> built;
+};
+TuningState& tuning_state() {
+    static TuningState s;
+    return s;
+}
+
+// The best 256-bit level's table, or null.
+const KernelTable* narrow_table() {
+    for (KernelLevel l : {KernelLevel::Avx2Vnni, KernelLevel::Avx2})
+        if (tables().supported[static_cast<int>(l)]) return &tables().table[static_cast<int>(l)];
+    return nullptr;
+}
+
+void copy_gemm(KernelTable& to, const KernelTable& from, int i) {
+    to.gemm_q[i] = from.gemm_q[i];
+    to.gemm_q_once[i] = from.gemm_q_once[i];
+    to.gemm_q_once_pair[i] = from.gemm_q_once_pair[i];
+}
+
+// The level's table with the narrowed types' products taken from the
+// 256-bit level (with that level's repacked layout, if any). Caller holds mu.
+const KernelTable* table_for(KernelLevel level, uint64_t narrow, TuningState& st) {
+    const KernelTable* base = &tables().table[static_cast<int>(level)];
+    const KernelTable* n = narrow_table();
+    if (level != KernelLevel::Avx512 || narrow == 0 || !n) return base;
+    auto t = std::make_unique<KernelTable>(*base);
+    for (int i = 0; i < KernelTable::kTypes; ++i) {
+        if (!(narrow >> i & 1) || !base->gemm_q[i]) continue;
+        copy_gemm(*t, *n, i);
+        const int wide_layout = static_cast<int>(base->packed[i].type);
+        const int narrow_layout = static_cast<int>(n->packed[i].type);
+        if (base->packed[i].max_cols > 0) copy_gemm(*t, *n, wide_layout);
+        if (n->packed[i].max_cols > 0) copy_gemm(*t, *n, narrow_layout);
+        t->packed[i] = n->packed[i];
+    }
+    st.built.push_back(std::move(t));
+    return st.built.back().get();
+}
+
 }  // namespace
 
 const char* kernel_level_name(KernelLevel level) {
@@ -208,8 +259,39 @@ KernelLevel kernel_level() { return active_kernels().level; }
 
 bool set_kernel_level(KernelLevel level) {
     if (!kernel_level_supported(level)) return false;
-    active_slot().store(&tables().table[static_cast<int>(level)], std::memory_order_release);
+    TuningState& st = tuning_state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    active_slot().store(table_for(level, st.tuning.narrow_types, st), std::memory_order_release);
     return true;
+}
+
+int g_kernel_prefetch_bytes = KernelTuning{}.prefetch_bytes;
+
+KernelTuning kernel_tuning() {
+    TuningState& st = tuning_state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    return st.tuning;
+}
+
+void set_kernel_tuning(const KernelTuning& t) {
+    TuningState& st = tuning_state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.tuning = t;
+    st.tuning.prefetch_bytes = std::clamp(t.prefetch_bytes, 0, 65536);
+    st.tuning.grain_rows = std::clamp(t.grain_rows, 1, 4096);
+    g_kernel_prefetch_bytes = st.tuning.prefetch_bytes;
+    st.read_once = st.tuning.read_once_nta;
+    active_slot().store(table_for(active_kernels().level, st.tuning.narrow_types, st), std::memory_order_release);
+}
+
+bool kernel_read_once() { return tuning_state().read_once; }
+
+bool has_narrow_choice(WeightType w) {
+    const int i = static_cast<int>(w);
+    const KernelTable* n = narrow_table();
+    const KernelTable& wide = tables().table[static_cast<int>(KernelLevel::Avx512)];
+    return i >= 0 && i < KernelTable::kTypes && n && active_kernels().level == KernelLevel::Avx512 && wide.gemm_q[i] &&
+           (n->gemm_q[i] != wide.gemm_q[i] || n->packed[i].type != wide.packed[i].type);
 }
 
 const char* kernel_cpu_features() { return cpu::cpu_features_string(); }

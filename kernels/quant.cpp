@@ -7,6 +7,7 @@
 #include "kernels/ref/quant_ref.h"
 #include "kernels/ref/repack_ref.h"
 #include "kernels/ref/vec_dot_ref.h"
+#include "kernels/tuning.h"
 
 namespace strata::kernels {
 
@@ -144,13 +145,15 @@ void gemm_q(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, con
 
 void gemm_q_once(WeightType w, const void* W, uint64_t w_row_bytes, int64_t rows, const void* xq, int64_t act_row_bytes,
                  int64_t n_tokens, int64_t cols, float* Y, int64_t ldy) {
-    if (!has_kernels(w)) return gemm_q(w, W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);  // NaN
+    // Not has_kernels: gemm_q's NaN rows. Read-once loops tuned off: gemm_q's loops (the same bits).
+    if (!has_kernels(w) || !kernel_read_once()) return gemm_q(w, W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
     active_kernels().gemm_q_once[static_cast<int>(w)](W, w_row_bytes, rows, xq, act_row_bytes, n_tokens, cols, Y, ldy);
 }
 
 void gemm_q_once_pair(WeightType w, const void* Wa, const void* Wb, uint64_t w_row_bytes, int64_t rows, const void* xq,
                       int64_t cols, float* Ya, float* Yb) {
-    const KernelTable::GemmQPairFn pair = has_kernels(w) ? active_kernels().gemm_q_once_pair[static_cast<int>(w)] : nullptr;
+    const KernelTable::GemmQPairFn pair =
+        has_kernels(w) && kernel_read_once() ? active_kernels().gemm_q_once_pair[static_cast<int>(w)] : nullptr;
     if (pair) return pair(Wa, Wb, w_row_bytes, rows, xq, cols, Ya, Yb);
     const int64_t act_row_bytes = activation_row_bytes(w, cols);  // one token: any stride will do
     gemm_q_once(w, Wa, w_row_bytes, rows, xq, act_row_bytes, 1, cols, Ya, rows);

@@ -86,6 +86,8 @@ int cmd_bench(int argc, char** argv) {
            "weight type on the same threads (no forward pass; for a MoE read once, two streams a thread, as\n"
            "decode reads an expert's gate and up),\n"
            "measured after the decode.\n"
+           "kernel_tuning: the CPU kernels' knobs picked at load (engine/core/kernel_tuning.h): 512- or 256-bit\n"
+           "loops, prefetch distance, read-once loops, rows per chunk; measured or cached, with the rates.\n"
            "--profile adds where each compute thread's decode time went: quantized and f32 weight products\n"
            "(with the GB/s the quantized ones streamed while they ran), the attention over the KV cache, the\n"
            "time spent spinning inside a region until another thread has done its part, the rest of the\n"
@@ -252,7 +254,7 @@ int cmd_bench(int argc, char** argv) {
        << ", \"achieved_read_gbs\": " << achieved_gbs << ", \"roofline_fraction\": " << achieved_gbs / read_gbs
        << ", \"machine_read_sustained_gbs\": " << sustained_gbs
        << ", \"roofline_fraction_sustained\": " << achieved_gbs / sustained_gbs
-       << ", \"kernel_stream_gbs\": " << kernel_gbs
+       << ", \"kernel_stream_gbs\": " << kernel_gbs << ", \"kernel_tuning\": " << engine->kernel_tuning().to_json()
        << ", \"expert_slots\": " << slots << ", \"experts_total\": " << experts_total
        << ", \"expert_cache_fraction\": " << (experts_total ? double(slots) / experts_total : 0.0)
        << ", \"policy\": \"" << engine->settings().policy << "\", \"prefetch\": "
@@ -308,6 +310,7 @@ int cmd_bench(int argc, char** argv) {
     if (kernel_gbs > 0)
         std::printf("kernel alone        %.2f GB/s of %s weights (gemm over a large buffer, no forward pass)\n", kernel_gbs,
                     kernels::type_traits(bulk)->name);
+    std::printf("%s\n", engine->kernel_tuning().summary().c_str());
     if (experts_total > 0) {
         std::printf("expert cache        %lld of %lld experts, policy %s, prefetch %s\n", static_cast<long long>(slots),
                     static_cast<long long>(experts_total), engine->settings().policy.c_str(),

@@ -7,6 +7,7 @@
 #include "common/json.h"
 #include "common.h"
 #include "common/error.h"
+#include "core/kernel_tuning.h"
 #include "memory/plan.h"
 #include "memory/system_memory.h"
 
@@ -107,6 +108,10 @@ int cmd_plan(int argc, char** argv) {
     if (const std::string err = cpu::parse_numa_policy(s.numa, nullptr); !err.empty()) throw UsageError("option --numa: " + err);
 
     auto m = model::Model::load(a.pos("MODEL"));
+    // The layouts the kernels repack to depend on the kernel tuning a load
+    // would apply: the cached one for this machine (plan never measures).
+    if (!on_gpu) (void)core::tune_kernels(s.threads, core::bulk_weight_type(*m), 1024, core::KernelTuningMode::Cached,
+                                          core::default_kernel_tuning_cache());
     memory::Plan p;
     try {
         p = memory::make_plan(*m, s);

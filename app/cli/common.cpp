@@ -39,6 +39,8 @@ void add_engine_options(Args& a) {
     a.option("--kv-block", "", "N", "KV block size in tokens", "16");
     a.option("--kv-type", "", "T", "KV element type: f32, or q8 (int8, per-block per-head scales)", "f32");
     a.option("--numa", "", "P", "NUMA placement: auto, off, bind, bind:N, interleave", "auto");
+    a.option("--kernel-tuning", "", "M", "CPU kernel knobs: auto (measured once per CPU, type and thread count,\n"
+             "then cached), measure (again now), cached (never measure), off (built-in defaults)", "auto");
 }
 
 uint64_t parse_fast_budget(const std::string& text, const std::string& what) {
@@ -88,6 +90,7 @@ EngineSettings engine_settings(const Args& a) {
     s.kv_block_tokens = a.integer("--kv-block", 1, 4096);
     s.kv_type = a.str("--kv-type");
     s.numa = a.str("--numa");
+    s.kernel_tuning = a.str("--kernel-tuning");
     if (const std::string err = s.validate(); !err.empty()) throw UsageError(err);
     return s;
 }

@@ -10,6 +10,7 @@
 #include "backend/cpu/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
+#include "kernels/tuning.h"
 #include "memory/aligned_buffer.h"
 #include "memory/ledger.h"
 
@@ -107,57 +108,82 @@ ReadBandwidth measure_read_bandwidth(int threads, uint64_t bytes) {
     return bw;
 }
 
-double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes, bool read_once) {
-    constexpr int64_t kCols = 1024, kTileRows = 1024;
-    if (type == kernels::WeightType::F32 || !kernels::has_kernels(type)) return 0.0;
-    threads = threads_or_all(threads);
-    const int64_t rb = kernels::row_bytes(type, kCols);
-    if (rb <= 0) return 0.0;
+WeightStream::WeightStream(kernels::WeightType type, int64_t cols, uint64_t bytes) : type_(type), cols_(cols) {
+    constexpr int64_t kTileRows = 1024;
+    rb_ = kernels::row_bytes(type, cols);
+    if (type == kernels::WeightType::F32 || !kernels::has_kernels(type) || rb_ <= 0) {
+        rb_ = 0;
+        return;
+    }
     // One matrix of quantized random rows, copied over the whole buffer (the
-    // kernel's speed does not depend on the values), then repacked in place.
-    std::vector<float> x(static_cast<size_t>(kCols));
-    std::vector<uint8_t> tile(static_cast<size_t>(rb * kTileRows));
+    // kernel's speed does not depend on the values).
+    std::vector<float> x(static_cast<size_t>(cols));
+    tile_.resize(static_cast<size_t>(rb_ * kTileRows));
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (int64_t r = 0; r < kTileRows; ++r) {
         for (float& v : x) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
             v = static_cast<float>(static_cast<int64_t>(seed >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
         }
-        kernels::quantize_row(type, x.data(), tile.data() + r * rb, kCols);
+        kernels::quantize_row(type, x.data(), tile_.data() + r * rb_, cols);
     }
-    const int64_t rows = std::max<int64_t>(kTileRows, static_cast<int64_t>(bytes / static_cast<uint64_t>(rb)) / kTileRows * kTileRows);
-    const uint64_t w_bytes = static_cast<uint64_t>(rows * rb);
-    memory::Ledger ledger;
-    memory::AlignedBuffer mem(ledger, memory::Account::RuntimeReserve, memory::Tier::Fast, w_bytes, true);
-    uint8_t* w = mem.data();
-    for (int64_t r = 0; r < rows; r += kTileRows) std::memcpy(w + r * rb, tile.data(), tile.size());
-    const kernels::WeightType layout = kernels::fast_layout(type, kCols);
-    std::vector<uint8_t> scratch(static_cast<size_t>(rb));
-    kernels::repack_rows(type, layout, w, rows, kCols, static_cast<uint64_t>(rb), scratch.data());
+    rows_ = std::max<int64_t>(kTileRows, static_cast<int64_t>(bytes / static_cast<uint64_t>(rb_)) / kTileRows * kTileRows);
+    ledger_ = std::make_unique<memory::Ledger>();
+    mem_ = std::make_unique<memory::AlignedBuffer>(*ledger_, memory::Account::RuntimeReserve, memory::Tier::Fast,
+                                                   static_cast<uint64_t>(rows_ * rb_), true);
     // One token's activations, and room for every row's result.
-    const int64_t ab = kernels::activation_row_bytes(type, kCols);
-    std::vector<uint8_t> xq(static_cast<size_t>(ab));
-    kernels::quantize_activation(type, x.data(), xq.data(), kCols);
-    std::vector<float> y(static_cast<size_t>(rows));
-    cpu::ThreadPool pool(threads);
+    ab_ = kernels::activation_row_bytes(type, cols);
+    xq_.resize(static_cast<size_t>(ab_));
+    kernels::quantize_activation(type, x.data(), xq_.data(), cols);
+    y_.resize(static_cast<size_t>(rows_));
+    refill();
+}
+
+WeightStream::~WeightStream() = default;
+
+void WeightStream::refill() {
+    if (rb_ == 0) return;
+    if (filled_ && kernels::fast_layout(type_, cols_) == layout_) return;
+    filled_ = true;
+    uint8_t* w = mem_->data();
+    for (int64_t r = 0; r < rows_; r += static_cast<int64_t>(tile_.size()) / rb_) std::memcpy(w + r * rb_, tile_.data(), tile_.size());
+    layout_ = kernels::fast_layout(type_, cols_);
+    std::vector<uint8_t> scratch(static_cast<size_t>(rb_));
+    kernels::repack_rows(type_, layout_, w, rows_, cols_, static_cast<uint64_t>(rb_), scratch.data());
+}
+
+double WeightStream::pass_gbs(cpu::ThreadPool& pool, bool read_once, int64_t grain) {
+    if (rb_ == 0) return 0.0;
+    uint8_t* w = mem_->data();
+    const int64_t rb = rb_, rows = rows_, ab = ab_, cols = cols_;
+    const kernels::WeightType layout = layout_;
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
+        const uint64_t stride = static_cast<uint64_t>(rb);
+        if (!read_once) return kernels::gemm_q(layout, w + r0 * rb, stride, r1 - r0, xq_.data(), ab, 1, cols, y_.data() + r0, rows);
+        // A chunk's two halves at once, as decode reads an expert's gate and up.
+        const int64_t h = (r1 - r0) / 2;
+        kernels::gemm_q_once_pair(layout, w + r0 * rb, w + (r0 + h) * rb, stride, h, xq_.data(), cols, y_.data() + r0,
+                                  y_.data() + r0 + h);
+        if ((r1 - r0) % 2)
+            kernels::gemm_q_once(layout, w + (r1 - 1) * rb, stride, 1, xq_.data(), ab, 1, cols, y_.data() + r1 - 1, rows);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    volatile float sink = y_[static_cast<size_t>(rows / 2)];
+    (void)sink;
+    return static_cast<double>(rows * rb) / s / 1e9;
+}
+
+double measure_gemm_gbs(int threads, kernels::WeightType type, uint64_t bytes, bool read_once) {
+    WeightStream stream(type, 1024, bytes);
+    if (stream.empty()) return 0.0;
+    cpu::ThreadPool pool(threads_or_all(threads));
+    const int64_t grain = kernels::kernel_tuning().grain_rows;
     double best = 0.0;
     for (int pass = 0; pass < 4; ++pass) {
-        const auto t0 = std::chrono::steady_clock::now();
-        pool.parallel_for(rows, 48, [&](int64_t r0, int64_t r1, int) {
-            const uint64_t stride = static_cast<uint64_t>(rb);
-            if (!read_once) return kernels::gemm_q(layout, w + r0 * rb, stride, r1 - r0, xq.data(), ab, 1, kCols, y.data() + r0, rows);
-            // A chunk's two halves at once, as decode reads an expert's gate and up.
-            const int64_t h = (r1 - r0) / 2;
-            kernels::gemm_q_once_pair(layout, w + r0 * rb, w + (r0 + h) * rb, stride, h, xq.data(), kCols, y.data() + r0,
-                                      y.data() + r0 + h);
-            if ((r1 - r0) % 2)
-                kernels::gemm_q_once(layout, w + (r1 - 1) * rb, stride, 1, xq.data(), ab, 1, kCols, y.data() + r1 - 1, rows);
-        });
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (pass > 0) best = std::max(best, static_cast<double>(w_bytes) / s / 1e9);  // the first pass warms up
+        const double gbs = stream.pass_gbs(pool, read_once, grain);
+        if (pass > 0) best = std::max(best, gbs);  // the first pass warms up
     }
-    volatile float sink = y[static_cast<size_t>(rows / 2)];
-    (void)sink;
     return best;
 }
 

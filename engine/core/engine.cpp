@@ -38,6 +38,8 @@ std::string EngineSettings::validate() const {
         return "kv_block_tokens " + std::to_string(kv_block_tokens) + " is out of range (1..4096)";
     if (kv_type != "f32" && kv_type != "q8") return "kv_type '" + kv_type + "' is unknown (use f32 or q8)";
     if (std::string err = cpu::parse_numa_policy(numa, nullptr); !err.empty()) return err;
+    if (core::KernelTuningMode m; !core::parse_kernel_tuning_mode(kernel_tuning, &m))
+        return "kernel_tuning '" + kernel_tuning + "' is unknown (use auto, measure, cached or off)";
     if (std::string err = backend::parse_device(device, nullptr); !err.empty()) return err;
     if (cpu_moe_layers < -1) return "cpu_moe_layers " + std::to_string(cpu_moe_layers) + " is invalid (-1: all MoE layers, 0: none, N: the first N)";
     return "";
@@ -156,6 +158,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     }
 
     report("planning", 0.02);
+    eng->tune_cpu_kernels();
     eng->plan_ = memory::make_plan(m, plan_settings(settings, static_cast<int64_t>(pinned.size())));
     if (!eng->plan_.fits) throw Error(path + ": " + eng->plan_.reason);
     report("weights", 0.05);
@@ -218,6 +221,19 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     }
     eng->finish_load(path, report);
     return eng;
+}
+
+// Before any weight is repacked: the tuning may pick kernels with another layout.
+void Engine::tune_cpu_kernels() {
+    const kernels::WeightType bulk = bulk_weight_type(*model_);
+    KernelTuningMode mode = KernelTuningMode::Auto;
+    (void)parse_kernel_tuning_mode(settings_.kernel_tuning, &mode);  // validate() checked it
+    const std::string cache =
+        settings_.kernel_tuning_cache.empty() ? default_kernel_tuning_cache() : settings_.kernel_tuning_cache;
+    // Rows of 1024: the knobs do not depend much on the row length, and one
+    // measurement then serves every model of the type.
+    kernel_tuning_ = tune_kernels(settings_.threads, bulk, 1024, mode, cache);
+    logger("kernels")->info("{}", kernel_tuning_.summary());
 }
 
 void Engine::finish_load(const std::string& path, const Report& report) {

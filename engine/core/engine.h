@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "core/kernel_tuning.h"
 #include "core/resident_weights.h"
 #include "experts/expert_store.h"
 #include "memory/ledger.h"
@@ -107,12 +108,16 @@ public:
     int gpu_index() const { return gpu_index_; }
     // The expert cache's counts, from the CPU's expert store or the GPU's cache.
     experts::ExpertStoreStats expert_stats() const;
+    // What the CPU kernels were tuned to at load, and whether measured or cached.
+    const KernelTuningReport& kernel_tuning() const { return kernel_tuning_; }
 
 private:
     Engine() = default;
     using Report = std::function<void(std::string_view stage, double fraction)>;
     // What every load does once the forward pass exists: observers, trace, prefetch.
     void finish_load(const std::string& path, const Report& report);
+    // Measures (or reads the cached) CPU kernel knobs for the model's bulk weight type.
+    void tune_cpu_kernels();
     // The GPU's part of load(): plan against VRAM, the KV tables, the CUDA
     // forward pass, then its self-check against the CPU, whose mismatch goes
     // to *mismatch (the caller then loads on the CPU). engine_gpu.cpp.
@@ -136,6 +141,7 @@ private:
 
     EngineSettings settings_;
     std::string device_;
+    KernelTuningReport kernel_tuning_;
     int gpu_index_ = -1;
     std::unique_ptr<model::Model> model_;
     memory::Plan plan_;

@@ -14,6 +14,7 @@
 #include "backend/cpu/thread_pool.h"
 #include "common/error.h"
 #include "kernels/quant.h"
+#include "kernels/tuning.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ops_ref.h"
 
@@ -40,10 +41,6 @@ bool same_shape(const Matrix& a, const Matrix& b) {
     return a.type == b.type && a.rows == b.rows && a.cols == b.cols && a.row_bytes == b.row_bytes;
 }
 int64_t max_expert_ff(const ModelConfig& c) { return std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}}); }
-// The fewest weight rows a thread takes at a time in a parallel region: each
-// chunk's start waits on memory, and 48 decoded the 1.2B Q4_0 model 4-6%
-// faster than 16 at ~75 GB/s.
-constexpr int64_t kRegionGrainRows = 48;
 }  // namespace
 
 Context::Context(const Model& model, const ContextParams& params, const ModelWeights* weights, ExpertProvider* experts,
@@ -57,6 +54,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     const ModelConfig& c = cfg_;
     n_ctx_ = params.n_ctx > 0 ? params.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
     n_batch_ = std::max<int64_t>(1, std::min(params.n_batch, n_ctx_));
+    grain_rows_ = kernels::kernel_tuning().grain_rows;
     if (params.max_layers < 0 || params.max_layers > c.n_layer)
         throw Error("max_layers " + std::to_string(params.max_layers) + " is out of range (0.." + std::to_string(c.n_layer) + ")");
     if (params.n_expert_used < 0 || params.n_expert_used > c.n_expert_used)
@@ -339,7 +337,7 @@ void Context::gemm_region(std::span<MatIn> mats) {
         batch_start_.push_back(batch_start_.back() + o.W->rows);
     }
     const size_t m = mats.size();
-    pool_->parallel_for(batch_start_[m], kRegionGrainRows, [&](int64_t r0, int64_t r1, int) {
+    pool_->parallel_for(batch_start_[m], grain_rows_, [&](int64_t r0, int64_t r1, int) {
         size_t i = static_cast<size_t>(std::upper_bound(batch_start_.begin(), batch_start_.end(), r0) - batch_start_.begin()) - 1;
         for (; i < m && r0 < r1; ++i) {
             const MatIn& o = mats[i];
@@ -835,8 +833,8 @@ Context::Fused Context::attention_fused_one_token(const LayerWeights& L) {
     attend_next_.store(0, std::memory_order_relaxed);
     attended_.store(0, std::memory_order_relaxed);
     for (int64_t g = 0; g < c.n_head_kv; ++g) qkv_done_[g].store(0, std::memory_order_relaxed);
-    qkv_rows_->reset(total, kRegionGrainRows);
-    wo_rows_->reset(L.wo.rows, kRegionGrainRows);
+    qkv_rows_->reset(total, grain_rows_);
+    wo_rows_->reset(L.wo.rows, grain_rows_);
     pool_->parallel_for(parts, 1, [&](int64_t, int64_t, int thread) {
         for (int64_t r0, r1; qkv_rows_->take(thread, &r0, &r1);) attention_qkv_rows(L, xq, r0, r1);
         float* scores = score_scratch_.data() + static_cast<size_t>(thread * scores_per_thread_);

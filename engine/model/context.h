@@ -228,6 +228,11 @@ private:
     std::unique_ptr<cpu::ThreadPool> pool_;
     int64_t n_ctx_ = 0;
     int64_t n_batch_ = 0;
+    // The fewest weight rows a thread takes at a time in a parallel region
+    // (kernels::KernelTuning::grain_rows when the context was made): each
+    // chunk's start waits on memory; 48 decoded the 1.2B Q4_0 model 4-6%
+    // faster than 16 at ~75 GB/s.
+    int64_t grain_rows_ = 48;
     int64_t n_layers_run_ = 0;
     int64_t n_used_ = 0;
     bool resident_only_ = false;

@@ -107,4 +107,28 @@ const char* cpu_features_string() {
     return s.c_str();
 }
 
+const char* cpu_brand() {
+    static const std::string s = [] {
+        std::string out;
+#if STRATA_X86
+        uint32_t r[4];
+        cpuid(0x80000000u, 0, r);
+        if (r[0] >= 0x80000004u) {
+            char buf[49] = {};
+            for (uint32_t leaf = 0; leaf < 3; ++leaf) {
+                cpuid(0x80000002u + leaf, 0, r);
+                for (int i = 0; i < 4; ++i)
+                    for (int b = 0; b < 4; ++b) buf[16 * leaf + 4 * i + b] = static_cast<char>(r[i] >> (8 * b));
+            }
+            out = buf;
+        }
+#endif
+        // Trim the padding some CPUs put around the name.
+        const size_t a = out.find_first_not_of(' ');
+        out = a == std::string::npos ? std::string() : out.substr(a, out.find_last_not_of(' ') - a + 1);
+        return out.empty() ? std::string("unknown CPU") : out;
+    }();
+    return s.c_str();
+}
+
 }  // namespace strata::kernels::cpu

@@ -25,4 +25,8 @@ const CpuFeatures& cpu_features();
 // "avx2 fma f16c avx512f ..." : the detected features, for logs and reports.
 const char* cpu_features_string();
 
+// The CPU's brand string (cpuid 0x80000002..4), e.g. "AMD EPYC 9B45", or
+// "unknown CPU": the key under which measured kernel tuning is cached.
+const char* cpu_brand();
+
 }  // namespace strata::kernels::cpu

@@ -30,6 +30,10 @@
 #define STRATA_SIMD_VNNI 0
 #endif
 
+namespace strata::kernels {
+extern int g_kernel_prefetch_bytes;  // kernels/tuning.h
+}
+
 namespace strata::kernels::cpu::STRATA_SIMD_NS {
 namespace {
 

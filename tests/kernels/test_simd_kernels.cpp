@@ -41,6 +41,7 @@
 #include "kernels/ref/quant_ref.h"
 #include "kernels/ref/repack_ref.h"
 #include "kernels/ref/vec_dot_ref.h"
+#include "kernels/tuning.h"
 
 using namespace strata::kernels;
 
@@ -310,6 +311,7 @@ private Q_SLOTS:
     void read_sum_vs_ref();
 
     void front_doors_follow_level();
+    void tuning_changes_speed_not_results();
 };
 
 void TestSimdKernels::initTestCase() {
@@ -941,4 +943,71 @@ void TestSimdKernels::read_sum_vs_ref() {
 }
 
 QTEST_APPLESS_MAIN(TestSimdKernels)
+// kernels/tuning.h: the prefetch distance and the read-once switch change
+// no bit; a narrowed type computes what the 256-bit level computes (its
+// repacked layout included); other types keep their kernels.
+void TestSimdKernels::tuning_changes_speed_not_results() {
+    std::mt19937 rng(11);
+    const KernelTuning before = kernel_tuning();
+    for (WeightType w : {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_K, WeightType::Q6_K, WeightType::Q3_K}) {
+        const int64_t cols = 1024, rows = 6;
+        const int64_t rb = row_bytes(w, cols), ab = activation_row_bytes(w, cols);
+        std::vector<uint8_t> file(static_cast<size_t>(rb * rows));
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<uint8_t> row = weight_row(rng, w, cols, static_cast<int>(r % 2));
+            std::memcpy(file.data() + r * rb, row.data(), row.size());
+        }
+        const std::vector<float> x = activation_row(rng, cols, 1);
+        std::vector<uint8_t> xq(static_cast<size_t>(ab));
+        quantize_activation(w, x.data(), xq.data(), cols);
+        // Every front door on the rows as the active kernels lay them out.
+        auto run = [&](const KernelTuning& t) {
+            set_kernel_tuning(t);
+            std::vector<uint8_t> m = file, scratch(static_cast<size_t>(rb));
+            const WeightType layout = fast_layout(w, cols);
+            repack_rows(w, layout, m.data(), rows, cols, static_cast<uint64_t>(rb), scratch.data());
+            std::vector<float> y(3 * rows);
+            gemm_q(layout, m.data(), rb, rows, xq.data(), ab, 1, cols, y.data(), rows);
+            gemm_q_once(layout, m.data(), rb, rows, xq.data(), ab, 1, cols, y.data() + rows, rows);
+            gemm_q_once_pair(layout, m.data(), m.data() + 3 * rb, rb, 3, xq.data(), cols, y.data() + 2 * rows,
+                             y.data() + 2 * rows + 3);
+            return y;
+        };
+        const std::vector<float> base = run(KernelTuning{});
+        for (int64_t i = 0; i < rows; ++i) {
+            QCOMPARE(bits(base[rows + i]), bits(base[i]));
+            QCOMPARE(bits(base[2 * rows + i]), bits(base[i]));
+        }
+        for (int ahead : {0, 2048, 65536}) {
+            KernelTuning t;
+            t.prefetch_bytes = ahead;
+            QVERIFY2(run(t) == base, qPrintable(QString("%1 prefetch %2").arg(type_name(w)).arg(ahead)));
+        }
+        KernelTuning plain;
+        plain.read_once_nta = false;
+        plain.grain_rows = 7;
+        QVERIFY2(run(plain) == base, type_name(w));
+        QCOMPARE(kernel_tuning().grain_rows, 7);
+        if (!has_narrow_choice(w)) continue;  // not at the avx512 level
+        KernelTuning narrow;
+        narrow.narrow_types = uint64_t{1} << static_cast<int>(w);
+        const std::vector<float> got = run(narrow);
+        const KernelTable* t256 = kernel_table(KernelLevel::Avx2Vnni) ? kernel_table(KernelLevel::Avx2Vnni) : kernel_table(KernelLevel::Avx2);
+        QVERIFY(t256);
+        QCOMPARE(static_cast<int>(fast_layout(w, cols)), static_cast<int>(t256->packed[idx(w)].max_cols >= cols ? t256->packed[idx(w)].type : w));
+        std::vector<uint8_t> m = file, scratch(static_cast<size_t>(rb));
+        const WeightType layout = fast_layout(w, cols);
+        repack_rows(w, layout, m.data(), rows, cols, static_cast<uint64_t>(rb), scratch.data());
+        std::vector<float> want(rows);
+        t256->gemm_q[idx(layout)](m.data(), rb, rows, xq.data(), ab, 1, cols, want.data(), rows);
+        for (int64_t i = 0; i < rows; ++i) QCOMPARE(bits(got[i]), bits(want[i]));
+        // Narrowing one type leaves the others on their 512-bit kernels.
+        const WeightType other = w == WeightType::Q4_K ? WeightType::Q6_K : WeightType::Q4_K;
+        QVERIFY(active_kernels().gemm_q[idx(other)] == kernel_table(KernelLevel::Avx512)->gemm_q[idx(other)]);
+        QVERIFY(active_kernels().gemm_q[idx(w)] != kernel_table(KernelLevel::Avx512)->gemm_q[idx(w)]);
+    }
+    set_kernel_tuning(before);
+    QVERIFY(kernel_tuning() == before);
+}
+
 #include "test_simd_kernels.moc"

@@ -48,6 +48,15 @@ struct EngineSettings {
     // interleave; see backend/cpu/numa.h. auto does nothing on one node.
     std::string numa = "auto";
 
+    // The CPU kernels' knobs (engine/core/kernel_tuning.h): auto (measured
+    // once per CPU model, kernel level, weight type and thread count, then
+    // cached), measure (again now), cached (the cache or the defaults, never
+    // measuring), off (the built-in defaults). Process-wide:
+    // the last load's measurement applies. kernel_tuning_cache: where the
+    // cache lives (empty: $XDG_CACHE_HOME/strata/kernel-tuning.json).
+    std::string kernel_tuning = "auto";
+    std::string kernel_tuning_cache;
+
     std::string trace_file;            // record a routing trace here (empty: off)
 
     // Where the forward pass runs: auto (a GPU when there is one), cpu,
