@@ -12,14 +12,17 @@
 //             vpdpbusd for the int8 dot products  (Alder Lake and later
 //             Intel cores without AVX-512, Zen 5)
 //   avx512    avx2 plus AVX512F/BW/VL + AVX512_VNNI: 512-bit kernels with
-//             vpdpbusd, Q4_0 and Q8_0 repacked for them (Ice Lake, Zen 4 and later)
+//             vpdpbusd, Q4_0 and Q8_0 repacked for them, and the K-quants'
+//             own (dot_k_zmm.inc) (Ice Lake, Zen 4 and later)
 // Every level gives the reference's results (bit for bit where the kernels
 // say so); a level needs what the ones below it need, except that avx512
 // does not need AVX-VNNI (Zen 4 and Ice Lake have AVX512_VNNI only).
 //
 // The environment variable STRATA_KERNELS=ref|avx2|avx2vnni|avx512 caps the level (for
 // tests and benchmarks): a level the CPU lacks falls back to the best one it
-// has below it. set_kernel_level() changes it at run time (process-wide).
+// has below it. set_kernel_level() changes it at run time (process-wide);
+// kernels/tuning.h holds the knobs measured per machine (prefetch distance,
+// read-once loops, a type's 256-bit kernels at the avx512 level).
 //
 // Kernels only: no engine headers, no allocation on the kernel paths.
 #pragma once

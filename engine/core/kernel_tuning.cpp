@@ -189,7 +189,7 @@ std::string KernelTuningReport::to_json() const {
 std::string KernelTuningReport::summary() const {
     std::ostringstream os;
     os << "kernel tuning (" << source << (note.empty() ? "" : ": " + note) << "): " << type_name(type) << " on " << cpu
-       << ", " << level << ", " << threads << " threads: " << ((tuning.narrow_types & type_bit(type)) ? "256" : (level == "avx512" ? "512" : "256"))
+       << ", " << level << ", " << threads << (threads == 1 ? " thread: " : " threads: ") << ((tuning.narrow_types & type_bit(type)) ? "256" : (level == "avx512" ? "512" : "256"))
        << "-bit loops, prefetch " << tuning.prefetch_bytes << " B ahead, read-once loops "
        << (tuning.read_once_nta ? "on" : "off") << ", " << tuning.grain_rows << " rows a chunk";
     if (gbs > 0) {
