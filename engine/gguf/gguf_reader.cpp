@@ -120,8 +120,15 @@ public:
     uint64_t remaining() const { return size_ - pos_; }
     uint64_t size() const { return size_; }
 
+    // A file that ends early is said in plain words first (what the user
+    // does about it), then exactly where and what was missing.
     [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-        throw Error(file_ + ": " + where + ": " + what);
+        const std::string detail = where + ": " + what;
+        if (what.rfind("file is truncated", 0) == 0)
+            throw Error(file_ + ": the file is incomplete: download it again (" + detail + ")");
+        if (what.find("file is truncated") != std::string::npos)
+            throw Error(file_ + ": the file is damaged or incomplete: download it again (" + detail + ")");
+        throw Error(file_ + ": " + detail);
     }
     [[noreturn]] void fail(const Loc& loc, const std::string& what) const { fail(loc.str(), what); }
 
@@ -287,8 +294,8 @@ std::unique_ptr<File> File::open(const std::string& path) {
     }
     if (st.st_size < 24) {
         ::close(fd);
-        throw Error(path + ": header: file is truncated: " + std::to_string(st.st_size) +
-                    " bytes, too small for a GGUF header (24 bytes); is this a GGUF model?");
+        throw Error(path + ": the file is incomplete or not a GGUF model: download it again (header: file is truncated: " +
+                    std::to_string(st.st_size) + " bytes, too small for a GGUF header of 24 bytes)");
     }
     void* mem = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
     const int map_err = errno;

@@ -923,7 +923,7 @@ void TestGguf::openErrors() {
     EXPECT_THROWS_WITH(File::open(tmp.path("missing.gguf")), "missing.gguf: cannot open: No such file or directory");
     EXPECT_THROWS_WITH(File::open(tmp.dir.path().toStdString()), "is a directory");
     write_raw(tmp.path("empty.gguf"), {});
-    EXPECT_THROWS_WITH(File::open(tmp.path("empty.gguf")), "empty.gguf: header: file is truncated: 0 bytes");
+    EXPECT_THROWS_WITH(File::open(tmp.path("empty.gguf")), "empty.gguf: the file is incomplete or not a GGUF model: download it again (header: file is truncated: 0 bytes");
     write_raw(tmp.path("short.gguf"), {'G', 'G', 'U', 'F', 3, 0, 0, 0});
     EXPECT_THROWS_WITH(File::open(tmp.path("short.gguf")), "too small for a GGUF header");
     const std::string text = "This is a plain text file, certainly not a model.\n";
@@ -937,7 +937,7 @@ void TestGguf::openErrors() {
     auto bytes = small_raw().b;
     bytes.resize(bytes.size() - 40);
     write_raw(tmp.path("cut.gguf"), bytes);
-    EXPECT_THROWS_WITH(File::open(tmp.path("cut.gguf")), "cut.gguf: tensor 'c.weight': data [96, 120) lies outside");
+    EXPECT_THROWS_WITH(File::open(tmp.path("cut.gguf")), "cut.gguf: the file is damaged or incomplete: download it again (tensor 'c.weight': data [96, 120) lies outside");
     // and a good one
     write_raw(tmp.path("good.gguf"), small_raw().b);
     QCOMPARE(File::open(tmp.path("good.gguf"))->tensors().size(), size_t(3));
@@ -950,7 +950,8 @@ void TestGguf::truncationAtEveryByte() {
         const std::vector<uint8_t> cut(r.b.begin(), r.b.begin() + long(len));
         const std::string name = "cut-at-" + std::to_string(len) + ".gguf";
         if (len < needed) {
-            EXPECT_ERROR(cut, name, {"truncated"});
+            // In plain words first (what to do), then where and what is missing.
+            EXPECT_ERROR(cut, name, {"truncated", "download it again"});
         } else {
             const Outcome o = try_parse(cut, name);
             QVERIFY2(!o.threw && !o.other_exception, o.message.c_str());
