@@ -77,6 +77,26 @@ constexpr Migration kMigrations[] = {
         ALTER TABLE messages ADD COLUMN cached_tokens   INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE messages ADD COLUMN spec_acceptance REAL    NOT NULL DEFAULT -1;
     )sql"},
+    {3, R"sql(
+        CREATE TABLE answer_versions(
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            question_id     INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            content         TEXT    NOT NULL DEFAULT '',
+            partial         INTEGER NOT NULL DEFAULT 0 CHECK(partial IN (0, 1)),
+            prompt_tokens   INTEGER NOT NULL DEFAULT 0,
+            tokens          INTEGER NOT NULL DEFAULT 0,
+            tok_s           REAL    NOT NULL DEFAULT 0,
+            ttft_ms         REAL    NOT NULL DEFAULT 0,
+            seconds         REAL    NOT NULL DEFAULT 0,
+            finish          TEXT    NOT NULL DEFAULT '',
+            model           TEXT    NOT NULL DEFAULT '',
+            created         INTEGER NOT NULL,
+            cached_tokens   INTEGER NOT NULL DEFAULT 0,
+            spec_acceptance REAL    NOT NULL DEFAULT -1
+        );
+        CREATE INDEX answer_versions_by_question ON answer_versions(question_id, created);
+        ALTER TABLE conversations ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    )sql"},
 };
 
 static_assert(std::size(kMigrations) == ChatStore::kSchemaVersion, "one migration step per schema version");
@@ -294,12 +314,13 @@ Conversation read_conversation(const Stmt& s) {
     c.created = from_ms(s.i64(3));
     c.updated = from_ms(s.i64(4));
     c.message_count = s.i64(5);
+    c.model = s.text(6);
     return c;
 }
 
 constexpr const char* kConversationColumns =
     "SELECT c.id, c.title, c.system_prompt, c.created, c.updated, "
-    "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) FROM conversations c ";
+    "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.model FROM conversations c ";
 
 }  // namespace
 
@@ -489,6 +510,16 @@ void ChatStore::set_system_prompt(qint64 id, const QString& system_prompt) {
     tx.commit();
 }
 
+void ChatStore::set_conversation_model(qint64 id, const QString& model_path) {
+    const char* what = "set the conversation's model";
+    set_durability(false);  // a hint for later: NORMAL, like a streaming update
+    Transaction tx(db_, path_, what);
+    Stmt s(db_, path_, "UPDATE conversations SET model = ?1 WHERE id = ?2", what);
+    s.bind(1, model_path).bind(2, id).run();
+    if (sqlite3_changes(db_) == 0) no_conversation(path_, what, id);
+    tx.commit();
+}
+
 void ChatStore::delete_conversation(qint64 id) {
     const char* what = "delete conversation";
     set_durability(true);
@@ -587,6 +618,137 @@ void ChatStore::delete_messages_from(qint64 message_id) {
     const qint64 conversation_id = conversation_of(db_, path_, what, message_id);
     Stmt s(db_, path_, "DELETE FROM messages WHERE conversation_id = ?1 AND id >= ?2", what);
     s.bind(1, conversation_id).bind(2, message_id).run();
+    bump(db_, path_, what, conversation_id);
+    tx.commit();
+}
+
+// --- answer versions -------------------------------------------------------------
+
+namespace {
+// The columns a message and an answer version share, in this order.
+constexpr const char* kAnswerColumns =
+    "content, partial, prompt_tokens, tokens, tok_s, ttft_ms, seconds, finish, model, created, cached_tokens, spec_acceptance";
+
+// Reads kAnswerColumns from column `first` on.
+void read_answer(Stmt& s, int first, Message& m) {
+    m.content = s.text(first);
+    m.partial = s.i64(first + 1) != 0;
+    m.stats.prompt_tokens = s.i64(first + 2);
+    m.stats.tokens = s.i64(first + 3);
+    m.stats.tok_s = s.f64(first + 4);
+    m.stats.ttft_ms = s.f64(first + 5);
+    m.stats.seconds = s.f64(first + 6);
+    m.stats.finish = s.text(first + 7);
+    m.stats.model = s.text(first + 8);
+    m.created = from_ms(s.i64(first + 9));
+    m.stats.cached_tokens = s.i64(first + 10);
+    m.stats.spec_acceptance = s.f64(first + 11);
+}
+
+// Binds kAnswerColumns as ?1..?12.
+void bind_answer(Stmt& s, const Message& m) {
+    s.bind(1, m.content)
+        .bind(2, m.partial)
+        .bind(3, m.stats.prompt_tokens)
+        .bind(4, m.stats.tokens)
+        .bind(5, m.stats.tok_s)
+        .bind(6, m.stats.ttft_ms)
+        .bind(7, m.stats.seconds)
+        .bind(8, m.stats.finish)
+        .bind(9, m.stats.model)
+        .bind(10, m.created.toMSecsSinceEpoch())
+        .bind(11, m.stats.cached_tokens)
+        .bind(12, m.stats.spec_acceptance);
+}
+}  // namespace
+
+void ChatStore::archive_answer(qint64 message_id) {
+    const char* what = "keep the answer's version";
+    set_durability(true);
+    Transaction tx(db_, path_, what);
+    const qint64 conversation_id = conversation_of(db_, path_, what, message_id);
+    qint64 question = 0;
+    {
+        Stmt q(db_, path_,
+               "SELECT q.id FROM messages q JOIN messages a ON a.id = ?1 WHERE q.conversation_id = a.conversation_id "
+               "AND q.id < a.id AND a.role = 'assistant' ORDER BY q.id DESC LIMIT 1",
+               what);
+        q.bind(1, message_id);
+        if (q.step()) question = q.i64(0);
+    }
+    if (question != 0) {
+        Stmt role(db_, path_, "SELECT role FROM messages WHERE id = ?1", what);
+        role.bind(1, question);
+        if (!role.step() || role.text(0) != QLatin1String("user")) question = 0;  // not an answer to a question
+    }
+    if (question != 0) {
+        const QByteArray sql = QByteArray("INSERT INTO answer_versions(question_id, ") + kAnswerColumns + ") SELECT ?2, " +
+                               kAnswerColumns + " FROM messages WHERE id = ?1";
+        Stmt ins(db_, path_, sql.constData(), what);
+        ins.bind(1, message_id).bind(2, question).run();
+    }
+    Stmt del(db_, path_, "DELETE FROM messages WHERE conversation_id = ?1 AND id >= ?2", what);
+    del.bind(1, conversation_id).bind(2, message_id).run();
+    bump(db_, path_, what, conversation_id);
+    tx.commit();
+}
+
+QList<Message> ChatStore::answer_versions(qint64 question_id) const {
+    const QByteArray sql = QByteArray("SELECT id, ") + kAnswerColumns +
+                           " FROM answer_versions WHERE question_id = ?1 ORDER BY created, id";
+    Stmt s(db_, path_, sql.constData(), "read answer versions");
+    s.bind(1, question_id);
+    QList<Message> out;
+    while (s.step()) {
+        Message m;
+        m.id = s.i64(0);
+        m.role = QStringLiteral("assistant");
+        read_answer(s, 1, m);
+        out.append(std::move(m));
+    }
+    return out;
+}
+
+void ChatStore::swap_answer_version(qint64 message_id, qint64 version_id) {
+    const char* what = "show another answer version";
+    set_durability(true);
+    Transaction tx(db_, path_, what);
+    const qint64 conversation_id = conversation_of(db_, path_, what, message_id);
+    Message shown, kept;
+    {
+        const QByteArray sql = QByteArray("SELECT ") + kAnswerColumns + " FROM messages WHERE id = ?1";
+        Stmt s(db_, path_, sql.constData(), what);
+        s.bind(1, message_id);
+        if (!s.step()) throw StoreError((path_ + QStringLiteral(": %1: no message %2").arg(QLatin1String(what)).arg(message_id)).toStdString());
+        read_answer(s, 0, shown);
+    }
+    {
+        const QByteArray sql = QByteArray("SELECT ") + kAnswerColumns +
+                               " FROM answer_versions WHERE id = ?1 AND question_id IN "
+                               "(SELECT id FROM messages WHERE conversation_id = ?2)";
+        Stmt s(db_, path_, sql.constData(), what);
+        s.bind(1, version_id).bind(2, conversation_id);
+        if (!s.step())
+            throw StoreError((path_ + QStringLiteral(": %1: no version %2 of an answer in this conversation")
+                                          .arg(QLatin1String(what))
+                                          .arg(version_id))
+                                 .toStdString());
+        read_answer(s, 0, kept);
+    }
+    Stmt to_message(db_, path_,
+                    "UPDATE messages SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
+                    "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, created = ?10, cached_tokens = ?11, "
+                    "spec_acceptance = ?12 WHERE id = ?13",
+                    what);
+    bind_answer(to_message, kept);
+    to_message.bind(13, message_id).run();
+    Stmt to_version(db_, path_,
+                    "UPDATE answer_versions SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
+                    "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, created = ?10, cached_tokens = ?11, "
+                    "spec_acceptance = ?12 WHERE id = ?13",
+                    what);
+    bind_answer(to_version, shown);
+    to_version.bind(13, version_id).run();
     bump(db_, path_, what, conversation_id);
     tx.commit();
 }

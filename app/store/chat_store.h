@@ -45,6 +45,7 @@ struct Conversation {
     QDateTime created;   // UTC
     QDateTime updated;   // UTC; last message or rename
     qint64 message_count = 0;
+    QString model;       // the model file the conversation last used ("" before its first answer)
 };
 
 // Generation figures of one assistant answer (zero for user messages).
@@ -72,7 +73,7 @@ struct Message {
 
 class ChatStore {
 public:
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     // Opens (creating the file and its directory if needed) and migrates.
     explicit ChatStore(const QString& path);
@@ -89,6 +90,8 @@ public:
     qint64 create_conversation(const QString& title, const QString& system_prompt = {});
     void rename_conversation(qint64 id, const QString& title);
     void set_system_prompt(qint64 id, const QString& system_prompt);
+    // The model file the conversation uses (the app offers to load it when the chat is opened).
+    void set_conversation_model(qint64 id, const QString& model_path);
     void delete_conversation(qint64 id);          // and its messages
 
     // Oldest first.
@@ -98,6 +101,20 @@ public:
     void update_message(qint64 message_id, const QString& content, bool partial, const MessageStats& stats);
     // Regenerate / edit-and-resend: deletes this message and every later one of its conversation.
     void delete_messages_from(qint64 message_id);
+
+    // Answer versions (regenerate keeps the answers it replaces). An answer
+    // is the assistant message right after a user message, its question;
+    // the other answers to that question are kept beside it, oldest first,
+    // and go when the question goes.
+    // Regenerate: moves the answer `message_id` (and deletes every later
+    // message) out of the conversation into its question's versions.
+    void archive_answer(qint64 message_id);
+    // The kept versions of the answer to `question_id` (ids are the
+    // versions', not messages'; the shown answer is not among them).
+    QList<Message> answer_versions(qint64 question_id) const;
+    // Shows version `version_id` as the answer `message_id` and keeps the
+    // answer shown until now as that version (the two swap places).
+    void swap_answer_version(qint64 message_id, qint64 version_id);
 
     // Exports (UTF-8). Markdown: a title, the system prompt, then "## User" /
     // "## Assistant" sections; JSON: {"title","system_prompt","created","messages":[{role,content,partial,stats...}]}.

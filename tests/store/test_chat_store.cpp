@@ -570,7 +570,7 @@ private Q_SLOTS:
         QCOMPARE(raw.query(QStringLiteral("PRAGMA journal_mode")), QStringLiteral("wal"));
         QCOMPARE(raw.query(QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
                                           "'sqlite_%' ORDER BY name")),
-                 QStringLiteral("conversations\nmessages"));
+                 QStringLiteral("answer_versions\nconversations\nmessages"));
         QVERIFY(raw.query(QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'index'"))
                     .contains(QStringLiteral("messages_by_conversation")));
         QCOMPARE(raw.query(QStringLiteral("PRAGMA integrity_check")), QStringLiteral("ok"));
@@ -582,6 +582,85 @@ private Q_SLOTS:
                     .startsWith(QStringLiteral("ERROR")));
         // Reopening a current database keeps its version and data.
         { ChatStore s(path); QCOMPARE(s.conversations().size(), 1); }
+        QCOMPARE(raw.query(QStringLiteral("PRAGMA user_version")), QString::number(ChatStore::kSchemaVersion));
+    }
+
+    // Regenerate keeps the answer it replaces: the versions of an answer
+    // list oldest first, swap places with the answer shown, survive a
+    // reopen, and go with their question.
+    void answer_versions_are_kept_and_swapped() {
+        const QString path = fresh_path();
+        qint64 c = 0, q = 0, a2 = 0;
+        {
+            ChatStore s(path);
+            c = s.create_conversation(QStringLiteral("versions"));
+            q = s.append_message(c, QStringLiteral("user"), QStringLiteral("Tell a story"));
+            const qint64 a1 = s.append_message(c, QStringLiteral("assistant"), QStringLiteral("first"));
+            MessageStats st;
+            st.tokens = 7;
+            st.finish = QStringLiteral("end");
+            s.update_message(a1, QStringLiteral("first answer"), false, st);
+            s.archive_answer(a1);
+            QCOMPARE(s.messages(c).size(), 1);
+            a2 = s.append_message(c, QStringLiteral("assistant"), QStringLiteral("second answer"));
+            const QList<Message> v = s.answer_versions(q);
+            QCOMPARE(v.size(), 1);
+            QCOMPARE(v[0].content, QStringLiteral("first answer"));
+            QCOMPARE(v[0].stats.tokens, qint64(7));
+            QCOMPARE(v[0].stats.finish, QStringLiteral("end"));
+            s.swap_answer_version(a2, v[0].id);
+            QCOMPARE(s.messages(c).last().content, QStringLiteral("first answer"));
+            QCOMPARE(s.messages(c).last().id, a2);
+            QCOMPARE(s.answer_versions(q)[0].content, QStringLiteral("second answer"));
+            QVERIFY_THROWS_EXCEPTION(StoreError, s.swap_answer_version(a2, 999999));
+        }
+        {
+            ChatStore s(path);
+            QCOMPARE(s.answer_versions(q).size(), 1);
+            QCOMPARE(s.messages(c).last().content, QStringLiteral("first answer"));
+            // Editing the question deletes it, and its versions with it.
+            s.delete_messages_from(q);
+            QCOMPARE(s.answer_versions(q).size(), 0);
+            Raw raw(path);
+            QCOMPARE(raw.query(QStringLiteral("SELECT count(*) FROM answer_versions")), QStringLiteral("0"));
+        }
+    }
+
+    // A database of schema 2 (before answer versions) opens, migrates to the
+    // current schema, and keeps every conversation and message.
+    void version_2_database_migrates() {
+        const QString path = fresh_path();
+        QVERIFY(QDir().mkpath(QFileInfo(path).absolutePath()));
+        {
+            Raw raw(path);
+            const char* v2[] = {
+                "CREATE TABLE conversations(id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL, "
+                "system_prompt TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, updated INTEGER NOT NULL)",
+                "CREATE INDEX conversations_by_updated ON conversations(updated)",
+                "CREATE TABLE messages(id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id INTEGER NOT NULL "
+                "REFERENCES conversations(id) ON DELETE CASCADE, role TEXT NOT NULL CHECK(role IN ('user', 'assistant', "
+                "'system')), content TEXT NOT NULL DEFAULT '', partial INTEGER NOT NULL DEFAULT 0 CHECK(partial IN (0, 1)), "
+                "prompt_tokens INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0, tok_s REAL NOT NULL DEFAULT 0, "
+                "ttft_ms REAL NOT NULL DEFAULT 0, seconds REAL NOT NULL DEFAULT 0, finish TEXT NOT NULL DEFAULT '', model "
+                "TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL)",
+                "CREATE INDEX messages_by_conversation ON messages(conversation_id, id)",
+                "ALTER TABLE messages ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE messages ADD COLUMN spec_acceptance REAL NOT NULL DEFAULT -1",
+                "INSERT INTO conversations(title, created, updated) VALUES ('old chat', 1000, 1000)",
+                "INSERT INTO messages(conversation_id, role, content, created) VALUES (1, 'user', 'hello', 1000)",
+                "INSERT INTO messages(conversation_id, role, content, tokens, finish, created) VALUES (1, 'assistant', 'hi there', 3, 'end', 1001)",
+                "PRAGMA user_version = 2",
+            };
+            for (const char* sql : v2) QCOMPARE(raw.query(QString::fromLatin1(sql)), QString());
+        }
+        ChatStore s(path);
+        const QList<Message> m = s.messages(1);
+        QCOMPARE(m.size(), 2);
+        QCOMPARE(m[1].content, QStringLiteral("hi there"));
+        QCOMPARE(m[1].stats.tokens, qint64(3));
+        s.archive_answer(m[1].id);
+        QCOMPARE(s.answer_versions(m[0].id).size(), 1);
+        Raw raw(path);
         QCOMPARE(raw.query(QStringLiteral("PRAGMA user_version")), QString::number(ChatStore::kSchemaVersion));
     }
 
