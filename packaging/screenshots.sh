@@ -2,8 +2,10 @@
 # Produces the README's screenshots with the app itself, offscreen, at
 # 1280x800: docs/screenshots/chat.png (a real answer from the demo model, the
 # panels open), load-plan.png (the model dialog with the demo model's memory
-# plan), settings.png (the settings dialog), conversation.png (four exchanges)
-# and remote-strata-server.png (the app chatting with strata-cli serve).
+# plan), settings.png (the settings dialog), conversation.png (four exchanges),
+# models.png (the models folder), size-960x600.png / size-1920x1080.png (the
+# window at its minimum and at full HD) and remote-strata-server.png (the app
+# chatting with strata-cli serve).
 # Usage: packaging/screenshots.sh [BUILD_DIR]   (default: build; builds `strata` first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +34,13 @@ shot settings --show settings
 # A conversation of four exchanges in the demo model's 2048-token context.
 shot conversation --prompt "Who is the LORD?" --prompt "And what did Moses say unto the people?" \
   --prompt "Where did they go after that?" --prompt "Tell me of the king of Egypt."
+# The models folder: resources/models (the demo model and its draft, if any).
+mkdir -p "$scratch/models"
+printf '[settings]\nmax_tokens=72\n[ui]\nmodelsFolder=%s\n' "$PWD/resources/models" > "$scratch/models/settings.ini"
+"$app" --model "$model" --data-dir "$scratch/models" --screenshot "$out/models.png" --quit-after-reply --timeout 300 --show models
+# The window at its minimum and at full HD.
+shot size-960x600 --size 960x600 --prompt "And God said unto Noah"
+shot size-1920x1080 --size 1920x1080 --prompt "And God said unto Noah"
 
 # Chatting with a Strata server (strata-cli serve on a free port): the panels
 # show the server's engine from its /metrics. (remote-llama-server.png, the

@@ -11,9 +11,20 @@ Dialog {
     width: 500
     modal: true
     title: "About Strata"
-    standardButtons: Dialog.Close
+    // The text keeps clear of the edges (it touched them).
+    padding: 20
+    topPadding: 4
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
     header: DialogHeader { text: "About Strata" }
+    footer: DialogButtonBox {
+        background: Rectangle { color: "transparent" }
+        padding: 16
+        StrataButton {
+            text: "Close"
+            highlighted: true
+            DialogButtonBox.buttonRole: DialogButtonBox.RejectRole
+        }
+    }
 
     ColumnLayout {
         width: parent.width

@@ -21,7 +21,7 @@ Panel {
     GridLayout {
         visible: telemetry.hasExperts
         Layout.fillWidth: true
-        columns: 3
+        columns: panel.width < 380 ? 2 : 3
         columnSpacing: 10
         rowSpacing: 6
         Stat { Layout.fillWidth: true; caption: "hit rate (recent)"; value: TextUtil.formatPercent(telemetry.hitRateRecent) }

@@ -37,6 +37,18 @@ Rectangle {
                     font.weight: Font.DemiBold
                     color: Theme.text
                 }
+                // This conversation's model, when another is loaded now.
+                StrataButton {
+                    objectName: "conversationModelButton"
+                    visible: chat.conversationModel.length > 0 && chat.modelState !== "loading"
+                    flat: true
+                    text: "Load " + chat.conversationModel.split("/").pop()
+                    Layout.maximumWidth: 320
+                    onClicked: chat.loadModel(chat.conversationModel)
+                    ToolTip.visible: hovered
+                    ToolTip.text: "This conversation was answered by " + chat.conversationModel
+                                  + "; another model is loaded now. Load this conversation's model."
+                }
                 StrataButton {
                     flat: true
                     text: chat.systemPrompt.length > 0 ? "System prompt ●" : "System prompt"
@@ -119,7 +131,9 @@ Rectangle {
                 model: chat.messages
                 spacing: 6
                 topMargin: 16
-                bottomMargin: 16
+                // Room for a notice under the last answer, so it never covers its last lines.
+                bottomMargin: toast.visible ? toast.height + 28 : 16
+                onBottomMarginChanged: if (followEnd) Qt.callLater(positionViewAtEnd)
                 boundsBehavior: Flickable.StopAtBounds
                 ScrollBar.vertical: ScrollBar {}
                 property bool followEnd: true
@@ -140,6 +154,8 @@ Rectangle {
                     required property string statsText
                     required property string finish
                     required property bool isLast
+                    required property int version
+                    required property int versionCount
                     width: ListView.view.width
                     maxContentWidth: 820
                     bubbleId: messageId
@@ -151,8 +167,11 @@ Rectangle {
                     bubbleStats: statsText
                     bubbleFinish: finish
                     bubbleIsLast: isLast
+                    bubbleVersion: version
+                    bubbleVersionCount: versionCount
                     canAct: !chat.generating && pane.ready
                     onRegenerateRequested: chat.regenerate()
+                    onVersionRequested: (delta) => chat.showAnswerVersion(delta)
                     onEditSubmitted: (id, text) => chat.editAndResend(id, text)
                 }
             }
@@ -230,6 +249,7 @@ Rectangle {
             }
 
             Toast {
+                id: toast
                 anchors.bottom: parent.bottom
                 anchors.horizontalCenter: parent.horizontalCenter
                 anchors.bottomMargin: 12

@@ -170,17 +170,22 @@ Rectangle {
         }
     }
 
+    // In the app's dark style, as its other dialogs.
     Dialog {
         id: deleteDialog
+        objectName: "deleteDialog"
         property var conversationId: 0
         property string conversationTitle: ""
         property var count: 0
         parent: Overlay.overlay
         anchors.centerIn: parent
         modal: true
-        width: 420
+        width: 440
         title: "Delete this conversation?"
-        standardButtons: Dialog.Cancel | Dialog.Yes
+        padding: 20
+        topPadding: 4
+        background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
+        header: DialogHeader { text: deleteDialog.title }
         Label {
             width: parent.width
             wrapMode: Text.Wrap
@@ -188,9 +193,20 @@ Rectangle {
             text: "“" + deleteDialog.conversationTitle + "” and its " + deleteDialog.count
                   + (deleteDialog.count === 1 ? " message" : " messages") + " will be deleted. This cannot be undone."
         }
-        Component.onCompleted: {
-            const yes = standardButton(Dialog.Yes)
-            if (yes) yes.text = "Delete"
+        footer: DialogButtonBox {
+            background: Rectangle { color: "transparent" }
+            padding: 16
+            StrataButton {
+                text: "Cancel"
+                flat: true
+                DialogButtonBox.buttonRole: DialogButtonBox.RejectRole
+            }
+            StrataButton {
+                objectName: "confirmDelete"
+                text: "Delete"
+                highlighted: true
+                DialogButtonBox.buttonRole: DialogButtonBox.AcceptRole
+            }
         }
         onAccepted: chat.deleteConversation(conversationId)
     }

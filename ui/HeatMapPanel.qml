@@ -39,10 +39,14 @@ Panel {
         }
     }
 
-    // Legend.
-    RowLayout {
+    // Legend: one line, or two in a narrow panel (colours, then counts).
+    GridLayout {
         visible: telemetry.hasExperts
         Layout.fillWidth: true
+        columns: panel.width < 380 ? 1 : 2
+        columnSpacing: 6
+        rowSpacing: 4
+    RowLayout {
         spacing: 6
         Label { text: "cold"; color: Theme.textFaint; font.pixelSize: Theme.tiny }
         Rectangle {
@@ -59,7 +63,10 @@ Panel {
             }
         }
         Label { text: "hot"; color: Theme.textFaint; font.pixelSize: Theme.tiny }
-        Item { Layout.fillWidth: true; Layout.minimumWidth: 4 }
+    }
+    RowLayout {
+        Layout.alignment: Qt.AlignRight
+        spacing: 6
         Rectangle { implicitWidth: 9; implicitHeight: 9; color: "transparent"; border.color: "#c8ffffff"; border.width: 1 }
         Label { text: telemetry.residentExperts + " resident"; color: Theme.textDim; font.pixelSize: Theme.tiny }
         Canvas {
@@ -72,5 +79,6 @@ Panel {
         Label { text: telemetry.pinnedExperts + " pinned"; color: Theme.textDim; font.pixelSize: Theme.tiny }
         Rectangle { implicitWidth: 7; implicitHeight: 7; radius: 4; color: "#5ee0c0" }
         Label { text: telemetry.loadingExperts + " loading"; color: Theme.textDim; font.pixelSize: Theme.tiny }
+    }
     }
 }

@@ -57,10 +57,11 @@ ApplicationWindow {
         if (name === "settings") settingsDialog.open()
         else if (name === "remote") remoteDialog.open()
         else if (name === "model") planAndShow(chat.modelPath)
+        else if (name === "models") modelsDialog.openLibrary()
     }
     Component.onCompleted: if (unattended) showAllPanels()
 
-    function chooseModel() { openModelDialog.open() }
+    function chooseModel() { modelsDialog.openLibrary() }
     function planAndShow(url) {
         chat.planModel(url)
         modelDialog.open()
@@ -98,8 +99,11 @@ ApplicationWindow {
         anchors.fill: parent
         spacing: 0
 
+        // Narrow windows give the chat the room: the side columns shrink
+        // (at 960 px the chat keeps ~470 px instead of ~300).
         ConversationPane {
-            Layout.preferredWidth: 260
+            objectName: "conversationPane"
+            Layout.preferredWidth: root.width < 1200 ? 200 : 260
             Layout.fillHeight: true
         }
         Rectangle { Layout.fillHeight: true; implicitWidth: 1; color: Theme.border }
@@ -108,16 +112,13 @@ ApplicationWindow {
             Layout.fillWidth: true
             Layout.fillHeight: true
             onLoadModelRequested: root.chooseModel()
-            onExportRequested: (kind) => {
-                exportDialog.kind = kind
-                exportDialog.selectedFile = "file://" + appInfo.dataDir + "/" + chat.suggestedFileName(kind === "json" ? "json" : "md")
-                exportDialog.open()
-            }
+            onExportRequested: (kind) => exportDialog.openFor(kind, chat.exportFolder() + "/" + chat.suggestedFileName(kind === "json" ? "json" : "md"))
             onSettingsRequested: settingsDialog.open()
         }
         Rectangle { Layout.fillHeight: true; implicitWidth: 1; color: Theme.border; visible: root.showPanels }
         PanelsPane {
-            Layout.preferredWidth: 400
+            objectName: "panelsPane"
+            Layout.preferredWidth: root.width < 1200 ? 320 : 400
             Layout.fillHeight: true
             visible: root.showPanels
             showLedger: root.showLedger
@@ -137,18 +138,12 @@ ApplicationWindow {
     RemoteDialog { id: remoteDialog }
     AboutDialog { id: aboutDialog }
 
-    FileDialog {
-        id: openModelDialog
-        title: "Load a GGUF model"
-        nameFilters: ["GGUF models (*.gguf)", "All files (*)"]
-        onAccepted: root.planAndShow(selectedFile)
+    ModelsDialog {
+        id: modelsDialog
+        onModelChosen: (path) => root.planAndShow(path)
     }
-    FileDialog {
+    ExportDialog {
         id: exportDialog
-        property string kind: "markdown"
-        title: kind === "json" ? "Export the conversation as JSON" : "Export the conversation as Markdown"
-        fileMode: FileDialog.SaveFile
-        nameFilters: kind === "json" ? ["JSON (*.json)"] : ["Markdown (*.md)"]
-        onAccepted: kind === "json" ? chat.exportJson(selectedFile) : chat.exportMarkdown(selectedFile)
+        onExportRequested: (kind, path) => chat.exportToPath(kind, path)
     }
 }

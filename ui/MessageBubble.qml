@@ -18,6 +18,8 @@ Item {
     property string bubbleStats: ""
     property string bubbleFinish: ""
     property bool bubbleIsLast: false
+    property int bubbleVersion: 0        // which version of this answer (Regenerate keeps the others)
+    property int bubbleVersionCount: 0
     property bool canAct: true
     property real maxContentWidth: 820
     property bool editing: false
@@ -28,6 +30,7 @@ Item {
         return n
     }
     signal regenerateRequested()
+    signal versionRequested(int delta)
     signal editSubmitted(var id, string text)
 
     implicitHeight: column.implicitHeight + 12
@@ -152,17 +155,33 @@ Item {
             }
         }
 
-        // Figures and actions.
+        // Figures and actions. In a narrow chat the figures give way (elided,
+        // whole on hover), never the buttons.
         RowLayout {
+            objectName: "actionsRow"
             Layout.alignment: bubble.isUser ? Qt.AlignRight : Qt.AlignLeft
+            Layout.fillWidth: !bubble.isUser
+            Layout.maximumWidth: bubble.isUser ? -1 : implicitWidth
             spacing: 6
             visible: !bubble.editing && !(bubble.bubbleStreaming && !bubble.isUser)
             Rectangle {
+                objectName: "finishBadge"
                 visible: !bubble.isUser && badge.text.length > 0
                 implicitWidth: badge.implicitWidth + 12
                 implicitHeight: badge.implicitHeight + 4
                 radius: 4
                 color: bubble.bubbleFinish === "error" ? Theme.dangerSoft : Theme.raised
+                // What the badge means and what to do about it, on hover.
+                readonly property string explanation:
+                    bubble.bubbleFinish === "cancelled" ? "You stopped this answer. Regenerate writes a new one."
+                    : bubble.bubbleFinish === "error" ? "The engine failed while answering; the log has the details."
+                    : bubble.bubbleFinish === "length" ? "The answer reached the token limit (Settings → Max tokens). Regenerate, or raise the limit."
+                    : bubble.bubbleFinish === "context" ? "The conversation filled the model's context, so the answer stopped. Start a new conversation, or raise the context size in Settings (on the next load)."
+                    : "This answer was cut off when the app closed."
+                ToolTip.visible: badgeMouse.containsMouse
+                ToolTip.delay: 300
+                ToolTip.text: explanation
+                MouseArea { id: badgeMouse; anchors.fill: parent; hoverEnabled: true; acceptedButtons: Qt.NoButton }
                 Label {
                     id: badge
                     anchors.centerIn: parent
@@ -176,17 +195,33 @@ Item {
                 }
             }
             Label {
+                objectName: "statsLabel"
                 visible: !bubble.isUser && bubble.bubbleStats.length > 0
+                Layout.fillWidth: true
+                Layout.minimumWidth: 40
+                Layout.maximumWidth: implicitWidth
+                elide: Text.ElideRight
                 text: bubble.bubbleStats
                 color: Theme.textFaint
                 font.pixelSize: Theme.small
+                ToolTip.visible: truncated && statsMouse.containsMouse
+                ToolTip.text: bubble.bubbleStats
+                MouseArea { id: statsMouse; anchors.fill: parent; hoverEnabled: true; acceptedButtons: Qt.NoButton }
             }
             ToolButton {
-                text: "Copy"
+                id: copyMessage
+                objectName: "copyMessageButton"
+                property bool copied: false
+                text: copied ? "Copied ✓" : "Copy"
                 flat: true
                 font.pixelSize: Theme.small
                 visible: bubble.bubbleContent.length > 0
-                onClicked: TextUtil.copyToClipboard(bubble.bubbleContent)
+                onClicked: {
+                    TextUtil.copyToClipboard(bubble.bubbleContent)
+                    copied = true
+                    copiedTimer.restart()
+                }
+                Timer { id: copiedTimer; interval: 1500; onTriggered: copyMessage.copied = false }
             }
             ToolButton {
                 text: "Edit"
@@ -198,6 +233,37 @@ Item {
                     editArea.text = bubble.bubbleContent
                     bubble.editing = true
                     editArea.forceActiveFocus()
+                }
+            }
+            // ‹ 2/3 ›: the answer's versions, kept by Regenerate.
+            Row {
+                objectName: "versionSwitch"
+                visible: !bubble.isUser && bubble.bubbleVersionCount > 1
+                spacing: 0
+                ToolButton {
+                    objectName: "previousVersion"
+                    text: "‹"
+                    flat: true
+                    enabled: bubble.canAct && bubble.bubbleVersion > 1
+                    onClicked: bubble.versionRequested(-1)
+                    ToolTip.visible: hovered
+                    ToolTip.text: "The previous version of this answer"
+                }
+                Label {
+                    objectName: "versionLabel"
+                    anchors.verticalCenter: parent.verticalCenter
+                    text: bubble.bubbleVersion + "/" + bubble.bubbleVersionCount
+                    color: Theme.textDim
+                    font.pixelSize: Theme.small
+                }
+                ToolButton {
+                    objectName: "nextVersion"
+                    text: "›"
+                    flat: true
+                    enabled: bubble.canAct && bubble.bubbleVersion < bubble.bubbleVersionCount
+                    onClicked: bubble.versionRequested(1)
+                    ToolTip.visible: hovered
+                    ToolTip.text: "The next version of this answer"
                 }
             }
             ToolButton {

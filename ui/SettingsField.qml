@@ -5,7 +5,9 @@ import Strata
 
 // One setting: its label, when it applies (live / next message / next
 // load), the editor for its kind, its help, and the reason when a value was
-// refused. Emits submitted(value); the owner validates and sets `error`.
+// refused. Emits submitted(value); the owner validates and sets `error`,
+// and the editor then shows the value in force again (a refused choice or
+// switch goes back to what applies, with the reason beside it).
 ColumnLayout {
     id: field
     property string key: ""
@@ -71,17 +73,24 @@ ColumnLayout {
         }
         StrataComboBox {
             id: combo
+            objectName: "choiceEditor"
             visible: field.kind === "choice"
             Layout.preferredWidth: 150
             model: field.choices
             currentIndex: field.choices.indexOf(field.text)
-            onActivated: (i) => field.submitted(field.choices[i])
+            onActivated: (i) => {
+                field.submitted(field.choices[i])
+                currentIndex = Qt.binding(() => field.choices.indexOf(field.text))
+            }
         }
         Switch {
             id: toggle
             visible: field.kind === "bool"
             checked: field.value === true
-            onToggled: field.submitted(checked)
+            onToggled: {
+                field.submitted(checked)
+                checked = Qt.binding(() => field.value === true)
+            }
         }
     }
     Label {

@@ -3,17 +3,27 @@ import QtQuick.Controls
 import QtQuick.Layouts
 import Strata
 
-// The tool bar: the model (state, name, load / recent / reload), panel
-// toggle, settings and the help menu.
+// The tool bar: the model (state, file name, load / recent / reload), panel
+// toggle, settings and the help menu. Where the window is narrow (below
+// compactWidth, e.g. the window's 960 px minimum) the panel toggle, Settings
+// and Help fold into one "⋯" menu and the model chip shrinks, so every
+// action stays reachable.
 ToolBar {
     id: bar
     property bool showPanels: true
+    property int compactWidth: 1180
+    readonly property bool compact: width < compactWidth
     signal loadModelRequested()
     signal recentModelChosen(string path)
     signal remoteRequested()
     signal settingsRequested()
     signal aboutRequested()
     signal showPanelsToggled()
+
+    function openLog() {
+        if (!appInfo.openLog()) chat.showNotice("No application could open the log. It is at " + appInfo.logFile)
+    }
+    function openDataFolder() { appInfo.openDataDir() }
 
     implicitHeight: 52
     background: Rectangle {
@@ -47,6 +57,7 @@ ToolBar {
                 }
             }
             Label {
+                visible: !bar.compact
                 text: "Strata"
                 font.pixelSize: 17
                 font.weight: Font.DemiBold
@@ -55,13 +66,16 @@ ToolBar {
             }
         }
 
-        Item { implicitWidth: 118 }
+        Item { implicitWidth: bar.compact ? 0 : 118 }
 
-        // The model chip.
+        // The model chip: its file name (as the user named it) and quantization.
         Rectangle {
             id: chip
+            objectName: "modelChip"
             Layout.preferredHeight: 34
             Layout.preferredWidth: Math.min(chipRow.implicitWidth + 24, 560)
+            Layout.minimumWidth: 120
+            Layout.maximumWidth: Math.min(chipRow.implicitWidth + 24, 560)
             radius: 17
             color: Theme.surfaceAlt
             border.color: Theme.border
@@ -78,7 +92,9 @@ ToolBar {
                          : chat.modelState === "failed" ? Theme.danger : Theme.textFaint
                 }
                 Label {
+                    objectName: "modelName"
                     Layout.maximumWidth: 260
+                    Layout.fillWidth: bar.compact
                     elide: Text.ElideRight
                     color: Theme.text
                     font.weight: Font.Medium
@@ -87,15 +103,24 @@ ToolBar {
                         : chat.modelState === "failed" ? "Model failed to load" : "No model"
                 }
                 Label {
-                    visible: chat.modelState === "ready"
+                    objectName: "modelDetails"
+                    visible: chat.modelState === "ready" && !bar.compact
                     Layout.maximumWidth: 300
                     elide: Text.ElideMiddle
                     color: Theme.textDim
                     font.pixelSize: Theme.small
                     text: chat.modelState !== "ready" ? ""
                           : chat.remote ? "server · " + chat.modelInfo.url
-                          : chat.modelInfo.arch + " · " + TextUtil.formatCount(chat.modelInfo.paramsTotal) + " params · "
+                          : (chat.modelInfo.quant ? chat.modelInfo.quant + " · " : "")
+                            + chat.modelInfo.arch + " · " + TextUtil.formatCount(chat.modelInfo.paramsTotal) + " params · "
                             + (chat.modelInfo.experts > 0 ? chat.modelInfo.experts + " experts top-" + chat.modelInfo.expertsUsed : "dense")
+                }
+                Label {
+                    objectName: "modelQuant"
+                    visible: chat.modelState === "ready" && bar.compact && !chat.remote && !!chat.modelInfo.quant
+                    color: Theme.textDim
+                    font.pixelSize: Theme.small
+                    text: chat.modelInfo.quant || ""
                 }
                 ProgressBar {
                     visible: chat.modelState === "loading"
@@ -106,20 +131,27 @@ ToolBar {
             }
             ToolTip.visible: chipMouse.containsMouse && chat.modelState !== "none"
             ToolTip.delay: 400
-            ToolTip.text: chat.modelState === "ready" ? chat.modelPath + "\n" + chat.modelInfo.templateNote
+            ToolTip.text: chat.modelState === "ready"
+                          ? chat.modelPath
+                            + (chat.modelInfo.storedName && chat.modelInfo.storedName !== chat.modelInfo.name
+                               ? "\nname inside the file: " + chat.modelInfo.storedName : "")
+                            + "\n" + chat.modelInfo.templateNote
                         : chat.modelState === "failed" ? chat.modelError : chat.modelPath
             MouseArea { id: chipMouse; anchors.fill: parent; hoverEnabled: true; acceptedButtons: Qt.NoButton }
         }
 
         StrataButton {
-            text: "Load model…"
+            objectName: "loadButton"
+            text: bar.compact ? "Load…" : "Load model…"
             highlighted: chat.modelState !== "ready" && chat.modelState !== "loading"
             onClicked: bar.loadModelRequested()
         }
         StrataButton {
             id: recentButton
             objectName: "openMenuButton"
-            text: "Open ▾"
+            text: bar.compact ? "▾" : "Open ▾"
+            ToolTip.visible: bar.compact && hovered
+            ToolTip.text: "Open a recent model or connect to a server"
             onClicked: recentMenu.open()
             Menu {
                 id: recentMenu
@@ -127,6 +159,12 @@ ToolBar {
                 MenuItem {
                     text: "Connect to a server…"
                     onTriggered: bar.remoteRequested()
+                }
+                MenuItem {
+                    objectName: "unloadItem"
+                    text: chat.remote ? "Disconnect from the server" : "Unload the model"
+                    enabled: chat.modelState === "ready" || chat.modelState === "loading"
+                    onTriggered: chat.unloadModel()
                 }
                 MenuSeparator { visible: chat.recentModels.length > 0 }
                 Repeater {
@@ -141,6 +179,7 @@ ToolBar {
             }
         }
         StrataButton {
+            objectName: "reloadButton"
             text: "Reload"
             visible: chat.settingsNeedReload && chat.modelState === "ready"
             highlighted: true
@@ -152,25 +191,54 @@ ToolBar {
         Item { Layout.fillWidth: true }
 
         StrataButton {
+            objectName: "panelsButton"
+            visible: !bar.compact
             text: bar.showPanels ? "Hide panels" : "Show panels"
             flat: true
             onClicked: bar.showPanelsToggled()
         }
         StrataButton {
+            objectName: "settingsButton"
+            visible: !bar.compact
             text: "Settings"
             flat: true
             onClicked: bar.settingsRequested()
         }
+        // Narrow windows: the three actions above and the help menu in one.
+        StrataButton {
+            id: overflowButton
+            objectName: "overflowButton"
+            visible: bar.compact
+            text: "⋯"
+            flat: true
+            onClicked: overflowMenu.open()
+            ToolTip.visible: hovered
+            ToolTip.text: "Panels, settings and help"
+            Menu {
+                id: overflowMenu
+                objectName: "overflowMenu"
+                y: overflowButton.height
+                MenuItem { objectName: "overflowPanels"; text: bar.showPanels ? "Hide panels" : "Show panels"; onTriggered: bar.showPanelsToggled() }
+                MenuItem { objectName: "overflowSettings"; text: "Settings…"; onTriggered: bar.settingsRequested() }
+                MenuSeparator {}
+                MenuItem { text: "Open log"; onTriggered: bar.openLog() }
+                MenuItem { text: "Open data folder"; onTriggered: bar.openDataFolder() }
+                MenuSeparator {}
+                MenuItem { objectName: "overflowAbout"; text: "About Strata"; onTriggered: bar.aboutRequested() }
+            }
+        }
         StrataButton {
             id: moreButton
+            objectName: "helpButton"
+            visible: !bar.compact
             text: "Help ▾"
             flat: true
             onClicked: moreMenu.open()
             Menu {
                 id: moreMenu
                 y: moreButton.height
-                MenuItem { text: "Open log"; onTriggered: if (!appInfo.openLog()) chat.showNotice("No application could open the log. It is at " + appInfo.logFile) }
-                MenuItem { text: "Open data folder"; onTriggered: appInfo.openDataDir() }
+                MenuItem { text: "Open log"; onTriggered: bar.openLog() }
+                MenuItem { text: "Open data folder"; onTriggered: bar.openDataFolder() }
                 MenuSeparator {}
                 MenuItem { text: "About Strata"; onTriggered: bar.aboutRequested() }
             }

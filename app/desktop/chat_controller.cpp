@@ -1,9 +1,11 @@
 #include "chat_controller.h"
 
 #include <QDir>
+#include <algorithm>
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <QSaveFile>
+#include <QStandardPaths>
 #include <QThreadPool>
 
 #include "common/error.h"
@@ -130,6 +132,24 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         w->post([w, mb] { w->set_max_batch(mb); });
     }
 
+    library_ = new ModelLibrary(settings_, [this] { return settings_->engine_settings(); }, this);
+    library_->set_initial_folder(
+        ModelLibrary::default_folder(settings_->uiString(QStringLiteral("modelsFolder")), settings_->recent_models()));
+
+    // The conversation open when the app last closed, if it is still there.
+    const qint64 last = settings_->uiString(QStringLiteral("lastConversation")).toLongLong();
+    if (last > 0) {
+        try {
+            (void)store_->conversation(last);
+            current_ = last;
+            reload_messages();
+        } catch (const std::exception&) {
+        }
+    }
+    connect(this, &ChatController::currentConversationChanged, this,
+            [this] { settings_->setUiString(QStringLiteral("lastConversation"), QString::number(current_)); });
+    connect(this, &ChatController::currentConversationChanged, this, &ChatController::conversationModelChanged);
+    connect(this, &ChatController::modelChanged, this, &ChatController::conversationModelChanged);
     refresh_conversations();
 }
 
@@ -139,7 +159,8 @@ ChatController::~ChatController() {
     worker_->requestCancelLoad(~quint64(0) >> 1);
     worker_->requestCancelCalibration(~quint64(0) >> 1);
     EngineWorker* w = worker_;
-    w->post([w] { w->unload(); });
+    QThread* owner = QThread::currentThread();
+    w->post([w, owner] { w->shutdown(owner); });
     thread_.quit();
     thread_.wait();
     delete worker_;
@@ -168,6 +189,18 @@ QString ChatController::currentTitle() const {
     if (const app::Conversation* c = conversations_.at(conversations_.row_of(current_))) return c->title;
     const std::optional<app::Conversation> c = stored_current();
     return c ? c->title : QString();
+}
+
+QString ChatController::conversationModel() const {
+    if (remote_active_) return {};
+    const app::Conversation* c = conversations_.at(conversations_.row_of(current_));
+    std::optional<app::Conversation> stored;
+    if (!c) {
+        stored = stored_current();
+        c = stored ? &*stored : nullptr;
+    }
+    if (!c || c->model.isEmpty() || c->model == model_path_ || !QFileInfo(c->model).isFile()) return {};
+    return c->model;
 }
 
 QString ChatController::systemPrompt() const {
@@ -234,6 +267,7 @@ void ChatController::reload_messages() {
         }
         messages_.set_messages(list);
         messages_.set_streaming(st ? st->message : 0);
+        refresh_versions();
     } catch (const std::exception& e) {
         messages_.set_messages({});
         set_error(QString::fromUtf8(e.what()));
@@ -368,6 +402,10 @@ bool ChatController::start_generation(const QString&) {
         turns.append({m.role, m.content});
     }
     try {
+        // The conversation's model: written when it changes (not on every message).
+        const app::Conversation* conv = conversations_.at(conversations_.row_of(current_));
+        if (!remote_active_ && !model_path_.isEmpty() && (!conv || conv->model != model_path_))
+            store_->set_conversation_model(current_, model_path_);
         app::Message a;
         a.id = store_->append_message(current_, QStringLiteral("assistant"), QString(), /*partial=*/true);
         a.conversation_id = current_;
@@ -376,6 +414,7 @@ bool ChatController::start_generation(const QString&) {
         a.created = QDateTime::currentDateTimeUtc();
         a.stats.model = model_info_.value(QStringLiteral("fileName")).toString();
         messages_.append(a);
+        refresh_versions();
         const quint64 id = ++next_request_;
         Stream& st = streams_[id];
         st.message = a.id;
@@ -623,7 +662,7 @@ bool ChatController::regenerate() {
     const app::Message last = list.last();
     if (last.role == QLatin1String("assistant")) {
         try {
-            store_->delete_messages_from(last.id);
+            store_->archive_answer(last.id);  // kept as a version of the answer (‹ 1/2 ›)
         } catch (const std::exception& e) {
             set_error(QString::fromUtf8(e.what()));
             return false;
@@ -674,10 +713,32 @@ QString ChatController::suggestedFileName(const QString& extension) const {
     return t.left(80) + QLatin1Char('.') + extension;
 }
 
-bool ChatController::write_export(const QUrl& url, const QByteArray& data) {
-    const QString path = localPath(url);
+QString ChatController::exportFolder() const {
+    const QString last = settings_->uiString(QStringLiteral("exportFolder"));
+    if (!last.isEmpty() && QFileInfo(last).isDir()) return last;
+    const QString docs = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+    if (!docs.isEmpty() && QFileInfo(docs).isDir()) return docs;
+    return QDir::homePath();
+}
+
+bool ChatController::write_export(const QString& chosen, const QByteArray& data) {
+    QString path = chosen.trimmed();
     if (path.isEmpty()) {
         set_error(QStringLiteral("Export: no file chosen."));
+        return false;
+    }
+    if (path == QLatin1String("~") || path.startsWith(QLatin1String("~/"))) path = QDir::homePath() + path.mid(1);
+    const QFileInfo info(path);
+    if (info.isRelative()) {
+        set_error(QStringLiteral("Export: '%1' is not a full path: start it with / (or ~/ for your home folder).").arg(path));
+        return false;
+    }
+    if (info.isDir()) {
+        set_error(QStringLiteral("Export: %1 is a folder: add a file name to the path.").arg(path));
+        return false;
+    }
+    if (!info.absoluteDir().exists()) {
+        set_error(QStringLiteral("Export: the folder %1 does not exist.").arg(info.absolutePath()));
         return false;
     }
     QSaveFile f(path);
@@ -685,21 +746,26 @@ bool ChatController::write_export(const QUrl& url, const QByteArray& data) {
         set_error(QStringLiteral("Export to %1 failed: %2").arg(path, f.errorString()));
         return false;
     }
+    settings_->setUiString(QStringLiteral("exportFolder"), info.absolutePath());
     set_notice(QStringLiteral("Exported to %1").arg(QDir::toNativeSeparators(path)));
     return true;
 }
 
-bool ChatController::exportMarkdown(const QUrl& url) { return export_conversation(url, &app::ChatStore::export_markdown); }
+bool ChatController::exportMarkdown(const QUrl& url) { return export_conversation(localPath(url), &app::ChatStore::export_markdown); }
 
-bool ChatController::exportJson(const QUrl& url) { return export_conversation(url, &app::ChatStore::export_json); }
+bool ChatController::exportJson(const QUrl& url) { return export_conversation(localPath(url), &app::ChatStore::export_json); }
 
-bool ChatController::export_conversation(const QUrl& url, QByteArray (app::ChatStore::*render)(qint64) const) {
+bool ChatController::exportToPath(const QString& kind, const QString& path) {
+    return export_conversation(path, kind == QLatin1String("json") ? &app::ChatStore::export_json : &app::ChatStore::export_markdown);
+}
+
+bool ChatController::export_conversation(const QString& path, QByteArray (app::ChatStore::*render)(qint64) const) {
     if (current_ == 0) {
         set_error(QStringLiteral("Open a conversation to export it."));
         return false;
     }
     try {
-        return write_export(url, (store_.get()->*render)(current_));
+        return write_export(path, (store_.get()->*render)(current_));
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return false;
@@ -771,6 +837,82 @@ void ChatController::loadModel(const QUrl& urlOrPath) {
 void ChatController::reloadModel() {
     if (remote_active_) return;  // a server: nothing to reload here
     if (!model_path_.isEmpty()) loadModel(QUrl::fromLocalFile(model_path_));
+}
+
+void ChatController::refresh_versions() {
+    const QList<app::Message>& list = messages_.messages();
+    const int n = int(list.size());
+    if (n < 2 || list[n - 1].role != QLatin1String("assistant") || list[n - 2].role != QLatin1String("user")) {
+        messages_.set_versions(0, 0, 0);
+        return;
+    }
+    const app::Message& shown = list[n - 1];
+    try {
+        const QList<app::Message> kept = store_->answer_versions(list[n - 2].id);
+        int before = 0;
+        for (const app::Message& v : kept)
+            if (v.created < shown.created) ++before;
+        messages_.set_versions(shown.id, before + 1, int(kept.size()) + 1);
+    } catch (const std::exception& e) {
+        messages_.set_versions(0, 0, 0);
+        set_error(QString::fromUtf8(e.what()));
+    }
+}
+
+bool ChatController::showAnswerVersion(int delta) {
+    if (generating()) {
+        set_error(QStringLiteral("An answer is still being generated in this conversation: stop it first."));
+        return false;
+    }
+    const QList<app::Message>& list = messages_.messages();
+    const int n = int(list.size());
+    if (n < 2 || list[n - 1].role != QLatin1String("assistant") || list[n - 2].role != QLatin1String("user")) {
+        set_error(QStringLiteral("This answer has no other versions."));
+        return false;
+    }
+    try {
+        const qint64 message = list[n - 1].id;
+        QList<app::Message> all = store_->answer_versions(list[n - 2].id);
+        app::Message shown = list[n - 1];
+        shown.id = -1;  // versions' ids are another table's: -1 marks the answer shown
+        all.append(shown);
+        std::stable_sort(all.begin(), all.end(), [](const app::Message& a, const app::Message& b) { return a.created < b.created; });
+        int at = 0;
+        for (int i = 0; i < all.size(); ++i)
+            if (all[i].id == -1) at = i;
+        const int to = at + delta;
+        if (delta == 0 || to < 0 || to >= all.size()) {
+            set_error(QStringLiteral("There is no other version that way."));
+            return false;
+        }
+        store_->swap_answer_version(message, all[to].id);
+    } catch (const std::exception& e) {
+        set_error(QString::fromUtf8(e.what()));
+        return false;
+    }
+    reload_messages();
+    refresh_conversations();
+    return true;
+}
+
+void ChatController::unloadModel() {
+    if (model_state_ == QLatin1String("none")) return;
+    if (next_request_) worker_->requestStopUpTo(next_request_);
+    if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
+    ++load_id_;  // whatever load is in flight no longer counts
+    const bool was_remote = remote_active_;
+    remote_active_ = false;
+    remote_metrics_->stop();
+    model_state_ = QStringLiteral("none");
+    model_error_.clear();
+    model_info_.clear();
+    model_path_.clear();
+    telemetry_->clear();
+    EngineWorker* w = worker_;
+    w->post([w] { w->unload(); });
+    Q_EMIT modelChanged();
+    set_notice(was_remote ? QStringLiteral("Disconnected from the server.")
+                          : QStringLiteral("The model was unloaded and its memory freed; your conversations are kept."));
 }
 
 void ChatController::cancelModelLoad() {

@@ -31,6 +31,7 @@
 #include "conversation_list_model.h"
 #include "engine_worker.h"
 #include "message_list_model.h"
+#include "model_library.h"
 #include "remote_engine.h"
 #include "remote_metrics.h"
 
@@ -43,8 +44,13 @@ class ChatController : public QObject {
     Q_OBJECT
     Q_PROPERTY(strata::desktop::ConversationListModel* conversations READ conversations CONSTANT)
     Q_PROPERTY(strata::desktop::MessageListModel* messages READ messages CONSTANT)
+    Q_PROPERTY(strata::desktop::ModelLibrary* library READ library CONSTANT)
     Q_PROPERTY(qint64 currentConversationId READ currentConversationId NOTIFY currentConversationChanged)
     Q_PROPERTY(QString currentTitle READ currentTitle NOTIFY currentConversationChanged)
+    // The model file the open conversation last answered with, when it is
+    // not the one loaded now and still exists ("" otherwise): the chat
+    // offers to load it (each conversation keeps its model, as in GPT4All).
+    Q_PROPERTY(QString conversationModel READ conversationModel NOTIFY conversationModelChanged)
     Q_PROPERTY(QString systemPrompt READ systemPrompt NOTIFY currentConversationChanged)
     Q_PROPERTY(QString searchText READ searchText NOTIFY searchTextChanged)
     // The open conversation has an answer being generated.
@@ -90,9 +96,11 @@ public:
     ~ChatController() override;
 
     ConversationListModel* conversations() { return &conversations_; }
+    ModelLibrary* library() { return library_; }
     MessageListModel* messages() { return &messages_; }
     qint64 currentConversationId() const { return current_; }
     QString currentTitle() const;
+    QString conversationModel() const;
     QString systemPrompt() const;
     QString searchText() const { return search_; }
     bool generating() const { return request_for(current_) != 0; }
@@ -152,8 +160,14 @@ public:
     // Exports of the open conversation; `url` is a file URL or a path.
     Q_INVOKABLE bool exportMarkdown(const QUrl& url);
     Q_INVOKABLE bool exportJson(const QUrl& url);
+    // kind "markdown" or "json", to exactly `path` (a plain path, not a URL:
+    // '#' and '?' are file name characters here); "~/" is the home folder.
+    Q_INVOKABLE bool exportToPath(const QString& kind, const QString& path);
     // "<title>.md" with characters unsafe in file names replaced.
     Q_INVOKABLE QString suggestedFileName(const QString& extension) const;
+    // Where an export goes first: the folder of the last export, else the
+    // user's Documents, else home (never the app's hidden data folder).
+    Q_INVOKABLE QString exportFolder() const;
 
     // Models.
     Q_INVOKABLE void planModel(const QUrl& urlOrPath);
@@ -164,6 +178,12 @@ public:
     Q_INVOKABLE QString useRemote(const QString& baseUrl, const QString& apiKey, const QString& model);
     Q_INVOKABLE void reloadModel();
     Q_INVOKABLE void cancelModelLoad();
+    // The last answer's other versions (Regenerate keeps the answers it
+    // replaces): delta -1 / +1 shows the previous / next one. False (with
+    // lastError) while generating or when there is none that way.
+    Q_INVOKABLE bool showAnswerVersion(int delta);
+    // Frees the model's memory (or leaves the server); the conversations stay.
+    Q_INVOKABLE void unloadModel();
     Q_INVOKABLE void forgetRecentModel(const QString& path);
 
     Q_INVOKABLE void clearError();
@@ -173,6 +193,7 @@ public:
 
 Q_SIGNALS:
     void currentConversationChanged();
+    void conversationModelChanged();
     void searchTextChanged();
     void generatingChanged();
     void lastErrorChanged();
@@ -195,6 +216,8 @@ Q_SIGNALS:
 
 private:
     void refresh_conversations();
+    // The version figures of the open conversation's last answer.
+    void refresh_versions();
     void reload_messages();
     // The open conversation as stored; nullopt when none is open or it cannot be read.
     std::optional<app::Conversation> stored_current() const;
@@ -215,8 +238,8 @@ private:
     void on_finished(quint64 id, const QVariantMap& stats);
     void on_failed(quint64 id, const QString& message, const QString& partial_text);
     void on_setting_changed(const QString& key, const QString& applies);
-    bool write_export(const QUrl& url, const QByteArray& data);
-    bool export_conversation(const QUrl& url, QByteArray (app::ChatStore::*render)(qint64) const);
+    bool write_export(const QString& path, const QByteArray& data);
+    bool export_conversation(const QString& path, QByteArray (app::ChatStore::*render)(qint64) const);
 
     std::unique_ptr<app::ChatStore> store_;
     SettingsModel* settings_;
@@ -226,6 +249,7 @@ private:
     QThread thread_;
     EngineWorker* worker_ = nullptr;
     RemoteEngine remote_;
+    ModelLibrary* library_ = nullptr;  // a child
     RemoteMetrics* remote_metrics_ = nullptr;  // the server's /metrics while remote_active_
     bool remote_active_ = false;
 

@@ -75,7 +75,11 @@ QVariantMap model_info(const model::Model& m) {
         moe_layers.append(qlonglong(L.index));
     }
     QVariantMap info;
-    info[QStringLiteral("name")] = qs(c.name.empty() ? QFileInfo(qs(m.file().path())).completeBaseName().toStdString() : c.name);
+    // The file's name, as the user chose it: the name stored inside is often
+    // another file's ("bench-moe-f16" in a Q4_K_M file).
+    info[QStringLiteral("name")] = QFileInfo(qs(m.file().path())).completeBaseName();
+    info[QStringLiteral("storedName")] = qs(c.name);
+    info[QStringLiteral("quant")] = qs(quant::file_type_label(m.file()));
     info[QStringLiteral("arch")] = qs(c.arch_name);
     info[QStringLiteral("layers")] = qlonglong(c.n_layer);
     info[QStringLiteral("moeLayers")] = qlonglong(moe);
@@ -139,6 +143,12 @@ EngineWorker::EngineWorker(QObject* parent) : QObject(parent) {
     tick_ = new QTimer(this);  // a child: moves to the worker thread with it
     tick_->setInterval(0);
     connect(tick_, &QTimer::timeout, this, &EngineWorker::tick);
+}
+
+void EngineWorker::shutdown(QThread* owner) {
+    unload();
+    tick_->stop();
+    moveToThread(owner);
 }
 
 EngineWorker::~EngineWorker() {

@@ -30,6 +30,7 @@
 #include <QList>
 #include <QObject>
 #include <QSet>
+#include <QThread>
 #include <QTimer>
 #include <deque>
 #include <map>
@@ -109,6 +110,10 @@ public:
     // --- called on the worker thread (through post) ---
     void load(quint64 load_id, const QString& path, const EngineSettings& settings);
     void unload();
+    // The last call on the worker thread at exit: unloads, stops the tick timer
+    // and hands the worker to `owner`'s thread, which then deletes it (a timer
+    // destroyed from another thread than its own warned at every quit).
+    void shutdown(QThread* owner);
     void generate(quint64 request_id, const QList<ChatTurn>& turns, sched::SamplingParams params,
                   const DraftSettings& draft = {});
     // key: "cache" (slots/fraction), "policy", "pins", "prefetch". Emits settingApplied.

@@ -7,6 +7,7 @@
 #include <QQmlContext>
 #include <QQuickStyle>
 #include <QQuickWindow>
+#include <QScreen>
 #include <QSettings>
 #include <algorithm>
 #include <cstdio>
@@ -36,6 +37,26 @@ void qt_message(QtMsgType type, const QMessageLogContext&, const QString& msg) {
         case QtCriticalMsg:
         case QtFatalMsg: log->error("{}", text); break;
     }
+}
+
+// The window's last size and place ("ui/windowRect", "ui/windowMaximized"),
+// when it still fits a screen (a monitor may have gone since).
+void restore_window(QQuickWindow* w, const QSettings& s) {
+    const QRect r = s.value(QStringLiteral("ui/windowRect")).toRect();
+    if (r.width() >= w->minimumWidth() && r.height() >= w->minimumHeight()) {
+        bool on_screen = false;
+        for (const QScreen* screen : QGuiApplication::screens())
+            on_screen = on_screen || screen->availableGeometry().intersects(r);
+        if (on_screen) w->setGeometry(r);
+        else w->resize(r.size());
+    }
+    if (s.value(QStringLiteral("ui/windowMaximized")).toBool()) w->showMaximized();
+}
+
+void save_window(const QQuickWindow* w, QSettings& s) {
+    const bool maximized = w->visibility() == QWindow::Maximized || w->visibility() == QWindow::FullScreen;
+    s.setValue(QStringLiteral("ui/windowMaximized"), maximized);
+    if (!maximized) s.setValue(QStringLiteral("ui/windowRect"), w->geometry());
 }
 
 }  // namespace
@@ -78,7 +99,7 @@ int main(int argc, char** argv) {
                                          QStringLiteral("With --quit-after-reply: give up after SECONDS (default 600)."),
                                          QStringLiteral("SECONDS"), QStringLiteral("600"));
     const QCommandLineOption show_opt(QStringLiteral("show"),
-                                      QStringLiteral("Before the screenshot, open a dialog: settings, model (the load plan of the model) or remote (connect to a server)."),
+                                      QStringLiteral("Before the screenshot, open a dialog: settings, model (the load plan of the model), models (the models folder) or remote (connect to a server)."),
                                       QStringLiteral("DIALOG"));
     const QCommandLineOption server_opt(QStringLiteral("server"),
                                         QStringLiteral("Chat with the OpenAI-compatible server at URL (e.g. http://127.0.0.1:8080/v1) instead of loading a model; needs --server-model."),
@@ -86,8 +107,11 @@ int main(int argc, char** argv) {
     const QCommandLineOption server_model_opt(QStringLiteral("server-model"), QStringLiteral("With --server: the model id to chat with (one of its /v1/models)."),
                                               QStringLiteral("ID"));
     const QCommandLineOption server_key_opt(QStringLiteral("server-key"), QStringLiteral("With --server: its API key."), QStringLiteral("KEY"));
+    const QCommandLineOption size_opt(QStringLiteral("size"),
+                                      QStringLiteral("Open the window at WIDTHxHEIGHT pixels (e.g. 960x600) instead of where it was left."),
+                                      QStringLiteral("WxH"));
     cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt, server_opt, server_model_opt,
-                    server_key_opt});
+                    server_key_opt, size_opt});
     cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
 
     bool ok = false;
@@ -102,8 +126,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (cli.isSet(show_opt) && cli.value(show_opt) != QLatin1String("settings") && cli.value(show_opt) != QLatin1String("model") &&
-        cli.value(show_opt) != QLatin1String("remote")) {
-        std::fprintf(stderr, "strata: --show: expected settings, model or remote, got '%s'\n", qPrintable(cli.value(show_opt)));
+        cli.value(show_opt) != QLatin1String("remote") && cli.value(show_opt) != QLatin1String("models")) {
+        std::fprintf(stderr, "strata: --show: expected settings, model, models or remote, got '%s'\n", qPrintable(cli.value(show_opt)));
         return 2;
     }
     if (cli.isSet(server_opt) != cli.isSet(server_model_opt)) {
@@ -113,6 +137,17 @@ int main(int argc, char** argv) {
     if (cli.isSet(server_opt) && cli.isSet(model_opt)) {
         std::fprintf(stderr, "strata: --server and --model exclude each other: chat with a server or load a model\n");
         return 2;
+    }
+    QSize size;
+    if (cli.isSet(size_opt)) {
+        const QStringList wh = cli.value(size_opt).split(QLatin1Char('x'));
+        bool okw = false, okh = false;
+        if (wh.size() == 2) size = QSize(wh[0].toInt(&okw), wh[1].toInt(&okh));
+        if (!okw || !okh || size.width() < 960 || size.height() < 600 || size.width() > 16384 || size.height() > 16384) {
+            std::fprintf(stderr, "strata: --size: expected WIDTHxHEIGHT of at least 960x600 (the window's minimum), got '%s'\n",
+                         qPrintable(cli.value(size_opt)));
+            return 2;
+        }
     }
     const bool unattended = cli.isSet(show_opt) || cli.isSet(quit_opt) || cli.isSet(shot_opt) || cli.isSet(report_opt) || cli.isSet(prompt_opt);
 
@@ -154,6 +189,13 @@ int main(int argc, char** argv) {
         return 1;
     }
     auto* window = qobject_cast<QQuickWindow*>(engine.rootObjects().constFirst());
+    // The window as the user left it (size, place, maximised), or as --size asks.
+    if (size.isValid()) {
+        window->resize(size);
+    } else if (!unattended) {
+        restore_window(window, *qsettings);
+        QObject::connect(&app, &QCoreApplication::aboutToQuit, window, [window, &qsettings] { save_window(window, *qsettings); });
+    }
 
     std::unique_ptr<Automation> automation;
     if (unattended) {

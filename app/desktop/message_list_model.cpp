@@ -42,6 +42,8 @@ QVariant MessageListModel::data(const QModelIndex& index, int role) const {
         case ModelRole: return m.stats.model;
         case StatsTextRole: return stats_text(m);
         case IsLastRole: return index.row() == items_.size() - 1;
+        case VersionRole: return m.id == versions_of_ ? version_ : 0;
+        case VersionCountRole: return m.id == versions_of_ ? version_count_ : 0;
     }
     return {};
 }
@@ -50,7 +52,8 @@ QHash<int, QByteArray> MessageListModel::roleNames() const {
     return {{IdRole, "messageId"},   {RoleRole, "role"},         {ContentRole, "content"},   {SegmentsRole, "segments"},
             {PartialRole, "partial"}, {StreamingRole, "streaming"}, {TokensRole, "tokens"},   {TokSRole, "tokS"},
             {TtftRole, "ttftMs"},     {SecondsRole, "seconds"},    {FinishRole, "finish"},     {ModelRole, "modelFile"},
-            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}};
+            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"},
+            {VersionCountRole, "versionCount"}};
 }
 
 void MessageListModel::set_messages(const QList<app::Message>& list) {
@@ -81,6 +84,17 @@ void MessageListModel::update(const app::Message& m) {
     if (row < 0) return;
     items_[row] = m;
     Q_EMIT dataChanged(index(row), index(row));
+}
+
+void MessageListModel::set_versions(qint64 id, int version, int count) {
+    const qint64 old = versions_of_;
+    versions_of_ = id;
+    version_ = version;
+    version_count_ = count;
+    for (qint64 x : {old, id}) {
+        const int row = row_of(x);
+        if (row >= 0) Q_EMIT dataChanged(index(row), index(row), {VersionRole, VersionCountRole});
+    }
 }
 
 void MessageListModel::set_streaming(qint64 id) {

@@ -27,6 +27,8 @@ public:
         ModelRole,
         StatsTextRole,   // "42 tokens · 37.1 tok/s · first token 120 ms"
         IsLastRole,
+        VersionRole,       // which version of its answer this is (1-based; 0: no other versions)
+        VersionCountRole,  // how many versions its answer has (the last answer only; 0 elsewhere)
     };
     explicit MessageListModel(QObject* parent = nullptr);
 
@@ -39,6 +41,8 @@ public:
     void append_text(qint64 id, const QString& text);
     void update(const app::Message& m);             // by id
     void set_streaming(qint64 id);                  // 0: none
+    // The answer `id` is version `version` of `count` (regenerated answers kept).
+    void set_versions(qint64 id, int version, int count);
     void remove_from(qint64 id);                    // this message and every later one
     int row_of(qint64 id) const;
     const app::Message* find(qint64 id) const;
@@ -54,6 +58,8 @@ Q_SIGNALS:
 private:
     QList<app::Message> items_;
     qint64 streaming_ = 0;
+    qint64 versions_of_ = 0;
+    int version_ = 0, version_count_ = 0;
 };
 
 }  // namespace strata::desktop

@@ -30,6 +30,7 @@ void register_qml_types() {
     qmlRegisterUncreatableType<ChatController>(uri, 1, 0, "ChatController", why);
     qmlRegisterUncreatableType<ConversationListModel>(uri, 1, 0, "ConversationListModel", why);
     qmlRegisterUncreatableType<MessageListModel>(uri, 1, 0, "MessageListModel", why);
+    qmlRegisterUncreatableType<ModelLibrary>(uri, 1, 0, "ModelLibrary", why);
     qmlRegisterUncreatableType<AppInfo>(uri, 1, 0, "AppInfo", why);
 }
 

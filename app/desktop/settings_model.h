@@ -47,7 +47,7 @@ public:
     // View state remembered between launches (which panels are shown): "ui/<key>".
     Q_INVOKABLE bool uiBool(const QString& key, bool fallback) const;
     Q_INVOKABLE void setUiBool(const QString& key, bool value);
-    Q_INVOKABLE QString uiString(const QString& key, const QString& fallback) const;
+    Q_INVOKABLE QString uiString(const QString& key, const QString& fallback = QString()) const;
     Q_INVOKABLE void setUiString(const QString& key, const QString& value);
 
     // Marks (or clears, with "") an error the engine reported applying a live value.

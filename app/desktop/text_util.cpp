@@ -103,4 +103,9 @@ void TextUtil::copyToClipboard(const QString& text) {
     if (QClipboard* c = QGuiApplication::clipboard()) c->setText(text);
 }
 
+QString TextUtil::clipboardText() {
+    const QClipboard* c = QGuiApplication::clipboard();
+    return c ? c->text() : QString();
+}
+
 }  // namespace strata::desktop

@@ -25,6 +25,8 @@ public:
     Q_INVOKABLE static QString formatPercent(double fraction, int decimals = 1);
 
     Q_INVOKABLE static void copyToClipboard(const QString& text);
+    // What the clipboard holds as text (tests, and pasting into the composer).
+    Q_INVOKABLE static QString clipboardText();
 };
 
 }  // namespace strata::desktop

@@ -1,6 +1,9 @@
 #include "quant/recipe.h"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/error.h"
@@ -108,6 +111,41 @@ std::string describe_types(const ClassTypes& c) {
         if (c.types.size() > 1) s += " " + std::to_string(c.bytes ? (b * 100 + c.bytes / 2) / c.bytes : 0) + "%";
     }
     return s;
+}
+
+namespace {
+// llama.cpp's LLAMA_FTYPE values and names (llama.h).
+struct FtypeName {
+    int64_t id;
+    const char* name;
+};
+constexpr FtypeName kFtypes[] = {
+    {0, "F32"},      {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},     {7, "Q8_0"},     {8, "Q5_0"},
+    {9, "Q5_1"},     {10, "Q2_K"},    {11, "Q3_K_S"},  {12, "Q3_K_M"},  {13, "Q3_K_L"},  {14, "Q4_K_S"},
+    {15, "Q4_K_M"},  {16, "Q5_K_S"},  {17, "Q5_K_M"},  {18, "Q6_K"},    {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+    {21, "Q2_K_S"},  {22, "IQ3_XS"},  {23, "IQ3_XXS"}, {24, "IQ1_S"},   {25, "IQ4_NL"},  {26, "IQ3_S"},
+    {27, "IQ3_M"},   {28, "IQ2_S"},   {29, "IQ2_M"},   {30, "IQ4_XS"},  {31, "IQ1_M"},   {32, "BF16"},
+    {36, "TQ1_0"},   {37, "TQ2_0"},   {38, "MXFP4_MOE"},
+};
+}  // namespace
+
+std::string file_type_label(const gguf::File& f) {
+    const int64_t ft = f.get_int_or("general.file_type", -1);
+    for (const FtypeName& n : kFtypes)
+        if (n.id == ft) return n.name;
+    // No (or an unknown) file type: the dominant type of the routed experts, else of every matrix.
+    std::map<kernels::WeightType, uint64_t> experts, all;
+    for (const ClassTypes& c : file_recipe(f))
+        for (const auto& [t, b] : c.types) {
+            all[t] += b;
+            if (c.cls == TensorClass::RoutedExpert) experts[t] += b;
+        }
+    const auto& bytes = experts.empty() ? all : experts;
+    if (bytes.empty()) return {};
+    const auto top = std::max_element(bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::string name = kernels::type_traits(top->first) ? kernels::type_traits(top->first)->name : "?";
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return name;
 }
 
 const char* class_name(TensorClass c) {

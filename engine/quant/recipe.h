@@ -68,6 +68,11 @@ std::vector<ClassTypes> file_recipe(const gguf::File& f);
 // "q4_k" or "q4_k 88%, q6_k 12%" (shares of the class's bytes).
 std::string describe_types(const ClassTypes& c);
 
+// What a user calls the file's quantization: llama.cpp's name for its
+// general.file_type ("Q4_K_M"), else the type most of its routed experts'
+// (else all its matrices') bytes are in ("Q8_0"); "" for a file without matrices.
+std::string file_type_label(const gguf::File& f);
+
 // Built-in recipes:
 //   q8           every matrix Q8_0 (router F32)
 //   q4-experts   router F32, attention Q8_0, shared experts and dense FFN Q8_0,

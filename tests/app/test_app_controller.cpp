@@ -2,7 +2,9 @@
 // the message model and committed to the store, stop mid-answer, regenerate,
 // edit and resend, KV cache reuse across turns, live settings, and clear
 // failures for a missing or corrupt model file.
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -487,6 +489,32 @@ private Q_SLOTS:
         QVERIFY(load(kDemo));
     }
 
+    // Unload frees the model: no answers until the next load, the
+    // conversations kept, the panels cleared; the chip names the file and
+    // its quantization, not the name stored inside.
+    void unload_frees_the_model_and_keeps_the_chats() {
+        QVERIFY(load(kDemo));
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("name")].toString(), QStringLiteral("strata-demo-moe"));
+        QCOMPARE(chat_->modelInfo()[QStringLiteral("quant")].toString(), QStringLiteral("Q8_0"));
+        const int conversations = chat_->conversations()->rowCount();
+        QCOMPARE(exchange(QStringLiteral("In the beginning")), QStringLiteral("length"));
+        QCOMPARE(chat_->conversationModel(), QString());  // its model is the one loaded
+        chat_->unloadModel();
+        QCOMPARE(chat_->modelState(), QStringLiteral("none"));
+        QVERIFY(chat_->notice().contains(QStringLiteral("unloaded")));
+        // The conversation remembers its model and offers it while another (or none) is loaded.
+        QCOMPARE(chat_->conversationModel(), kDemo);
+        QVERIFY(!telemetry_->hasData());
+        QVERIFY(!chat_->send(QStringLiteral("anyone?")));
+        QVERIFY(chat_->lastError().contains(QStringLiteral("No model")));
+        QVERIFY(chat_->conversations()->rowCount() >= conversations);
+        chat_->unloadModel();  // twice: nothing to do
+        QCOMPARE(chat_->modelState(), QStringLiteral("none"));
+        QVERIFY(load(kDemo));
+        QCOMPARE(chat_->conversationModel(), QString());
+        QCOMPARE(exchange(QStringLiteral("And God said")), QStringLiteral("length"));
+    }
+
     void conversations_rename_search_delete_export() {
         const qint64 id = chat_->newConversation();
         QCOMPARE(exchange(QStringLiteral("Thou shalt")), QStringLiteral("length"));
@@ -517,6 +545,20 @@ private Q_SLOTS:
         QVERIFY(!chat_->exportJson(QUrl::fromLocalFile(QStringLiteral("/proc/no/such/dir/out.json"))));
         QVERIFY(chat_->lastError().contains(QStringLiteral("Export")));
         QCOMPARE(chat_->suggestedFileName(QStringLiteral("md")), QStringLiteral("Commandments.md"));
+        // The export writes exactly the path given ('#' and spaces included),
+        // and the next one starts in that folder, never the app's data folder.
+        QVERIFY(QDir(dir_.path()).mkpath(QStringLiteral("my exports")));
+        const QString exact = dir_.filePath(QStringLiteral("my exports/notes #1.json"));
+        QVERIFY2(chat_->exportToPath(QStringLiteral("json"), exact), qPrintable(chat_->lastError()));
+        QVERIFY(QFileInfo(exact).isFile());
+        QCOMPARE(QDir(dir_.filePath(QStringLiteral("my exports"))).entryList(QDir::Files), QStringList{QStringLiteral("notes #1.json")});
+        QCOMPARE(chat_->exportFolder(), dir_.filePath(QStringLiteral("my exports")));
+        QVERIFY(!chat_->exportToPath(QStringLiteral("markdown"), dir_.filePath(QStringLiteral("missing/notes.md"))));
+        QVERIFY2(chat_->lastError().contains(QStringLiteral("does not exist")), qPrintable(chat_->lastError()));
+        QVERIFY(!chat_->exportToPath(QStringLiteral("markdown"), QStringLiteral("notes.md")));
+        QVERIFY2(chat_->lastError().contains(QStringLiteral("not a full path")), qPrintable(chat_->lastError()));
+        QVERIFY(!chat_->exportToPath(QStringLiteral("markdown"), dir_.path()));
+        QVERIFY2(chat_->lastError().contains(QStringLiteral("is a folder")), qPrintable(chat_->lastError()));
 
         const int before = chat_->conversations()->rowCount();
         chat_->deleteConversation(id);
@@ -548,6 +590,44 @@ private Q_SLOTS:
         const QString a = regenerate(), b = regenerate();
         QCOMPARE(a, b);
         QCOMPARE(settings_->setValue(QStringLiteral("seed"), -1), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
+    }
+
+    // Regenerate keeps the answers it replaces: ‹ 1/3 › steps through them,
+    // in order, and what is shown is what the conversation continues from.
+    void regenerated_answers_are_kept_as_versions() {
+        QVERIFY(chat_->newConversation() != 0);
+        QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 1.0), QString());
+        exchange(QStringLiteral("In the beginning"));
+        const auto last = [&] { return chat_->messages()->get(chat_->messages()->rowCount() - 1); };
+        const auto regenerate = [&] {
+            QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+            return chat_->regenerate() && done.wait(60000);
+        };
+        QCOMPARE(last()[QStringLiteral("versionCount")].toInt(), 1);  // one answer: nothing to step through
+        const QString first = last()[QStringLiteral("content")].toString();
+        QVERIFY(regenerate());
+        const QString second = last()[QStringLiteral("content")].toString();
+        QVERIFY(regenerate());
+        const QString third = last()[QStringLiteral("content")].toString();
+        QCOMPARE(last()[QStringLiteral("versionCount")].toInt(), 3);
+        QCOMPARE(last()[QStringLiteral("version")].toInt(), 3);
+        QCOMPARE(chat_->messages()->rowCount(), 2);  // the question and one answer shown
+        QVERIFY(chat_->showAnswerVersion(-1));
+        QCOMPARE(last()[QStringLiteral("version")].toInt(), 2);
+        QCOMPARE(last()[QStringLiteral("content")].toString(), second);
+        QVERIFY(chat_->showAnswerVersion(-1));
+        QCOMPARE(last()[QStringLiteral("content")].toString(), first);
+        QVERIFY(!chat_->showAnswerVersion(-1));  // no version before the first
+        QVERIFY(chat_->showAnswerVersion(2));
+        QCOMPARE(last()[QStringLiteral("content")].toString(), third);
+        QCOMPARE(last()[QStringLiteral("version")].toInt(), 3);
+        // Reopening the conversation shows the same.
+        const qint64 id = chat_->currentConversationId();
+        QVERIFY(chat_->newConversation() != 0);
+        chat_->selectConversation(id);
+        QCOMPARE(last()[QStringLiteral("versionCount")].toInt(), 3);
+        QCOMPARE(last()[QStringLiteral("content")].toString(), third);
         QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
     }
 

@@ -1,12 +1,18 @@
 // The desktop app's models without an engine: message segmentation, the
 // message and conversation list models, settings validation and the
 // telemetry model's histories.
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QUrl>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "conversation_list_model.h"
 #include "message_list_model.h"
+#include "model_library.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
 #include "text_util.h"
@@ -311,6 +317,62 @@ private Q_SLOTS:
         QVERIFY(err.contains(QStringLiteral("has no unit")));
         QVERIFY(!parse_size(QStringLiteral("lots"), &b, &err));
         QVERIFY(err.contains(QStringLiteral("not a size")));
+    }
+
+    // The models folder lists every GGUF under it with its size (over 4 GiB
+    // too: a sparse 5 GiB file), plans each in the background (the demo
+    // model fits; a file that is not GGUF says why), and says plainly when
+    // the folder is missing or empty.
+    void model_library_lists_and_plans_the_folder() {
+        const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+        if (!QFile::exists(demo)) QSKIP("the demo model is not in resources/models");
+        QTemporaryDir dir;
+        QVERIFY(QDir(dir.path()).mkpath(QStringLiteral("moe/small")));
+        QVERIFY(QFile::link(demo, dir.filePath(QStringLiteral("moe/small/demo.gguf"))));
+        QFile big(dir.filePath(QStringLiteral("big.gguf")));
+        QVERIFY(big.open(QIODevice::WriteOnly));
+        QVERIFY(big.resize(qint64(5) << 30));  // sparse: no disk used
+        big.close();
+        QFile notes(dir.filePath(QStringLiteral("notes.txt")));
+        QVERIFY(notes.open(QIODevice::WriteOnly));
+        notes.close();
+
+        QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        SettingsModel settings(&qs);
+        ModelLibrary lib(&settings, [&settings] { return settings.engine_settings(); });
+        QSignalSpy state(&lib, &ModelLibrary::stateChanged);
+        lib.setFolder(QUrl::fromLocalFile(dir.path()).toString());
+        QCOMPARE(lib.folder(), QDir::cleanPath(dir.path()));
+        QCOMPARE(settings.uiString(QStringLiteral("modelsFolder")), lib.folder());
+        QCOMPARE(lib.count(), 2);
+        QTRY_VERIFY_WITH_TIMEOUT(!lib.scanning(), 30000);
+        const QVariantMap b = lib.get(0), d = lib.get(1);
+        QCOMPARE(b[QStringLiteral("fileName")].toString(), QStringLiteral("big.gguf"));
+        QCOMPARE(b[QStringLiteral("sizeBytes")].toDouble(), double(qint64(5) << 30));
+        QCOMPARE(b[QStringLiteral("sizeText")].toString(), QStringLiteral("5.00 GiB"));
+        QCOMPARE(b[QStringLiteral("fit")].toString(), QStringLiteral("error"));
+        QVERIFY2(b[QStringLiteral("fitNote")].toString().contains(QStringLiteral("GGUF")), qPrintable(b[QStringLiteral("fitNote")].toString()));
+        QCOMPARE(d[QStringLiteral("fileName")].toString(), QStringLiteral("demo.gguf"));
+        QCOMPARE(d[QStringLiteral("subfolder")].toString(), QStringLiteral("moe/small"));
+        QCOMPARE(d[QStringLiteral("quant")].toString(), QStringLiteral("Q8_0"));
+        QCOMPARE(d[QStringLiteral("experts")].toString(), QStringLiteral("32 experts, top-4"));
+        QCOMPARE(d[QStringLiteral("fits")].toBool(), true);
+        QVERIFY(d[QStringLiteral("fit")].toString() == QLatin1String("resident") || d[QStringLiteral("fit")].toString() == QLatin1String("cache"));
+        QVERIFY(lib.message().isEmpty());
+
+        lib.setFolder(dir.filePath(QStringLiteral("nowhere")));
+        QCOMPARE(lib.count(), 0);
+        QVERIFY(lib.message().contains(QStringLiteral("does not exist")));
+        lib.setFolder(dir.filePath(QStringLiteral("moe/small/demo.gguf")));
+        QVERIFY(lib.message().contains(QStringLiteral("not a folder")));
+        QVERIFY(QDir(dir.path()).mkpath(QStringLiteral("empty")));
+        lib.setFolder(dir.filePath(QStringLiteral("empty")));
+        QVERIFY(lib.message().contains(QStringLiteral("No GGUF files")));
+
+        // The first folder: the one chosen before, else the last model's, else ~/models.
+        QCOMPARE(ModelLibrary::default_folder(QStringLiteral("/x"), {demo}), QStringLiteral("/x"));
+        QCOMPARE(ModelLibrary::default_folder(QString(), {QStringLiteral("/gone.gguf"), demo}), QFileInfo(demo).absolutePath());
+        QCOMPARE(ModelLibrary::default_folder(QString(), {}), QDir::homePath() + QStringLiteral("/models"));
     }
 };
 

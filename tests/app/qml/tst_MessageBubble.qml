@@ -1,12 +1,13 @@
 import QtQuick
 import QtTest
+import Strata
 import "../../../ui"
 
 // The message bubble splits an answer into prose and code blocks, each code
 // block in monospace with its own Copy button.
 Item {
     width: 800
-    height: 600
+    height: 700
 
     MessageBubble {
         id: bubble
@@ -20,6 +21,19 @@ Item {
         y: 400
         bubbleRole: "user"
         bubbleContent: "```\nnot split for the user\n```"
+    }
+
+    // A narrow chat (960 px window, panels open): the actions stay inside.
+    MessageBubble {
+        id: narrow
+        width: 340
+        y: 500
+        bubbleRole: "assistant"
+        bubbleContent: "A short answer."
+        bubbleStats: "128 tokens · 37.1 tok/s · first token 120 ms · 96 prompt tokens, 64 from the cache · 2.4 s"
+        bubbleFinish: "length"
+        bubbleIsLast: true
+        canAct: true
     }
 
     function findAll(item, name, out) {
@@ -50,6 +64,40 @@ Item {
             bubble.bubbleContent = "Start\n```python\nprint(1)"
             tryVerify(() => findAll(bubble, "codeText", []).length === 1)
             compare(findAll(bubble, "codeText", [])[0].text, "print(1)")
+        }
+
+        // Copy says it copied (and goes back to "Copy" a moment later).
+        function test_copy_gives_feedback() {
+            bubble.bubbleStreaming = false
+            const copy = findAll(bubble, "copyMessageButton", [])[0]
+            verify(copy.visible)
+            compare(copy.text, "Copy")
+            mouseClick(copy)
+            compare(copy.text, "Copied ✓")
+            compare(TextUtil.clipboardText(), bubble.bubbleContent)
+            tryCompare(copy, "text", "Copy", 3000)
+        }
+
+        // The finish badge explains itself on hover ("context full" said nothing).
+        function test_finish_badge_explains() {
+            bubble.bubbleStreaming = false
+            bubble.bubbleFinish = "context"
+            const badge = findAll(bubble, "finishBadge", [])[0]
+            verify(badge.visible)
+            verify(badge.explanation.indexOf("context") >= 0 && badge.explanation.indexOf("new conversation") >= 0, badge.explanation)
+            bubble.bubbleFinish = "length"
+            verify(badge.explanation.indexOf("token limit") >= 0)
+            bubble.bubbleFinish = ""
+            verify(!badge.visible)
+        }
+
+        function test_narrow_bubble_keeps_its_buttons() {
+            const copy = findAll(narrow, "copyMessageButton", [])[0]
+            tryVerify(() => copy.width > 0)
+            const p = copy.mapToItem(narrow, 0, 0)
+            verify(p.x >= 0 && p.x + copy.width <= narrow.width + 0.5, "Copy at " + p.x + ".." + (p.x + copy.width))
+            const stats = findAll(narrow, "statsLabel", [])[0]
+            verify(stats.truncated, "the figures give way")
         }
 
         function test_user_text_is_plain() {

@@ -25,6 +25,26 @@ Item {
         }
     }
 
+    // A choice the owner refuses (as SettingsModel refuses "pinned" without a pin file).
+    SettingsField {
+        id: policy
+        y: 150
+        width: 600
+        key: "policy"
+        label: "Eviction policy"
+        kind: "choice"
+        choices: ["lru", "lfu", "arc", "pinned"]
+        text: "lru"
+        onSubmitted: (v) => {
+            if (v === "pinned") {
+                error = "policy 'pinned' needs a pin file (strata-cli calibrate writes one)"
+            } else {
+                error = ""
+                text = v
+            }
+        }
+    }
+
     function find(item, name) {
         for (let i = 0; i < item.children.length; ++i) {
             const c = item.children[i]
@@ -61,6 +81,25 @@ Item {
             keyClick(Qt.Key_Return)
             compare(field.lastSubmitted, "0.9")
             verify(!errorLabel.visible)
+        }
+
+        // A refused choice puts the control back on the value in force, the
+        // reason beside it; an accepted one stays.
+        function test_refused_choice_restores_the_control() {
+            const combo = find(policy, "choiceEditor")
+            verify(combo.visible)
+            compare(combo.currentText, "lru")
+            combo.currentIndex = 3  // what picking "pinned" in the popup does
+            combo.activated(3)
+            compare(combo.currentText, "lru")
+            verify(find(policy, "errorLabel").visible)
+            combo.currentIndex = 1
+            combo.activated(1)
+            compare(combo.currentText, "lfu")
+            compare(policy.text, "lfu")
+            verify(!find(policy, "errorLabel").visible)
+            policy.text = "arc"  // the model changed it (a reset): the control follows
+            compare(combo.currentText, "arc")
         }
 
         function test_kinds_pick_editors() {

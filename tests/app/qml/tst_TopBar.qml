@@ -1,0 +1,110 @@
+import QtQuick
+import QtQuick.Controls
+import QtTest
+import "../../../ui"
+
+// The tool bar at the window's sizes: at 960 px (the minimum) every action
+// is in the bar or in its "⋯" menu, none past the right edge; at 1280 and
+// 1920 the panel toggle, Settings and Help are in the bar itself. The model
+// chip names the file (not the name stored inside it) and its quantization.
+Item {
+    id: root
+    width: 1920
+    height: 400
+
+    // What TopBar reads from the app's context (chat, appInfo).
+    QtObject {
+        id: chat
+        property string modelState: "ready"
+        property var modelInfo: ({ name: "Qwen3-30B-A3B-Instruct-2507-Q4_K_M", storedName: "bench-moe-f16", quant: "Q4_K_M",
+                                   arch: "qwen3moe", paramsTotal: 30.5e9, experts: 128, expertsUsed: 8, templateNote: "" })
+        property string modelPath: "/models/Qwen3-30B-A3B-Instruct-2507-Q4_K_M.gguf"
+        property bool remote: false
+        property real loadFraction: 0
+        property var recentModels: ["/models/a.gguf"]
+        property bool settingsNeedReload: true
+        property string modelError: ""
+        function reloadModel() {}
+        function unloadModel() {}
+        function showNotice(text) {}
+    }
+    QtObject {
+        id: appInfo
+        property string logFile: "/tmp/strata.log"
+        function openLog() { return true }
+        function openDataDir() {}
+    }
+
+    TopBar { id: bar; width: 960 }
+    SignalSpy { id: settings; target: bar; signalName: "settingsRequested" }
+    SignalSpy { id: panels; target: bar; signalName: "showPanelsToggled" }
+    SignalSpy { id: about; target: bar; signalName: "aboutRequested" }
+
+    function find(item, name) {
+        if (!item) return null
+        if (item.objectName === name) return item
+        const kids = item.children || []
+        for (let i = 0; i < kids.length; ++i) {
+            const f = find(kids[i], name)
+            if (f) return f
+        }
+        return null
+    }
+    // Shown, and wholly inside the bar.
+    function inBar(name) {
+        const item = find(bar, name)
+        if (!item || !item.visible || item.width <= 0) return false
+        const p = item.mapToItem(bar, 0, 0)
+        return p.x >= 0 && p.x + item.width <= bar.width + 0.5
+    }
+
+    TestCase {
+        name: "TopBar"
+        when: windowShown
+
+        function test_narrow_window_keeps_every_action_reachable() {
+            bar.width = 960
+            verify(bar.compact)
+            tryVerify(() => inBar("overflowButton"))
+            for (const name of ["modelChip", "loadButton", "openMenuButton", "reloadButton", "overflowButton"])
+                verify(inBar(name), name)
+            for (const name of ["panelsButton", "settingsButton", "helpButton"])
+                verify(!find(bar, name).visible, name + " is in the overflow menu")
+            // The overflow menu holds them.
+            mouseClick(find(bar, "overflowButton"))
+            let item = null
+            tryVerify(() => (item = find(root.Window.contentItem, "overflowSettings")) !== null && item.visible)
+            mouseClick(item)
+            compare(settings.count, 1)
+            mouseClick(find(bar, "overflowButton"))
+            tryVerify(() => (item = find(root.Window.contentItem, "overflowPanels")) !== null && item.visible)
+            mouseClick(item)
+            compare(panels.count, 1)
+            mouseClick(find(bar, "overflowButton"))
+            tryVerify(() => (item = find(root.Window.contentItem, "overflowAbout")) !== null && item.visible)
+            mouseClick(item)
+            compare(about.count, 1)
+        }
+
+        function test_wide_windows_show_the_actions() {
+            for (const w of [1280, 1920]) {
+                bar.width = w
+                verify(!bar.compact)
+                tryVerify(() => inBar("helpButton"))
+                for (const name of ["modelChip", "loadButton", "openMenuButton", "reloadButton", "panelsButton",
+                                    "settingsButton", "helpButton"])
+                    verify(inBar(name), name + " at " + w)
+                verify(!find(bar, "overflowButton").visible)
+            }
+        }
+
+        function test_chip_names_the_file_and_its_quantization() {
+            bar.width = 1280
+            compare(find(bar, "modelName").text, "Qwen3-30B-A3B-Instruct-2507-Q4_K_M")
+            verify(find(bar, "modelDetails").text.startsWith("Q4_K_M · qwen3moe"), find(bar, "modelDetails").text)
+            bar.width = 960
+            tryVerify(() => find(bar, "modelQuant").visible)
+            compare(find(bar, "modelQuant").text, "Q4_K_M")
+        }
+    }
+}
