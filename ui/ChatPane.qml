@@ -141,7 +141,8 @@ Rectangle {
                 onCountChanged: Qt.callLater(() => { if (followEnd) positionViewAtEnd() })
                 Connections {
                     target: chat
-                    function onStreamed() { if (messageList.followEnd) messageList.positionViewAtEnd() }
+                    // After the bubble has grown (its layout runs later), not before.
+                    function onStreamed() { if (messageList.followEnd) Qt.callLater(messageList.positionViewAtEnd) }
                     function onCurrentConversationChanged() { messageList.followEnd = true; Qt.callLater(messageList.positionViewAtEnd) }
                 }
                 delegate: MessageBubble {

@@ -93,6 +93,7 @@ ApplicationWindow {
         onAboutRequested: aboutDialog.open()
         showPanels: root.showPanels
         onShowPanelsToggled: root.togglePanel("showPanels")
+        onReloadRequested: root.planAndShow(chat.modelPath)
     }
 
     RowLayout {
@@ -134,7 +135,10 @@ ApplicationWindow {
         onLoadRequested: (path) => chat.loadModel(path)
         onSettingsRequested: settingsDialog.open()
     }
-    SettingsDialog { id: settingsDialog }
+    SettingsDialog {
+        id: settingsDialog
+        onReloadRequested: root.planAndShow(chat.modelPath)
+    }
     RemoteDialog { id: remoteDialog }
     AboutDialog { id: aboutDialog }
 

@@ -7,6 +7,10 @@ import Strata
 // Every setting the engine implements, grouped; refused values show why.
 Dialog {
     id: dialog
+    // "Reload model now": the owner shows the memory plan under the new
+    // settings first (a budget that no longer fits says so there, and the
+    // loaded model stays).
+    signal reloadRequested()
     parent: Overlay.overlay
     anchors.centerIn: parent
     width: Math.min(parent.width - 80, 680)
@@ -197,7 +201,10 @@ Dialog {
             text: "Reload model now"
             visible: chat.settingsNeedReload && chat.modelState === "ready"
             DialogButtonBox.buttonRole: DialogButtonBox.ApplyRole
-            onClicked: chat.reloadModel()
+            onClicked: {
+                dialog.close()
+                dialog.reloadRequested()
+            }
         }
         StrataButton {
             text: "Close"

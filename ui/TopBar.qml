@@ -19,6 +19,7 @@ ToolBar {
     signal settingsRequested()
     signal aboutRequested()
     signal showPanelsToggled()
+    signal reloadRequested()
 
     function openLog() {
         if (!appInfo.openLog()) chat.showNotice("No application could open the log. It is at " + appInfo.logFile)
@@ -183,9 +184,9 @@ ToolBar {
             text: "Reload"
             visible: chat.settingsNeedReload && chat.modelState === "ready"
             highlighted: true
-            onClicked: chat.reloadModel()
+            onClicked: bar.reloadRequested()
             ToolTip.visible: hovered
-            ToolTip.text: "Some settings apply on the next load: reload the model with them now"
+            ToolTip.text: "Some settings apply on the next load: see the memory plan with them, then reload"
         }
 
         Item { Layout.fillWidth: true }

@@ -160,7 +160,9 @@ ChatController::~ChatController() {
     worker_->requestCancelCalibration(~quint64(0) >> 1);
     EngineWorker* w = worker_;
     QThread* owner = QThread::currentThread();
-    w->post([w, owner] { w->shutdown(owner); });
+    // Run now, and wait: a call merely posted before quit() is dropped with
+    // the thread's event loop (the timer then died here, from the wrong thread).
+    QMetaObject::invokeMethod(w, [w, owner] { w->shutdown(owner); }, Qt::BlockingQueuedConnection);
     thread_.quit();
     thread_.wait();
     delete worker_;

@@ -67,6 +67,10 @@ private Q_SLOTS:
                                   QStringLiteral("--screenshot"), shot, QStringLiteral("--report"), report,
                                   QStringLiteral("--quit-after-reply"), QStringLiteral("--data-dir"), data.path()});
         QVERIFY2(r.code == 0, qPrintable(QStringLiteral("exit %1: %2").arg(r.code).arg(r.err)));
+        // Quitting is clean: no timer destroyed from a thread not its own.
+        QVERIFY2(!r.err.contains(QStringLiteral("Timers cannot be stopped")), qPrintable(r.err));
+        QFile log(data.filePath(QStringLiteral("strata.log")));
+        if (log.open(QIODevice::ReadOnly)) QVERIFY(!log.readAll().contains("Timers cannot be stopped"));
 
         // The screenshot: the whole 1280x800 window.
         const QImage img(shot);

@@ -10,6 +10,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <memory>
+
 #include "chat_controller.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
@@ -629,6 +631,49 @@ private Q_SLOTS:
         QCOMPARE(last()[QStringLiteral("versionCount")].toInt(), 3);
         QCOMPARE(last()[QStringLiteral("content")].toString(), third);
         QCOMPARE(settings_->setValue(QStringLiteral("temperature"), 0.0), QString());
+    }
+
+    // The next launch opens the conversation that was open (if it still exists).
+    void the_last_open_conversation_is_restored() {
+        const qint64 id = chat_->newConversation();
+        QCOMPARE(exchange(QStringLiteral("And God said")), QStringLiteral("length"));
+        TelemetryModel t;
+        {
+            ChatController next(dir_.filePath(QStringLiteral("chats.sqlite")), settings_.get(), &t);
+            QCOMPARE(next.currentConversationId(), id);
+            QCOMPARE(next.messages()->rowCount(), 2);
+        }
+        chat_->deleteConversation(id);
+        ChatController after_delete(dir_.filePath(QStringLiteral("chats.sqlite")), settings_.get(), &t);
+        QCOMPARE(after_delete.currentConversationId(), 0);
+    }
+
+    // Closing the app while an answer streams (the worker's tick timer
+    // running): the worker is deleted without Qt's "Timers cannot be stopped
+    // from another thread" (it was, at quit).
+    void closing_while_generating_is_clean() {
+        static QStringList warnings;
+        warnings.clear();
+        const QtMessageHandler previous = qInstallMessageHandler([](QtMsgType, const QMessageLogContext&, const QString& m) {
+            warnings << m;
+        });
+        {
+            QTemporaryDir d;
+            TelemetryModel t;
+            auto c = std::make_unique<ChatController>(d.filePath(QStringLiteral("c.sqlite")), settings_.get(), &t);
+            QSignalSpy loaded(c.get(), &ChatController::modelLoaded);
+            c->loadModel(QUrl::fromLocalFile(kDemo));
+            QVERIFY(loaded.wait(60000));
+            QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 2000), QString());
+            QSignalSpy streamed(c.get(), &ChatController::streamed);
+            QVERIFY(c->send(QStringLiteral("In the beginning")));
+            QVERIFY(streamed.wait(30000));
+            c.reset();  // as at quit: mid-answer
+        }
+        qInstallMessageHandler(previous);
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+        QVERIFY2(!warnings.join(QLatin1Char('\n')).contains(QStringLiteral("Timers cannot be stopped")),
+                 qPrintable(warnings.join(QLatin1Char('\n'))));
     }
 
     void cleanupTestCase() { chat_.reset(); }
