@@ -13,7 +13,7 @@ Dialog {
     title: "About Strata"
     // The text keeps clear of the edges (it touched them).
     padding: 20
-    topPadding: 4
+    topPadding: 14
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
     header: DialogHeader { text: "About Strata" }
     footer: DialogButtonBox {

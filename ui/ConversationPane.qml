@@ -183,7 +183,7 @@ Rectangle {
         width: 440
         title: "Delete this conversation?"
         padding: 20
-        topPadding: 4
+        topPadding: 14
         background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
         header: DialogHeader { text: deleteDialog.title }
         Label {

@@ -21,7 +21,7 @@ Dialog {
     modal: true
     title: kind === "json" ? "Export the conversation as JSON" : "Export the conversation as Markdown"
     padding: 20
-    topPadding: 4
+    topPadding: 14
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
     header: DialogHeader { text: dialog.title; subtitle: "The file is written at this path; an existing file is replaced." }
 

@@ -58,6 +58,7 @@ ApplicationWindow {
         else if (name === "remote") remoteDialog.open()
         else if (name === "model") planAndShow(chat.modelPath)
         else if (name === "models") modelsDialog.openLibrary()
+        else if (name === "about") aboutDialog.open()
     }
     Component.onCompleted: if (unattended) showAllPanels()
 

@@ -19,7 +19,7 @@ Dialog {
     modal: true
     title: "Models"
     padding: 20
-    topPadding: 4
+    topPadding: 14
     background: Rectangle { color: Theme.surface; radius: 10; border.color: Theme.border }
     header: DialogHeader {
         text: "Models"

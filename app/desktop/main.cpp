@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                                          QStringLiteral("With --quit-after-reply: give up after SECONDS (default 600)."),
                                          QStringLiteral("SECONDS"), QStringLiteral("600"));
     const QCommandLineOption show_opt(QStringLiteral("show"),
-                                      QStringLiteral("Before the screenshot, open a dialog: settings, model (the load plan of the model), models (the models folder) or remote (connect to a server)."),
+                                      QStringLiteral("Before the screenshot, open a dialog: settings, model (the load plan of the model), models (the models folder), about or remote (connect to a server)."),
                                       QStringLiteral("DIALOG"));
     const QCommandLineOption server_opt(QStringLiteral("server"),
                                         QStringLiteral("Chat with the OpenAI-compatible server at URL (e.g. http://127.0.0.1:8080/v1) instead of loading a model; needs --server-model."),
@@ -126,8 +126,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (cli.isSet(show_opt) && cli.value(show_opt) != QLatin1String("settings") && cli.value(show_opt) != QLatin1String("model") &&
-        cli.value(show_opt) != QLatin1String("remote") && cli.value(show_opt) != QLatin1String("models")) {
-        std::fprintf(stderr, "strata: --show: expected settings, model, models or remote, got '%s'\n", qPrintable(cli.value(show_opt)));
+        cli.value(show_opt) != QLatin1String("remote") && cli.value(show_opt) != QLatin1String("models") &&
+        cli.value(show_opt) != QLatin1String("about")) {
+        std::fprintf(stderr, "strata: --show: expected settings, model, models, about or remote, got '%s'\n", qPrintable(cli.value(show_opt)));
         return 2;
     }
     if (cli.isSet(server_opt) != cli.isSet(server_model_opt)) {
@@ -189,13 +190,11 @@ int main(int argc, char** argv) {
         return 1;
     }
     auto* window = qobject_cast<QQuickWindow*>(engine.rootObjects().constFirst());
-    // The window as the user left it (size, place, maximised), or as --size asks.
-    if (size.isValid()) {
-        window->resize(size);
-    } else if (!unattended) {
-        restore_window(window, *qsettings);
-        QObject::connect(&app, &QCoreApplication::aboutToQuit, window, [window, &qsettings] { save_window(window, *qsettings); });
-    }
+    // The window as the user left it (size, place, maximised), or as --size
+    // asks; kept at quit for the next launch.
+    if (size.isValid()) window->resize(size);
+    else restore_window(window, *qsettings);
+    QObject::connect(&app, &QCoreApplication::aboutToQuit, window, [window, &qsettings] { save_window(window, *qsettings); });
 
     std::unique_ptr<Automation> automation;
     if (unattended) {

@@ -123,6 +123,22 @@ private Q_SLOTS:
         QVERIFY(QFile::exists(data.filePath(QStringLiteral("strata.log"))));
     }
 
+    // The window opens at the size it was closed at (--size sets it and it is kept).
+    void window_size_is_restored() {
+        if (!QFile::exists(kDemo)) QSKIP("the demo model is not in resources/models");
+        QTemporaryDir data;
+        const QString first = data.filePath(QStringLiteral("first.png")), second = data.filePath(QStringLiteral("second.png"));
+        const QStringList common = {QStringLiteral("--model"), kDemo, QStringLiteral("--show"), QStringLiteral("about"),
+                                    QStringLiteral("--quit-after-reply"), QStringLiteral("--data-dir"), data.path()};
+        Run r = run_strata(common + QStringList{QStringLiteral("--size"), QStringLiteral("1100x700"), QStringLiteral("--screenshot"), first});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(QImage(first).size(), QSize(1100, 700));
+        r = run_strata(common + QStringList{QStringLiteral("--screenshot"), second});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(QImage(second).size(), QSize(1100, 700));
+        QCOMPARE(run_strata({QStringLiteral("--size"), QStringLiteral("800x600")}).code, 2);  // below the minimum
+    }
+
     void bad_model_fails_with_a_message() {
         QTemporaryDir data;
         const QString junk = data.filePath(QStringLiteral("broken.gguf"));
