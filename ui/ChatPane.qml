@@ -125,6 +125,7 @@ Rectangle {
 
             ListView {
                 id: messageList
+                objectName: "messageList"
                 anchors.fill: parent
                 visible: chat.messages.count > 0
                 clip: true
@@ -133,17 +134,28 @@ Rectangle {
                 topMargin: 16
                 // Room for a notice under the last answer, so it never covers its last lines.
                 bottomMargin: toast.visible ? toast.height + 28 : 16
-                onBottomMarginChanged: if (followEnd) Qt.callLater(positionViewAtEnd)
+                onBottomMarginChanged: if (followEnd) Qt.callLater(scrollToEnd)
                 boundsBehavior: Flickable.StopAtBounds
                 ScrollBar.vertical: ScrollBar {}
                 property bool followEnd: true
+                // To the very end, the bottom margin included (positionViewAtEnd
+                // stops short of it, and the margin is the notice's room).
+                function scrollToEnd() {
+                    positionViewAtEnd()
+                    const end = originY + contentHeight + bottomMargin - height
+                    if (end > contentY) contentY = end
+                }
                 onMovementEnded: followEnd = atYEnd
-                onCountChanged: Qt.callLater(() => { if (followEnd) positionViewAtEnd() })
+                onCountChanged: Qt.callLater(() => { if (followEnd) scrollToEnd() })
+                // Delegates are made (and measured) as the view moves, so the
+                // content grows after a jump to the end, and as an answer
+                // streams: follow it until the user scrolls away.
+                onContentHeightChanged: if (followEnd && !moving) Qt.callLater(scrollToEnd)
                 Connections {
                     target: chat
                     // After the bubble has grown (its layout runs later), not before.
-                    function onStreamed() { if (messageList.followEnd) Qt.callLater(messageList.positionViewAtEnd) }
-                    function onCurrentConversationChanged() { messageList.followEnd = true; Qt.callLater(messageList.positionViewAtEnd) }
+                    function onStreamed() { if (messageList.followEnd) Qt.callLater(messageList.scrollToEnd) }
+                    function onCurrentConversationChanged() { messageList.followEnd = true; Qt.callLater(messageList.scrollToEnd) }
                 }
                 delegate: MessageBubble {
                     required property var messageId
@@ -251,6 +263,7 @@ Rectangle {
 
             Toast {
                 id: toast
+                objectName: "toast"
                 anchors.bottom: parent.bottom
                 anchors.horizontalCenter: parent.horizontalCenter
                 anchors.bottomMargin: 12

@@ -836,9 +836,27 @@ void ChatController::loadModel(const QUrl& urlOrPath) {
     w->post([w, id, path, s] { w->load(id, path, s); });
 }
 
-void ChatController::reloadModel() {
-    if (remote_active_) return;  // a server: nothing to reload here
-    if (!model_path_.isEmpty()) loadModel(QUrl::fromLocalFile(model_path_));
+bool ChatController::reloadModel() {
+    if (remote_active_ || model_path_.isEmpty()) return false;  // a server, or nothing loaded: nothing to reload
+    // The working model is not given up for settings it cannot load with: the
+    // plan comes first (a header read, no weights), and a plan that does not
+    // fit is said and the model stays.
+    if (model_state_ == QLatin1String("ready")) {
+        try {
+            const QVariantMap plan = plan_model(model_path_, settings_->engine_settings());
+            if (!plan.value(QStringLiteral("fits")).toBool()) {
+                set_error(QStringLiteral("Not reloaded: with the new settings the model does not fit (%1). The loaded model stays; "
+                                         "change the settings, or see the plan with Load model….")
+                              .arg(plan.value(QStringLiteral("reason")).toString()));
+                return false;
+            }
+        } catch (const std::exception& e) {
+            set_error(QStringLiteral("Not reloaded: %1. The loaded model stays.").arg(QString::fromUtf8(e.what())));
+            return false;
+        }
+    }
+    loadModel(QUrl::fromLocalFile(model_path_));
+    return true;
 }
 
 void ChatController::refresh_versions() {

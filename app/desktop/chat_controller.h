@@ -176,7 +176,9 @@ public:
     // with one of them. useRemote() returns "" or why not (a bad address).
     Q_INVOKABLE void listRemoteModels(const QString& baseUrl, const QString& apiKey);
     Q_INVOKABLE QString useRemote(const QString& baseUrl, const QString& apiKey, const QString& model);
-    Q_INVOKABLE void reloadModel();
+    // Loads the model again with the current settings; false (with
+    // lastError) when its plan does not fit them: the loaded model stays.
+    Q_INVOKABLE bool reloadModel();
     Q_INVOKABLE void cancelModelLoad();
     // The last answer's other versions (Regenerate keeps the answers it
     // replaces): delta -1 / +1 shows the previous / next one. False (with

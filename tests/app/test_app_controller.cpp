@@ -676,6 +676,20 @@ private Q_SLOTS:
                  qPrintable(warnings.join(QLatin1Char('\n'))));
     }
 
+    // Reload with a budget the model cannot fit: refused with the plan's
+    // reason, and the working model stays loaded (it was unloaded first).
+    void reload_with_settings_that_do_not_fit_keeps_the_model() {
+        QVERIFY(load(kDemo));
+        QCOMPARE(settings_->setValue(QStringLiteral("fast_budget"), QStringLiteral("8 MiB")), QString());
+        QVERIFY(!chat_->reloadModel());
+        QCOMPARE(chat_->modelState(), QStringLiteral("ready"));
+        QVERIFY2(chat_->lastError().contains(QStringLiteral("does not fit")), qPrintable(chat_->lastError()));
+        QCOMPARE(exchange(QStringLiteral("And God said")), QStringLiteral("length"));
+        QCOMPARE(settings_->setValue(QStringLiteral("fast_budget"), QString()), QString());
+        QVERIFY(chat_->reloadModel());
+        QTRY_VERIFY_WITH_TIMEOUT(chat_->modelState() == QLatin1String("ready"), 60000);
+    }
+
     void cleanupTestCase() { chat_.reset(); }
 };
 

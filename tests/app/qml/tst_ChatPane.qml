@@ -1,0 +1,89 @@
+import QtQuick
+import QtQuick.Controls
+import QtTest
+import Strata
+import "../../../ui"
+
+// The chat follows the newest line while an answer streams (unless the user
+// scrolled up), and a notice under the last answer (such as "the oldest
+// messages did not fit the context") never covers its last lines.
+Item {
+    id: root
+    width: 700
+    height: 520
+
+    QtObject {
+        id: chat
+        signal streamed()
+        signal currentConversationChanged()
+        property string modelState: "ready"
+        property var modelInfo: ({ name: "demo", context: 2048, templateFallback: false })
+        property var messages: messagesFixture.model
+        property var currentConversationId: 1
+        property string currentTitle: "A long chat"
+        property string systemPrompt: ""
+        property string conversationModel: ""
+        property bool generating: false
+        property bool anyGenerating: false
+        property var generatingConversations: []
+        property bool speculative: false
+        property string lastError: ""
+        property string notice: ""
+        property string demoModelPath: ""
+        property real loadFraction: 0
+        property string loadStage: ""
+        property string modelError: ""
+        property string modelPath: ""
+        function clearError() { lastError = "" }
+        function clearNotice() { notice = "" }
+        function send(text) { return true }
+        function stop() {}
+        function regenerate() {}
+        function showAnswerVersion(d) { return false }
+        function editAndResend(id, text) {}
+        function setSystemPrompt(t) {}
+        function loadModel(p) {}
+        function cancelModelLoad() {}
+    }
+
+    ChatPane { id: pane; anchors.fill: parent }
+
+    function find(item, name) {
+        if (!item) return null
+        if (item.objectName === name) return item
+        const kids = item.children || []
+        for (let i = 0; i < kids.length; ++i) {
+            const f = find(kids[i], name)
+            if (f) return f
+        }
+        return null
+    }
+
+    TestCase {
+        name: "ChatPane"
+        when: windowShown
+
+        function test_follows_the_stream_and_the_notice_covers_nothing() {
+            messagesFixture.fill(6)
+            const list = find(pane, "messageList")
+            tryVerify(() => list.count === 12, 3000)
+            tryVerify(() => list.atYEnd, 3000, "opens at the newest message")
+            // Streaming: the last answer grows, the view keeps its end in sight.
+            for (let i = 0; i < 8; ++i) {
+                messagesFixture.appendToLast(" And more words stream in, line after line, for a while longer.")
+                chat.streamed()
+            }
+            tryVerify(() => list.atYEnd, 3000, "follows the stream")
+            // A notice appears: the list leaves room for it.
+            const toast = find(pane, "toast")
+            chat.notice = "The oldest 2 message(s) did not fit the model's context (2048 tokens) and were left out of the prompt."
+            tryVerify(() => toast.visible && list.atYEnd)
+            const last = list.itemAtIndex(list.count - 1)
+            verify(last !== null)
+            const lastBottom = last.mapToItem(pane, 0, last.height).y
+            const toastTop = toast.mapToItem(pane, 0, 0).y
+            verify(lastBottom <= toastTop, "last answer ends at " + lastBottom + ", the notice starts at " + toastTop)
+            chat.notice = ""
+        }
+    }
+}
