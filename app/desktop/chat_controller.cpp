@@ -1,12 +1,10 @@
 #include "chat_controller.h"
 
 #include <QDir>
-#include <algorithm>
 #include <QFileInfo>
 #include <QRegularExpression>
-#include <QSaveFile>
-#include <QStandardPaths>
 #include <QThreadPool>
+#include <algorithm>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -707,158 +705,6 @@ bool ChatController::editAndResend(qint64 messageId, const QString& newText) {
     return send(text);
 }
 
-QString ChatController::suggestedFileName(const QString& extension) const {
-    QString t = currentTitle();
-    if (t.isEmpty()) t = QStringLiteral("conversation");
-    static const QRegularExpression bad(QStringLiteral("[\\\\/:*?\"<>|\\x00-\\x1f]"));
-    t.replace(bad, QStringLiteral("_"));
-    return t.left(80) + QLatin1Char('.') + extension;
-}
-
-QString ChatController::exportFolder() const {
-    const QString last = settings_->uiString(QStringLiteral("exportFolder"));
-    if (!last.isEmpty() && QFileInfo(last).isDir()) return last;
-    const QString docs = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
-    if (!docs.isEmpty() && QFileInfo(docs).isDir()) return docs;
-    return QDir::homePath();
-}
-
-bool ChatController::write_export(const QString& chosen, const QByteArray& data) {
-    QString path = chosen.trimmed();
-    if (path.isEmpty()) {
-        set_error(QStringLiteral("Export: no file chosen."));
-        return false;
-    }
-    if (path == QLatin1String("~") || path.startsWith(QLatin1String("~/"))) path = QDir::homePath() + path.mid(1);
-    const QFileInfo info(path);
-    if (info.isRelative()) {
-        set_error(QStringLiteral("Export: '%1' is not a full path: start it with / (or ~/ for your home folder).").arg(path));
-        return false;
-    }
-    if (info.isDir()) {
-        set_error(QStringLiteral("Export: %1 is a folder: add a file name to the path.").arg(path));
-        return false;
-    }
-    if (!info.absoluteDir().exists()) {
-        set_error(QStringLiteral("Export: the folder %1 does not exist.").arg(info.absolutePath()));
-        return false;
-    }
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly) || f.write(data) != data.size() || !f.commit()) {
-        set_error(QStringLiteral("Export to %1 failed: %2").arg(path, f.errorString()));
-        return false;
-    }
-    settings_->setUiString(QStringLiteral("exportFolder"), info.absolutePath());
-    set_notice(QStringLiteral("Exported to %1").arg(QDir::toNativeSeparators(path)));
-    return true;
-}
-
-bool ChatController::exportMarkdown(const QUrl& url) { return export_conversation(localPath(url), &app::ChatStore::export_markdown); }
-
-bool ChatController::exportJson(const QUrl& url) { return export_conversation(localPath(url), &app::ChatStore::export_json); }
-
-bool ChatController::exportToPath(const QString& kind, const QString& path) {
-    return export_conversation(path, kind == QLatin1String("json") ? &app::ChatStore::export_json : &app::ChatStore::export_markdown);
-}
-
-bool ChatController::export_conversation(const QString& path, QByteArray (app::ChatStore::*render)(qint64) const) {
-    if (current_ == 0) {
-        set_error(QStringLiteral("Open a conversation to export it."));
-        return false;
-    }
-    try {
-        return write_export(path, (store_.get()->*render)(current_));
-    } catch (const std::exception& e) {
-        set_error(QString::fromUtf8(e.what()));
-        return false;
-    }
-}
-
-void ChatController::planModel(const QUrl& urlOrPath) {
-    const QString path = localPath(urlOrPath);
-    const quint64 id = ++plan_id_;
-    plan_state_ = QStringLiteral("planning");
-    plan_.clear();
-    plan_error_.clear();
-    plan_[QStringLiteral("path")] = path;
-    Q_EMIT planChanged();
-    const EngineSettings s = settings_->engine_settings();
-    plan_pool_.start([this, id, path, s] {
-        QVariantMap result;
-        QString error;
-        try {
-            if (!QFileInfo(path).isFile()) throw Error(path.toStdString() + ": no such file");
-            result = plan_model(path, s);
-        } catch (const std::exception& e) {
-            error = QString::fromUtf8(e.what());
-        }
-        QMetaObject::invokeMethod(this, [this, id, path, result, error] {
-            if (id != plan_id_) return;
-            plan_state_ = error.isEmpty() ? QStringLiteral("ready") : QStringLiteral("failed");
-            plan_ = result;
-            plan_[QStringLiteral("path")] = path;
-            plan_error_ = error;
-            Q_EMIT planChanged();
-        }, Qt::QueuedConnection);
-    });
-}
-
-void ChatController::loadModel(const QUrl& urlOrPath) {
-    const QString path = localPath(urlOrPath);
-    remote_active_ = false;
-    remote_metrics_->stop();
-    if (next_request_) worker_->requestStopUpTo(next_request_);
-    if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
-    const quint64 id = ++load_id_;
-    model_state_ = QStringLiteral("loading");
-    model_path_ = path;
-    model_error_.clear();
-    model_info_.clear();
-    load_stage_ = QStringLiteral("opening");
-    load_fraction_ = 0;
-    telemetry_->clear();
-    Q_EMIT modelChanged();
-    Q_EMIT loadProgressChanged();
-    if (!QFileInfo(path).isFile()) {
-        // Said at once, in the same words the engine would use.
-        const QString msg = path.isEmpty() ? QStringLiteral("no model file given") : path + QStringLiteral(": no such file");
-        QMetaObject::invokeMethod(this, [this, id, msg] {
-            if (id != load_id_) return;
-            model_state_ = QStringLiteral("failed");
-            model_error_ = msg;
-            Q_EMIT modelChanged();
-            Q_EMIT modelLoadFailed(msg);
-        }, Qt::QueuedConnection);
-        return;
-    }
-    const EngineSettings s = settings_->engine_settings();
-    EngineWorker* w = worker_;
-    w->post([w, id, path, s] { w->load(id, path, s); });
-}
-
-bool ChatController::reloadModel() {
-    if (remote_active_ || model_path_.isEmpty()) return false;  // a server, or nothing loaded: nothing to reload
-    // The working model is not given up for settings it cannot load with: the
-    // plan comes first (a header read, no weights), and a plan that does not
-    // fit is said and the model stays.
-    if (model_state_ == QLatin1String("ready")) {
-        try {
-            const QVariantMap plan = plan_model(model_path_, settings_->engine_settings());
-            if (!plan.value(QStringLiteral("fits")).toBool()) {
-                set_error(QStringLiteral("Not reloaded: with the new settings the model does not fit (%1). The loaded model stays; "
-                                         "change the settings, or see the plan with Load model….")
-                              .arg(plan.value(QStringLiteral("reason")).toString()));
-                return false;
-            }
-        } catch (const std::exception& e) {
-            set_error(QStringLiteral("Not reloaded: %1. The loaded model stays.").arg(QString::fromUtf8(e.what())));
-            return false;
-        }
-    }
-    loadModel(QUrl::fromLocalFile(model_path_));
-    return true;
-}
-
 void ChatController::refresh_versions() {
     const QList<app::Message>& list = messages_.messages();
     const int n = int(list.size());
@@ -913,35 +759,6 @@ bool ChatController::showAnswerVersion(int delta) {
     reload_messages();
     refresh_conversations();
     return true;
-}
-
-void ChatController::unloadModel() {
-    if (model_state_ == QLatin1String("none")) return;
-    if (next_request_) worker_->requestStopUpTo(next_request_);
-    if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
-    ++load_id_;  // whatever load is in flight no longer counts
-    const bool was_remote = remote_active_;
-    remote_active_ = false;
-    remote_metrics_->stop();
-    model_state_ = QStringLiteral("none");
-    model_error_.clear();
-    model_info_.clear();
-    model_path_.clear();
-    telemetry_->clear();
-    EngineWorker* w = worker_;
-    w->post([w] { w->unload(); });
-    Q_EMIT modelChanged();
-    set_notice(was_remote ? QStringLiteral("Disconnected from the server.")
-                          : QStringLiteral("The model was unloaded and its memory freed; your conversations are kept."));
-}
-
-void ChatController::cancelModelLoad() {
-    if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
-}
-
-void ChatController::forgetRecentModel(const QString& path) {
-    settings_->remove_recent_model(path);
-    Q_EMIT recentModelsChanged();
 }
 
 void ChatController::on_setting_changed(const QString& key, const QString& applies) {
