@@ -1,4 +1,5 @@
-// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--threads N]
+// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE] [--threads N]
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -21,7 +22,7 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 int cmd_quantize(int argc, char** argv) {
     std::string recipes;
     for (const std::string& n : quant::builtin_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
-    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--threads N]",
+    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE] [--threads N]",
            "Writes OUT.gguf with each tensor in the type its class gets in the recipe (router, attention Q/K/V/O,\n"
            "shared experts, routed experts, dense FFN, embeddings, output head), using ggml's reference quantizers:\n"
            "a standard GGUF that llama.cpp reads. Deterministic; OUT appears complete or not at all (Ctrl-C leaves\n"
@@ -31,10 +32,13 @@ int cmd_quantize(int argc, char** argv) {
            "               embeddings and head Q6_K\n"
            "  q2-experts   as q4-experts with routed experts Q2_K (down projections Q3_K)\n"
            "  demo         the demo model's: routed experts Q8_0, embeddings F16, the rest F32\n"
-           "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"}}.");
+           "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"}}.\n"
+           "--imatrix: llama.cpp's importance matrix (llama-imatrix's .dat): q4_0, q4_K and q6_K matrices with an\n"
+           "entry are quantized with it, as llama-quantize --imatrix does (the same bytes); other types without it.");
     a.positional("IN", "the source GGUF (F32/F16/BF16; a quantized one is re-quantized, with a warning)");
     a.positional("OUT", "the GGUF to write");
     a.option("--recipe", "-r", "NAME|FILE", "the recipe", "q4-experts");
+    a.option("--imatrix", "", "FILE", "importance matrix (llama-imatrix's .dat) for the scale search");
     a.option("--threads", "-t", "N", "threads", "2");
     a.flag("--quiet", "no progress bar");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -42,6 +46,11 @@ int cmd_quantize(int argc, char** argv) {
     quant::QuantizeOptions opt;
     opt.recipe = quant::load_recipe(a.str("--recipe"));
     opt.threads = static_cast<int>(a.integer("--threads", 1, 1024));
+    quant::ImportanceMatrix imatrix;
+    if (a.has("--imatrix")) {
+        imatrix = quant::read_llama_imatrix(a.str("--imatrix"));
+        opt.importance = &imatrix;
+    }
     const bool quiet = a.flag_set("--quiet");
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
@@ -86,6 +95,12 @@ int cmd_quantize(int argc, char** argv) {
         if (!t.note.empty()) std::fprintf(stderr, "note: %s: %s\n", t.name.c_str(), t.note.c_str());
     }
     std::printf("recipe %s: %s -> %s\n", opt.recipe.name.c_str(), a.pos("IN").c_str(), a.pos("OUT").c_str());
+    if (opt.importance) {
+        const auto weighted = std::count_if(rep.tensors.begin(), rep.tensors.end(), [](const quant::TensorReport& t) { return t.weighted; });
+        std::printf("importance matrix %s (%zu entries, %d chunks%s%s): %ld tensors quantized with it\n", a.str("--imatrix").c_str(),
+                    imatrix.values.size(), imatrix.chunks, imatrix.dataset.empty() ? "" : ", from ",
+                    imatrix.dataset.c_str(), static_cast<long>(weighted));
+    }
     std::printf("%-14s %7s %12s %12s  %s\n", "class", "tensors", "in", "out", "types");
     for (const auto& [name, s] : by_class) {
         std::string types;

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
+#include "kernels/ref/quant_ref.h"
 
 namespace strata::quant {
 namespace {
@@ -34,6 +35,24 @@ WeightType fit_row(WeightType want, int64_t row, std::string* note) {
     *note = std::string("rows of ") + std::to_string(row) + " do not fit " + kernels::type_traits(want)->name +
             " blocks: " + kernels::type_traits(alt)->name;
     return alt;
+}
+
+// The importance values for tensor t quantized to `want`, or null (no
+// matrix, no entry, a type without a weighted quantizer, or a size that does
+// not match, which is warned about).
+const float* importance_for(const ImportanceMatrix* m, const gguf::TensorInfo& t, WeightType want, TensorReport* tr,
+                            QuantizeReport* rep) {
+    if (!m || !kernels::has_weighted_quantizer(want)) return nullptr;
+    const auto it = m->values.find(t.name);
+    if (it == m->values.end()) return nullptr;
+    const int64_t matrices = t.n_dims >= 3 ? t.ne[2] : 1;
+    if (static_cast<int64_t>(it->second.size()) != t.ne[0] * matrices) {
+        rep->warnings.push_back("importance matrix entry '" + t.name + "' has " + std::to_string(it->second.size()) +
+                                " values for " + std::to_string(t.ne[0] * matrices) + " columns: quantized without it");
+        return nullptr;
+    }
+    tr->weighted = true;
+    return it->second.data();
 }
 
 }  // namespace
@@ -87,11 +106,16 @@ QuantizeReport quantize_file(const std::string& in_path, const std::string& out_
             std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
             const int n_threads = pool.size();
             scratch.assign(static_cast<size_t>(row * n_threads), 0.0f);
+            const float* imp = importance_for(opt.importance, t, want, &tr, &rep);
+            // A 3-D tensor (the experts) has one importance vector per matrix.
+            const int64_t rows_per_matrix = t.n_dims >= 3 ? t.ne[1] : rows;
             pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int ti) {
                 float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
                 for (int64_t r = r0; r < r1; ++r) {
                     kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
-                    kernels::quantize_row(want, f, out.data() + r * out_row, row);
+                    uint8_t* dst = out.data() + r * out_row;
+                    if (!imp || !kernels::quantize_row_weighted_ref(want, f, dst, row, imp + (r / rows_per_matrix) * row))
+                        kernels::quantize_row(want, f, dst, row);
                 }
             });
             tr.bytes_out = out.size();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/importance.h"
 #include "quant/recipe.h"
 
 namespace strata::quant {
@@ -20,6 +21,10 @@ namespace strata::quant {
 struct QuantizeOptions {
     Recipe recipe;
     int threads = 1;
+    // Importance per input channel (llama.cpp's imatrix): q4_0, q4_K and q6_K
+    // matrices with an entry are quantized with it (the bytes llama-quantize
+    // --imatrix writes); other types, and tensors without an entry, without.
+    const ImportanceMatrix* importance = nullptr;
     // Called as tensors are converted, with the source bytes done and in all;
     // return false to cancel (quantize_file then throws strata::Cancelled).
     std::function<bool(uint64_t done, uint64_t total)> progress;
@@ -31,6 +36,7 @@ struct TensorReport {
     kernels::WeightType from = kernels::WeightType::F32, to = kernels::WeightType::F32;
     uint64_t bytes_in = 0, bytes_out = 0;
     std::string note;  // why the type differs from the recipe's, if it does
+    bool weighted = false;  // quantized with the importance matrix
 };
 
 struct QuantizeReport {

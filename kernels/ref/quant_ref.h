@@ -323,6 +323,13 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
     }
 }
 
+// Importance-weighted quantization (kernels/ref/quant_ref_weighted.cpp, ports
+// of ggml's quantize_row_*_impl): one row of n elements with a non-negative
+// importance per element (llama.cpp's imatrix values for the row's columns).
+// False, writing nothing, for a type without a weighted quantizer.
+bool quantize_row_weighted_ref(WeightType t, const float* x, void* y, int64_t n, const float* importance);
+bool has_weighted_quantizer(WeightType t);
+
 // The 6-bit signed scales of q3_K (16 values in 12 bytes), unpacked to
 // scale6 - 32 in [-32, 31].
 void unpack_q3_K_scales(const uint8_t packed[12], int8_t out[QK_K / 16]);

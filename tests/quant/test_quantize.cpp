@@ -4,11 +4,15 @@
 #include <QtTest>
 
 #include <cstring>
+#include <random>
 #include <filesystem>
 #include <fstream>
 
 #include "common/error.h"
 #include "gguf/gguf.h"
+#include "kernels/quant.h"
+#include "kernels/ref/quant_ref.h"
+#include "quant/importance.h"
 #include "quant/quantize.h"
 #include "test_support.h"
 
@@ -41,6 +45,42 @@ int compare_with_llama(const std::string& ours, const std::string& theirs) {
         ++same_type;
     }
     return same_type;
+}
+
+// A llama.cpp imatrix file (llama-imatrix's legacy .dat layout).
+void write_imatrix(const std::string& path, const std::vector<std::pair<std::string, std::vector<float>>>& entries,
+                   int32_t ncall, bool with_dataset) {
+    std::ofstream f(path, std::ios::binary);
+    const auto put = [&](const void* p, size_t n) { f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n)); };
+    const int32_t n_entries = static_cast<int32_t>(entries.size());
+    put(&n_entries, 4);
+    for (const auto& [name, v] : entries) {
+        const int32_t len = static_cast<int32_t>(name.size()), nval = static_cast<int32_t>(v.size());
+        put(&len, 4);
+        put(name.data(), name.size());
+        put(&ncall, 4);
+        put(&nval, 4);
+        std::vector<float> stored(v);
+        for (float& x : stored) x *= static_cast<float>(ncall);  // llama-imatrix stores sums over the calls
+        put(stored.data(), stored.size() * 4);
+    }
+    if (with_dataset) {
+        const int32_t chunks = 100;
+        const std::string ds = "wiki.train.raw";
+        const int32_t len = static_cast<int32_t>(ds.size());
+        put(&chunks, 4);
+        put(&len, 4);
+        put(ds.data(), ds.size());
+    }
+}
+
+// sum_i w_i (x_i - dequantized_i)^2
+double weighted_error(WeightType t, const std::vector<float>& x, const std::vector<uint8_t>& q, const std::vector<float>& w) {
+    std::vector<float> y(x.size());
+    kernels::dequantize_row(t, q.data(), y.data(), static_cast<int64_t>(x.size()));
+    double e = 0;
+    for (size_t i = 0; i < x.size(); ++i) e += w[i] * (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+    return e;
 }
 
 }  // namespace
@@ -158,6 +198,101 @@ private Q_SLOTS:
         QCOMPARE(f->get_uint("general.file_type"), uint64_t{15});
         std::filesystem::remove(out);
         std::filesystem::remove(recipe);
+    }
+
+    // The weighted quantizers (ports of ggml's imatrix path) spend precision
+    // where the importance is: on rows whose importance favours a few
+    // channels, their weighted error is below the plain quantizers'.
+    void importance_weighted_quantizers_lower_the_weighted_error() {
+        std::mt19937 rng(3);
+        std::normal_distribution<float> g(0.f, 1.f);
+        for (WeightType t : {WeightType::Q4_K, WeightType::Q6_K, WeightType::Q4_0}) {
+            QVERIFY(kernels::has_weighted_quantizer(t));
+            const int64_t n = 1024;
+            double plain = 0, weighted = 0;
+            for (int row = 0; row < 16; ++row) {
+                std::vector<float> x(n), w(n);
+                for (int64_t i = 0; i < n; ++i) {
+                    x[i] = g(rng) * (i % 97 == 0 ? 8.f : 1.f);  // a few outlier channels
+                    w[i] = (i % 7 == 0) ? 50.f : 0.02f;          // a few important ones
+                }
+                const int64_t rb = kernels::row_bytes(t, n);
+                std::vector<uint8_t> a(static_cast<size_t>(rb)), b(static_cast<size_t>(rb));
+                kernels::quantize_row(t, x.data(), a.data(), n);
+                QVERIFY(kernels::quantize_row_weighted_ref(t, x.data(), b.data(), n, w.data()));
+                plain += weighted_error(t, x, a, w);
+                weighted += weighted_error(t, x, b, w);
+            }
+            QVERIFY2(weighted < 0.9 * plain, qPrintable(QString("%1: weighted error %2 against %3 without importance")
+                                                            .arg(kernels::type_traits(t)->name)
+                                                            .arg(weighted)
+                                                            .arg(plain)));
+        }
+        std::vector<float> x(256, 1.f), w(256, 1.f);
+        std::vector<uint8_t> q(512);
+        QVERIFY(!kernels::quantize_row_weighted_ref(WeightType::Q8_0, x.data(), q.data(), 256, w.data()));
+        QVERIFY(!kernels::quantize_row_weighted_ref(WeightType::Q4_K, x.data(), q.data(), 256, nullptr));
+    }
+
+    // llama.cpp's imatrix files: read (values over the call count, as
+    // llama-quantize divides them), used for the tensors they name, and a
+    // broken file is a clear error.
+    void llama_imatrix_files_are_read_and_used() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string in = test::fixture_path("models/moe-tiny-f32.gguf");
+        auto f = gguf::File::open(in);
+        const gguf::TensorInfo* gate = nullptr;
+        const gguf::TensorInfo* q = nullptr;
+        for (const gguf::TensorInfo& t : f->tensors()) {
+            if (!gate && t.name.find("ffn_gate_exps") != std::string::npos) gate = &t;
+            if (!q && t.name.find("attn_q.weight") != std::string::npos) q = &t;
+        }
+        QVERIFY(gate && q && gate->n_dims == 3);
+        std::vector<float> gate_imp(static_cast<size_t>(gate->ne[0] * gate->ne[2]), 1.f);
+        for (size_t i = 0; i < gate_imp.size(); i += 3) gate_imp[i] = 40.f;
+        const std::string dat = tmp_path("imatrix.dat");
+        write_imatrix(dat, {{gate->name, gate_imp}, {q->name, std::vector<float>(7, 1.f)}}, 4, true);
+        const quant::ImportanceMatrix m = quant::read_llama_imatrix(dat);
+        QCOMPARE(m.values.size(), size_t{2});
+        QCOMPARE(m.chunks, 100);
+        QCOMPARE(m.dataset, std::string("wiki.train.raw"));
+        QCOMPARE(m.values.at(gate->name)[0], 40.f);  // stored x4 calls, read back /4
+
+        quant::QuantizeOptions opt;
+        opt.recipe = quant::load_recipe("q4-experts");
+        // The fixture's rows (64) fit no 256-block: routed experts in q4_0, which takes an importance too.
+        opt.recipe.types[quant::TensorClass::RoutedExpert] = WeightType::Q4_0;
+        opt.importance = &m;
+        const std::string out = tmp_path("weighted.gguf"), plain = tmp_path("plain.gguf");
+        const quant::QuantizeReport rep = quant::quantize_file(in, out, opt);
+        int weighted = 0;
+        for (const quant::TensorReport& t : rep.tensors) weighted += t.weighted;
+        QCOMPARE(weighted, 1);  // the gate; attn_q's entry has the wrong size (and q8_0 takes no importance)
+        bool warned = false;
+        for (const std::string& w : rep.warnings) warned = warned || w.find(q->name) != std::string::npos;
+        QVERIFY(warned || opt.recipe.type_for(quant::TensorClass::AttnQ, 0, false, WeightType::F32) == WeightType::Q8_0);
+        opt.importance = nullptr;
+        quant::quantize_file(in, plain, opt);
+        auto a = gguf::File::open(out), b = gguf::File::open(plain);
+        const gguf::TensorInfo* ga = a->tensor(gate->name);
+        const gguf::TensorInfo* gb = b->tensor(gate->name);
+        QVERIFY(ga && gb && ga->type == WeightType::Q4_0 && ga->nbytes == gb->nbytes);
+        QVERIFY(std::memcmp(ga->data, gb->data, ga->nbytes) != 0);  // the importance changed the bytes
+        std::filesystem::remove(out);
+        std::filesystem::remove(plain);
+
+        // Broken files.
+        { std::ofstream(dat, std::ios::binary | std::ios::trunc) << "xx"; }
+        try {
+            (void)quant::read_llama_imatrix(dat);
+            QFAIL("a two-byte file was read");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("not a llama.cpp importance matrix") != std::string::npos, e.what());
+        }
+        write_imatrix(dat, {{gate->name, {1.f, -2.f}}}, 1, false);
+        QVERIFY_THROWS_EXCEPTION(Error, quant::read_llama_imatrix(dat));
+        QVERIFY_THROWS_EXCEPTION(Error, quant::read_llama_imatrix(tmp_path("no-such.dat")));
+        std::filesystem::remove(dat);
     }
 
     void cancelling_writes_nothing_and_bad_input_is_an_error() {
