@@ -312,6 +312,13 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse);
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
                        uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
 
+// ggml's quantize_row_q6_K_impl: qw null gives quantize_row_q6_K_ref's
+// bytes; else the row's importance weights each sub-block's scale search.
+void quantize_row_q6_K_impl_ref(const float* x, block_q6_K* y, int64_t n, const float* qw);
+
+// 8 six-bit scales and 8 six-bit mins into q4_K/q5_K's 12 bytes (the inverse of get_scale_min_k4).
+void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[K_SCALE_SIZE]);
+
 // The 6-bit scale/min packing of q4_K and q5_K (8 pairs in 12 bytes).
 inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
     if (j < 4) {

@@ -391,6 +391,8 @@ void pack_2bit_planes(const uint8_t* L, uint8_t* qs) {
     }
 }
 
+}  // namespace
+
 // The 6-bit (scale, min) pairs of q4_K/q5_K: the inverse of get_scale_min_k4.
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[K_SCALE_SIZE]) {
     std::memset(scales, 0, K_SCALE_SIZE);
@@ -405,6 +407,8 @@ void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[
         }
     }
 }
+
+namespace {
 
 // Shared by q4_K and q5_K: per 32-element sub-block, an asymmetric fit with
 // weights av_x + |x|; then 6-bit quantization of scales and mins against their
@@ -616,7 +620,11 @@ void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n) {
     }
 }
 
-void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n) {
+void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n) { quantize_row_q6_K_impl_ref(x, y, n, nullptr); }
+
+// ggml's quantize_row_q6_K_impl: qw null is the reference quantizer, else
+// each sub-block's scale search is weighted by the row's importance.
+void quantize_row_q6_K_impl_ref(const float* x, block_q6_K* y, int64_t n, const float* qw) {
     assert(n % QK_K == 0);
     const int64_t nb = n / QK_K;
     int8_t L[QK_K];
@@ -625,7 +633,7 @@ void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n) {
     for (int64_t i = 0; i < nb; ++i, x += QK_K) {
         float max_scale = 0, max_abs_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, nullptr);
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw ? qw + QK_K * i + 16 * ib : nullptr);
             scales[ib] = scale;
             const float abs_scale = std::fabs(scale);
             if (abs_scale > max_abs_scale) {

@@ -15,81 +15,6 @@ namespace strata::kernels {
 
 namespace {
 
-constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
-
-float make_qkx3_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, uint8_t* Laux,
-                       float rmin, float rdelta, int nstep, bool use_mad) {
-    float min = x[0];
-    float max = x[0];
-    float sum_w = weights ? weights[0] : x[0] * x[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        const float w = weights ? weights[i] : x[i] * x[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        std::memset(L, 0, static_cast<size_t>(n));
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = nearest_int(iscale * (x[i] - min));
-        L[i] = static_cast<uint8_t>(l < 0 ? 0 : l > nmax ? nmax : l);
-        float diff = scale * L[i] + min - x[i];
-        diff = use_mad ? std::fabs(diff) : diff * diff;
-        const float w = weights ? weights[i] : x[i] * x[i];
-        best_mad += w * diff;
-    }
-    if (nstep < 1) {
-        *the_min = -min;
-        return scale;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * (x[i] - min));
-            l = l < 0 ? 0 : l > nmax ? nmax : l;
-            Laux[i] = static_cast<uint8_t>(l);
-            const float w = weights ? weights[i] : x[i] * x[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = use_mad ? std::fabs(diff) : diff * diff;
-                const float w = weights ? weights[i] : x[i] * x[i];
-                mad += w * diff;
-            }
-            if (mad < best_mad) {
-                for (int i = 0; i < n; ++i) L[i] = Laux[i];
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
 float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* quant_weights) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
@@ -178,23 +103,12 @@ void quantize_row_q4_K_weighted(const float* x, block_q4_K* y, int64_t n_per_row
             float sumw = 0;
             for (int l = 0; l < 32; ++l) sumw += weights[l];
             sw[j] = sumw;
-            scales[j] = make_qkx3_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+            // ggml calls make_qkx3_quants here: with weights given it is make_qkx2_quants.
+            scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
         }
         const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
         const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
-        std::memset(y[i].scales, 0, K_SCALE_SIZE);
-        for (int j = 0; j < QK_K / 32; ++j) {
-            const uint8_t ls = Ls[j];
-            const uint8_t lm = Lm[j];
-            if (j < 4) {
-                y[i].scales[j] = ls;
-                y[i].scales[j + 4] = lm;
-            } else {
-                y[i].scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-                y[i].scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-                y[i].scales[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
-            }
-        }
+        pack_scale_min_k4(Ls, Lm, y[i].scales);
         y[i].d = fp32_to_fp16_ref(d_block);
         y[i].dmin = fp32_to_fp16_ref(m_block);
         uint8_t sc, m;
@@ -212,65 +126,6 @@ void quantize_row_q4_K_weighted(const float* x, block_q4_K* y, int64_t n_per_row
         for (int j = 0; j < QK_K; j += 64) {
             for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
             q += 32;
-        }
-        x += QK_K;
-    }
-}
-
-void quantize_row_q6_K_weighted(const float* x, block_q6_K* y, int64_t n_per_row, const float* quant_weights) {
-    assert(n_per_row % QK_K == 0);
-    const int64_t nb = n_per_row / QK_K;
-    int8_t L[QK_K];
-    float scales[QK_K / 16];
-    for (int64_t i = 0; i < nb; i++) {
-        float max_scale = 0;
-        float max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float* qw = quant_weights + QK_K * i + 16 * ib;
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw);
-            scales[ib] = scale;
-            const float abs_scale = std::fabs(scale);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scale;
-            }
-        }
-        if (max_abs_scale < kGroupMaxEps) {
-            std::memset(&y[i], 0, sizeof(block_q6_K));
-            y[i].d = fp32_to_fp16_ref(0.f);
-            x += QK_K;
-            continue;
-        }
-        const float iscale = -128.f / max_scale;
-        y[i].d = fp32_to_fp16_ref(1 / iscale);
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const int v = nearest_int(iscale * scales[ib]);
-            y[i].scales[ib] = static_cast<int8_t>(v < 127 ? v : 127);
-        }
-        for (int j = 0; j < QK_K / 16; ++j) {
-            const float d = fp16_to_fp32_ref(y[i].d) * y[i].scales[j];
-            if (!d) continue;
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = nearest_int(x[16 * j + ii] / d);
-                l = l < -32 ? -32 : l > 31 ? 31 : l;
-                L[16 * j + ii] = static_cast<int8_t>(l + 32);
-            }
-        }
-        uint8_t* ql = y[i].ql;
-        uint8_t* qh = y[i].qh;
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t q1 = L[j + l + 0] & 0xF;
-                const uint8_t q2 = L[j + l + 32] & 0xF;
-                const uint8_t q3 = L[j + l + 64] & 0xF;
-                const uint8_t q4 = L[j + l + 96] & 0xF;
-                ql[l + 0] = static_cast<uint8_t>(q1 | (q3 << 4));
-                ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
-                qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                                             ((L[j + l + 96] >> 4) << 6));
-            }
-            ql += 64;
-            qh += 32;
         }
         x += QK_K;
     }
@@ -299,7 +154,7 @@ bool quantize_row_weighted_ref(WeightType t, const float* x, void* y, int64_t n,
     if (!importance) return false;
     switch (t) {
         case WeightType::Q4_K: quantize_row_q4_K_weighted(x, static_cast<block_q4_K*>(y), n, importance); return true;
-        case WeightType::Q6_K: quantize_row_q6_K_weighted(x, static_cast<block_q6_K*>(y), n, importance); return true;
+        case WeightType::Q6_K: quantize_row_q6_K_impl_ref(x, static_cast<block_q6_K*>(y), n, importance); return true;
         case WeightType::Q4_0: quantize_row_q4_0_weighted(x, static_cast<block_q4_0*>(y), n, importance); return true;
         default: return false;
     }
