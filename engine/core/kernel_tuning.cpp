@@ -175,13 +175,17 @@ bool parse_kernel_tuning_mode(const std::string& s, KernelTuningMode* out) {
     return true;
 }
 
+int KernelTuningReport::loop_bits() const {
+    return (tuning.narrow_types & type_bit(type)) == 0 && level == "avx512" ? 512 : 256;
+}
+
 std::string KernelTuningReport::to_json() const {
     std::ostringstream os;
     os << "{\"source\": \"" << source << "\", \"note\": \"" << json::escape(note) << "\", \"cpu\": \""
        << json::escape(cpu) << "\", \"level\": \"" << level << "\", \"type\": \"" << type_name(type)
        << "\", \"cols\": " << cols << ", \"threads\": " << threads << ", \"prefetch_bytes\": " << tuning.prefetch_bytes
        << ", \"read_once_nta\": " << (tuning.read_once_nta ? "true" : "false") << ", \"grain_rows\": " << tuning.grain_rows
-       << ", \"loop_bits\": " << ((tuning.narrow_types & type_bit(type)) ? 256 : (level == "avx512" ? 512 : 256))
+       << ", \"loop_bits\": " << loop_bits()
        << ", \"measure_ms\": " << ms << ", \"gbs\": " << gbs << ", \"default_gbs\": " << default_gbs << "}";
     return os.str();
 }
@@ -189,7 +193,7 @@ std::string KernelTuningReport::to_json() const {
 std::string KernelTuningReport::summary() const {
     std::ostringstream os;
     os << "kernel tuning (" << source << (note.empty() ? "" : ": " + note) << "): " << type_name(type) << " on " << cpu
-       << ", " << level << ", " << threads << (threads == 1 ? " thread: " : " threads: ") << ((tuning.narrow_types & type_bit(type)) ? "256" : (level == "avx512" ? "512" : "256"))
+       << ", " << level << ", " << threads << (threads == 1 ? " thread: " : " threads: ") << loop_bits()
        << "-bit loops, prefetch " << tuning.prefetch_bytes << " B ahead, read-once loops "
        << (tuning.read_once_nta ? "on" : "off") << ", " << tuning.grain_rows << " rows a chunk";
     if (gbs > 0) {

@@ -42,6 +42,7 @@ struct KernelTuningReport {
     double ms = 0.0;          // time spent measuring (0 when cached)
     double gbs = 0.0;         // the picked setting in the measurement
     double default_gbs = 0.0; // the defaults in the same measurement
+    int loop_bits() const;         // 512 or 256: the width of the bulk type's kernels
     std::string to_json() const;   // one JSON object (bench --json's "kernel_tuning")
     std::string summary() const;   // one line for logs and inspect
 };
