@@ -33,6 +33,16 @@ Panel {
         Stat { Layout.fillWidth: true; caption: "prefetch recall"; value: TextUtil.formatPercent(telemetry.prefetchRecall) }
     }
 
+    // A GPU engine's missing experts by path (hybrid placement).
+    Label {
+        visible: telemetry.hasExperts && telemetry.missPaths !== ""
+        Layout.fillWidth: true
+        wrapMode: Text.Wrap
+        text: "Missing experts: " + telemetry.missPaths
+        color: Theme.textDim
+        font.pixelSize: Theme.tiny
+    }
+
     GridLayout {
         visible: telemetry.hasExperts
         Layout.fillWidth: true

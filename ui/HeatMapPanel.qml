@@ -79,6 +79,15 @@ Panel {
         Label { text: telemetry.pinnedExperts + " pinned"; color: Theme.textDim; font.pixelSize: Theme.tiny }
         Rectangle { implicitWidth: 7; implicitHeight: 7; radius: 4; color: "#5ee0c0" }
         Label { text: telemetry.loadingExperts + " loading"; color: Theme.textDim; font.pixelSize: Theme.tiny }
+        // Only where a GPU engine computes experts on the CPU (hybrid placement, --cpu-moe layers).
+        Rectangle {
+            visible: telemetry.cpuExperts > 0
+            implicitWidth: 9; implicitHeight: 3; color: heat.cpuMarkColor()
+        }
+        Label {
+            visible: telemetry.cpuExperts > 0
+            text: telemetry.cpuExperts + " on the CPU"; color: Theme.textDim; font.pixelSize: Theme.tiny
+        }
     }
     }
 }

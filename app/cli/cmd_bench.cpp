@@ -177,6 +177,7 @@ int cmd_bench(int argc, char** argv) {
     const double prefill_s = seconds_since(t0);
 
     experts::ExpertStoreStats s0 = engine->expert_stats(), s1{};
+    const model::DeviceExpertStats d0 = engine->device_expert_stats();
     const experts::PredictionCounts p0 = engine->prediction_counts();
     model::DecodeProfile profile;
     const bool profiling = a.flag_set("--profile");
@@ -211,6 +212,11 @@ int cmd_bench(int argc, char** argv) {
     const double kernel_gbs = gpu >= 0 ? backend::measure_device_gemm_gbs(gpu, static_cast<uint32_t>(bulk))
                                        : core::measure_gemm_gbs(threads, bulk, 256ull << 20, moe != layers.end());
     s1 = engine->expert_stats();
+    const model::DeviceExpertStats d1 = engine->device_expert_stats();
+    // A GPU's missing experts during the decode, by path (hybrid placement).
+    const uint64_t miss_cpu = d1.miss_cpu - d0.miss_cpu, miss_link = d1.miss_link - d0.miss_link,
+                   miss_both = d1.miss_both - d0.miss_both;
+    const double misses = double(miss_cpu + miss_link + miss_both);
     experts::PredictionCounts pc = engine->prediction_counts();
     pc.predicted -= p0.predicted;
     pc.routed -= p0.routed;
@@ -263,6 +269,13 @@ int cmd_bench(int argc, char** argv) {
        << ", \"prefetch_precision\": " << pf_precision << ", \"prefetch_recall\": " << pf_recall
        << ", \"prefetch_loads_per_token\": " << double(pf_loads) / n_decode
        << ", \"prefetch_loads_used\": " << (pf_loads ? double(pf_used) / double(pf_loads) : 0.0)
+       << ", \"placement\": \"" << (gpu >= 0 ? engine->settings().placement : std::string("cpu")) << "\""
+       << ", \"misses_per_token\": " << misses / double(n_decode)
+       << ", \"miss_fraction_cpu\": " << (misses > 0 ? double(miss_cpu) / misses : 0.0)
+       << ", \"miss_fraction_link\": " << (misses > 0 ? double(miss_link) / misses : 0.0)
+       << ", \"miss_fraction_both\": " << (misses > 0 ? double(miss_both) / misses : 0.0)
+       << ", \"hybrid_rates\": {\"link_gbs\": " << d1.link_bps / 1e9 << ", \"cpu_gbs\": " << d1.cpu_bps / 1e9
+       << ", \"cpu_gflops\": " << d1.cpu_flops / 1e9 << "}"
        << ", \"kernels\": \"" << kernels::kernel_level_name(kernels::kernel_level()) << "\", \"repacked_weight_bytes\": " << engine->plan().repacked_bytes
        << ", \"repacked_bytes\": " << engine->repacked_bytes()
        << ", \"peak_rss_bytes\": " << peak_rss
@@ -317,6 +330,11 @@ int cmd_bench(int argc, char** argv) {
                     engine->settings().prefetch ? "on" : "off");
         std::printf("hit rate            %.1f%%, %s loaded per token, stalled %.1f%% of decode\n", 100 * hit_rate,
                     human_bytes(static_cast<uint64_t>(loaded_per_token)).c_str(), 100 * stall);
+        if (misses > 0)
+            std::printf("missing experts     %.2f per token: %.0f%% computed on the CPU, %.0f%% copied, %.0f%% both "
+                        "(placement %s)\n",
+                        misses / double(n_decode), 100.0 * double(miss_cpu) / misses, 100.0 * double(miss_link) / misses,
+                        100.0 * double(miss_both) / misses, engine->settings().placement.c_str());
         std::printf("prefetch            precision %.2f, recall %.2f; %.2f loads per token, %.0f%% of them used\n",
                     pf_precision, pf_recall, double(pf_loads) / n_decode,
                     pf_loads ? 100.0 * double(pf_used) / double(pf_loads) : 0.0);

@@ -22,6 +22,8 @@ void add_engine_options(Args& a) {
              "check against the CPU at load), cpu, cuda or cuda:N", "auto");
     a.flag("--cpu-moe", "on a GPU: compute every MoE layer's experts on the CPU from host RAM");
     a.option("--n-cpu-moe", "", "N", "on a GPU: compute the experts of the first N MoE layers on the CPU", "0");
+    a.option("--placement", "", "P", "on a GPU whose VRAM holds only some experts, a missing expert: auto (computed\n"
+             "on the CPU or copied to VRAM, whichever the measured rates say is faster) or transfer (always copied)", "auto");
     a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 512M, 4G; auto: what is\n"
              "available at load minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
     a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none");
@@ -62,6 +64,9 @@ EngineSettings engine_settings(const Args& a) {
     s.fast_budget = parse_fast_budget(a.str("--fast-budget"), "--fast-budget");
     s.device = a.str("--device");
     s.cpu_moe_layers = cpu_moe_layers(a);
+    s.placement = a.str("--placement");
+    if (s.placement != "auto" && s.placement != "transfer")
+        throw UsageError("--placement: '" + s.placement + "' is unknown (use auto or transfer)");
     if (const std::string err = backend::parse_device(s.device, nullptr); !err.empty()) throw UsageError("--device: " + err);
     if (a.has("--slow-budget")) {
         s.slow_budget = parse_size(a.str("--slow-budget"), "--slow-budget");

@@ -116,6 +116,9 @@ void HeatMapItem::paint(QPainter* p) {
                 p->setPen(QPen(QColor(255, 255, 255, 200), 1));
                 p->drawRect(cell.adjusted(0.5, 0.5, -0.5, -0.5));
                 p->restore();
+            } else if (r == 4 && cw >= 4 && ch >= 4) {  // computed on the CPU: a bar along the bottom
+                const qreal bar = std::max<qreal>(1.5, std::min<qreal>(ch * 0.22, 3.0));
+                p->fillRect(QRectF(cell.left(), cell.bottom() - bar, cell.width(), bar), cpu_mark_color());
             } else if (r == 1) {  // loading: a dot
                 const qreal d = std::min<qreal>({cw, ch, 8.0}) * 0.45;
                 p->save();
@@ -137,8 +140,8 @@ QVariantMap HeatMapItem::cellAt(qreal x, qreal y) const {
     const int e = std::clamp(int((x - g.left()) / (g.width() / s.n_expert)), 0, int(s.n_expert) - 1);
     const int l = std::clamp(int((y - g.top()) / (g.height() / s.n_layer)), 0, int(s.n_layer) - 1);
     const size_t i = size_t(l) * size_t(s.n_expert) + size_t(e);
-    static const char* names[] = {"absent", "loading", "resident", "pinned"};
-    const int r = i < s.residency.size() ? std::min<int>(s.residency[i], 3) : 0;
+    static const char* names[] = {"absent", "loading", "resident", "pinned", "computed on the CPU"};
+    const int r = i < s.residency.size() ? std::min<int>(s.residency[i], 4) : 0;
     m[QStringLiteral("layer")] = l;
     m[QStringLiteral("expert")] = e;
     m[QStringLiteral("heat")] = i < s.heat.size() ? double(s.heat[i]) : 0.0;

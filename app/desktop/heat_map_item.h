@@ -1,7 +1,9 @@
 // The expert heat map: layers (rows) x experts (columns), colour = heat (the
 // engine's recent share of activations, scaled to the hottest cell), with
 // residency marks: an outline for resident experts, a corner triangle for
-// pinned ones, a dot for experts being loaded. Dense layers (no experts) are
+// pinned ones, a dot for experts being loaded, a bar along the bottom for
+// experts a GPU engine computes on the CPU (hybrid placement, --cpu-moe
+// layers). Dense layers (no experts) are
 // drawn as dimmed rows. Painted in C++: one item, not thousands of Rectangles.
 #pragma once
 
@@ -42,6 +44,8 @@ public:
 
     // The colour of a heat value in [0, 1] (also used by the legend).
     Q_INVOKABLE static QColor heatColor(qreal t);
+    // The mark of an expert computed on the CPU (the legend uses it too).
+    Q_INVOKABLE static QColor cpuMarkColor() { return cpu_mark_color(); }
 
 Q_SIGNALS:
     void telemetryChanged();
@@ -54,6 +58,7 @@ private:
 
     QPointer<TelemetryModel> telemetry_;
     QVariantList moe_layers_;
+    static QColor cpu_mark_color() { return QColor(0xff, 0xc8, 0x57); }
     QColor text_color_{0x9a, 0xa4, 0xb2};
     QColor grid_color_{0x23, 0x29, 0x33};
 };

@@ -115,6 +115,11 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
       "GPU, so they need no VRAM (as llama.cpp's --n-cpu-moe). 0: none; -1: every MoE layer. No effect on the CPU.")
         ->lo = -1;
     fields_.last().hi = 1 << 20;
+    f("placement", "Missing experts (GPU)", mem, "choice", "auto", A::NextLoad,
+      "On a GPU whose VRAM holds only some experts, an expert the router picks that is not there. auto: computed on "
+      "the CPU from RAM while the GPU computes the rest, or copied to VRAM, whichever the rates measured at load say "
+      "is faster for it (a hot expert is also copied for later). transfer: always copied. No effect on the CPU.")
+        ->choices = {QStringLiteral("auto"), QStringLiteral("transfer")};
     f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096.")
         ->lo = 0;
     fields_.last().hi = 1 << 20;
@@ -323,6 +328,7 @@ EngineSettings SettingsModel::engine_from(const QHash<QString, QVariant>& v) con
     s.n_ctx = v.value(QStringLiteral("n_ctx")).toLongLong();
     s.device = v.value(QStringLiteral("device")).toString().toStdString();
     s.cpu_moe_layers = v.value(QStringLiteral("cpu_moe_layers")).toLongLong();
+    s.placement = v.value(QStringLiteral("placement")).toString().toStdString();
     s.threads = int(v.value(QStringLiteral("threads")).toLongLong());
     const double frac = v.value(QStringLiteral("expert_cache_fraction")).toDouble();
     s.expert_cache_fraction = frac < 0 ? -1.0 : frac;

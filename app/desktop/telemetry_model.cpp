@@ -33,11 +33,12 @@ void TelemetryModel::push(const TelemetrySnapshot& s) {
         push_capped(tps_hist_, tok_s_);
     }
 
-    resident_ = pinned_ = loading_ = 0;
+    resident_ = pinned_ = loading_ = on_cpu_ = 0;
     for (uint8_t r : s.residency) {
         if (r == 2) ++resident_;
         else if (r == 3) ++pinned_;
         else if (r == 1) ++loading_;
+        else if (r == 4) ++on_cpu_;
     }
     max_heat_ = s.heat.empty() ? 0.0 : double(*std::max_element(s.heat.begin(), s.heat.end()));
 
@@ -98,13 +99,21 @@ void TelemetryModel::clear() {
     snap_ = TelemetrySnapshot{};
     samples_ = 0;
     tok_s_ = 0;
-    resident_ = pinned_ = loading_ = 0;
+    resident_ = pinned_ = loading_ = on_cpu_ = 0;
     max_heat_ = 0;
     ledger_.clear();
     hit_hist_.clear();
     bytes_hist_.clear();
     tps_hist_.clear();
     Q_EMIT updated();
+}
+
+QString TelemetryModel::missPaths() const {
+    const double all = double(snap_.miss_cpu + snap_.miss_link + snap_.miss_both);
+    if (all <= 0) return {};
+    auto pct = [&](uint64_t n) { return QString::number(qRound(100.0 * double(n) / all)); };
+    return pct(snap_.miss_cpu) + QStringLiteral("% computed on the CPU, ") + pct(snap_.miss_link) +
+           QStringLiteral("% copied, ") + pct(snap_.miss_both) + QStringLiteral("% both");
 }
 
 QVariantMap TelemetryModel::figures() const {
@@ -125,6 +134,12 @@ QVariantMap TelemetryModel::figures() const {
     m[QStringLiteral("nExpert")] = qlonglong(snap_.n_expert);
     m[QStringLiteral("residentExperts")] = resident_;
     m[QStringLiteral("pinnedExperts")] = pinned_;
+    m[QStringLiteral("cpuExperts")] = on_cpu_;
+    m[QStringLiteral("placement")] = QString::fromStdString(snap_.placement);
+    m[QStringLiteral("missCpu")] = double(snap_.miss_cpu);
+    m[QStringLiteral("missLink")] = double(snap_.miss_link);
+    m[QStringLiteral("missBoth")] = double(snap_.miss_both);
+    m[QStringLiteral("missPaths")] = missPaths();
     m[QStringLiteral("maxHeat")] = max_heat_;
     m[QStringLiteral("ledger")] = ledger_;
     m[QStringLiteral("kernels")] = kernels();

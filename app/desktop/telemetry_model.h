@@ -38,6 +38,11 @@ class TelemetryModel : public QObject {
     Q_PROPERTY(int nLayer READ nLayer NOTIFY updated)
     Q_PROPERTY(int nExpert READ nExpert NOTIFY updated)
     Q_PROPERTY(int residentExperts READ residentExperts NOTIFY updated)
+    // Experts a GPU engine computes on the CPU (hybrid placement, --cpu-moe layers).
+    Q_PROPERTY(int cpuExperts READ cpuExperts NOTIFY updated)
+    // A GPU's missing experts since load by path (hybrid placement): "" when
+    // none, else e.g. "62% computed on the CPU, 30% copied, 8% both".
+    Q_PROPERTY(QString missPaths READ missPaths NOTIFY updated)
     Q_PROPERTY(int pinnedExperts READ pinnedExperts NOTIFY updated)
     Q_PROPERTY(int loadingExperts READ loadingExperts NOTIFY updated)
     Q_PROPERTY(double maxHeat READ maxHeat NOTIFY updated)
@@ -92,6 +97,8 @@ public:
     int nLayer() const { return int(snap_.n_layer); }
     int nExpert() const { return int(snap_.n_expert); }
     int residentExperts() const { return resident_; }
+    int cpuExperts() const { return on_cpu_; }
+    QString missPaths() const;
     int pinnedExperts() const { return pinned_; }
     int loadingExperts() const { return loading_; }
     double maxHeat() const { return max_heat_; }
@@ -118,7 +125,7 @@ private:
     TelemetrySnapshot snap_;
     int samples_ = 0;
     double tok_s_ = 0;
-    int resident_ = 0, pinned_ = 0, loading_ = 0;
+    int resident_ = 0, pinned_ = 0, loading_ = 0, on_cpu_ = 0;
     double max_heat_ = 0;
     QVariantList ledger_;
     QList<qreal> hit_hist_, bytes_hist_, tps_hist_;

@@ -41,6 +41,8 @@ std::string EngineSettings::validate() const {
     if (core::KernelTuningMode m; !core::parse_kernel_tuning_mode(kernel_tuning, &m))
         return "kernel_tuning '" + kernel_tuning + "' is unknown (use auto, measure, cached or off)";
     if (std::string err = backend::parse_device(device, nullptr); !err.empty()) return err;
+    if (placement != "auto" && placement != "transfer")
+        return "placement '" + placement + "' is unknown (use auto or transfer)";
     if (cpu_moe_layers < -1) return "cpu_moe_layers " + std::to_string(cpu_moe_layers) + " is invalid (-1: all MoE layers, 0: none, N: the first N)";
     return "";
 }
@@ -428,13 +430,18 @@ experts::ExpertStoreStats Engine::expert_stats() const {
         const model::DeviceExpertStats ds = gpu->expert_stats();
         st.demanded = ds.demanded;
         st.hits = ds.hits;
-        st.demand_loads = ds.demanded - ds.hits;
+        st.demand_loads = ds.demanded - ds.hits - ds.miss_cpu - ds.miss_both;  // those the CPU computed were not loaded
         st.bytes_loaded = ds.bytes_loaded;
         st.stall_seconds = ds.stall_seconds;
         st.prefetch_loads = ds.prefetch_loads;
         st.prefetch_used = ds.prefetch_used;
     }
     return st;
+}
+
+model::DeviceExpertStats Engine::device_expert_stats() const {
+    const model::DeviceForward* gpu = gpu_experts();
+    return gpu ? gpu->expert_stats() : model::DeviceExpertStats{};
 }
 
 void Engine::set_expert_slots(int64_t slots) {
@@ -527,14 +534,24 @@ TelemetrySnapshot Engine::snapshot() const {
         t.expert_slots = ds.slots;
         t.expert_slot_bytes = ds.slot_bytes;
         t.policy = settings_.policy;
+        t.placement = settings_.placement;
+        t.miss_cpu = ds.miss_cpu;
+        t.miss_link = ds.miss_link;
+        t.miss_both = ds.miss_both;
         t.residency.assign(static_cast<size_t>(c.n_layer * c.n_expert), 0);
-        std::vector<uint8_t> mask(static_cast<size_t>(c.n_expert));
+        std::vector<uint8_t> mask(static_cast<size_t>(c.n_expert)), on_cpu(static_cast<size_t>(c.n_expert));
         for (const model::LayerWeights& L : model_->weights().layers) {
             if (L.ffn != model::FfnKind::Moe) continue;
             gpu->resident_mask(L.index, mask.data(), c.n_expert);
-            for (int64_t e = 0; e < c.n_expert; ++e)
-                t.residency[static_cast<size_t>(L.index * c.n_expert + e)] =
-                    mask[static_cast<size_t>(e)] ? static_cast<uint8_t>(experts::Residency::Resident) : 0;
+            gpu->cpu_mask(L.index, on_cpu.data(), c.n_expert, 32);
+            for (int64_t e = 0; e < c.n_expert; ++e) {
+                const size_t i = static_cast<size_t>(e);
+                // Computed on the CPU (a --cpu-moe layer, or a hybrid miss) shows as such, not as resident.
+                const experts::Residency r = on_cpu[i] ? experts::Residency::OnCpu
+                                             : mask[i] ? experts::Residency::Resident
+                                                       : experts::Residency::Absent;
+                t.residency[static_cast<size_t>(L.index * c.n_expert) + i] = static_cast<uint8_t>(r);
+            }
         }
     }
     if (store_) {

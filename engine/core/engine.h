@@ -108,6 +108,9 @@ public:
     int gpu_index() const { return gpu_index_; }
     // The expert cache's counts, from the CPU's expert store or the GPU's cache.
     experts::ExpertStoreStats expert_stats() const;
+    // The GPU forward pass's own counts (hybrid placement's paths, its rates);
+    // zeros on the CPU.
+    model::DeviceExpertStats device_expert_stats() const;
     // What the CPU kernels were tuned to at load, and whether measured or cached.
     const KernelTuningReport& kernel_tuning() const { return kernel_tuning_; }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "backend/cuda/cuda_forward.h"
+#include "backend/cuda/cuda_probes.h"
 #include "backend/cuda/cuda_runtime.h"
 #include "backend/device.h"
 #include "common/log.h"
@@ -71,6 +72,26 @@ std::string self_check(const model::Model& m, model::Context& gpu) {
     return buf;
 }
 
+// The rates the hybrid cost model needs from the GPU side: the link as it is
+// now (a GPU in an x8 slot, or behind a busy switch, reads far below its
+// nominal rate), and the GPU's expert kernels for the experts' type over one
+// token (bytes/s) and over many (flop/s), measured on rows of the experts'
+// width. The CPU's rates are measured by the forward pass on the experts.
+experts::HybridRates gpu_rates(const model::Model& m, int device, double link_gbs) {
+    namespace bc = backend::cuda;
+    experts::HybridRates r;
+    r.link_bps = link_gbs * 1e9;
+    for (const model::LayerWeights& L : m.weights().layers) {
+        if (L.ffn != model::FfnKind::Moe || L.n_experts() == 0) continue;
+        const model::Matrix& gate = L.expert(0).gate;
+        const auto type = static_cast<uint32_t>(gate.type);
+        r.gpu_bps = bc::device_gemm_gbs(device, type, gate.cols, 256ull << 20) * 1e9;
+        r.gpu_flops = bc::device_gemm_flops(device, type, gate.cols);
+        break;
+    }
+    return r;
+}
+
 }  // namespace
 
 void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector<experts::ExpertKey>& pinned, int device,
@@ -108,6 +129,10 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     kp.host_storage = false;  // the block tables here, the K/V data in VRAM
     eng.kv_ = std::make_unique<kv::KvCache>(kp, &ledger, memory::Tier::Fast);
 
+    // The link as it is now: the figure the app and bench show, and the cost model's.
+    const double link = bc::measure_h2d_gbs();
+    logger("cuda")->info("host-to-device {:.1f} GB/s (pinned, 64 MiB copies)", link);
+
     bc::CudaForwardOptions o;
     o.device = device;
     o.n_batch = eng.plan_.n_batch;
@@ -115,6 +140,8 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     o.policy = settings.policy;
     o.cpu_moe_layers = settings.cpu_moe_layers;
     o.cpu_threads = settings.threads;
+    o.placement = settings.placement;
+    if (o.placement == "auto" && o.expert_slots >= 0) o.rates = gpu_rates(m, device, link);
     auto forward = bc::make_cuda_forward(m, *eng.kv_, ledger, o);
     report("experts", 0.9);
 
@@ -125,13 +152,9 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     eng.ctx_ = std::make_unique<model::Context>(m, cp, &m.weights(), nullptr, eng.kv_.get(), std::move(forward));
     *mismatch = self_check(m, *eng.ctx_);
     eng.gpu_index_ = device;
-    // The link as it is now (a GPU in an x8 slot, or behind a busy switch,
-    // reads far below its nominal rate): the figure the app and bench show.
-    const double link = bc::measure_h2d_gbs();
     char buf[64];
     std::snprintf(buf, sizeof buf, "; host-to-device %.1f GB/s measured at load", link);
     eng.device_ += buf;
-    logger("cuda")->info("host-to-device {:.1f} GB/s (pinned, 64 MiB copies)", link);
 }
 
 }  // namespace strata::core

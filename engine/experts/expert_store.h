@@ -64,7 +64,9 @@ struct ExpertStoreStats {
     double hit_rate() const { return demanded ? double(hits) / double(demanded) : 0.0; }
 };
 
-enum class Residency : uint8_t { Absent = 0, Loading = 1, Resident = 2, Pinned = 3 };
+// OnCpu: on a GPU, computed on the CPU from host RAM in the last ~32 steps
+// (hybrid placement or a --cpu-moe layer), not resident in VRAM.
+enum class Residency : uint8_t { Absent = 0, Loading = 1, Resident = 2, Pinned = 3, OnCpu = 4 };
 
 class ExpertStore final : public model::ExpertProvider {
 public:

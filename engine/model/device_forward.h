@@ -59,6 +59,14 @@ struct DeviceExpertStats {
     uint64_t bytes_loaded = 0;   // expert bytes copied over the link
     double stall_seconds = 0;    // compute waiting for those copies
     uint64_t cpu_computed = 0;   // expert uses computed on the CPU where their bytes are (no copy)
+    // Hybrid placement: each routed expert missing from the device in a step
+    // (however many tokens routed it), by the path the cost model chose.
+    uint64_t miss_cpu = 0;       // computed on the CPU from host RAM
+    uint64_t miss_link = 0;      // copied over the link on demand, computed on the device
+    uint64_t miss_both = 0;      // computed on the CPU, and copied in the background for later uses
+    // The cost model's rates as they stand (measured at load, refreshed while
+    // running); 0 where the placement is not hybrid.
+    double link_bps = 0, cpu_bps = 0, cpu_flops = 0;
     uint64_t prefetch_loads = 0; // copies started by prefetch
     uint64_t prefetch_used = 0;  // of them, used before they were evicted
     int64_t slots = 0;           // expert slots on the device
@@ -87,6 +95,14 @@ public:
         (void)layer;
         (void)experts;
         (void)n;
+    }
+    // mask[e] = 1 for the experts of `layer` the CPU computes from host RAM:
+    // all of a --cpu-moe layer's, and under hybrid placement those it
+    // computed in the last `steps` steps.
+    virtual void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps = 32) const {
+        (void)layer;
+        (void)steps;
+        for (int64_t e = 0; e < n_expert; ++e) mask[e] = 0;
     }
     // mask[e] = 1 for the experts of `layer` resident on the device now.
     virtual void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {

@@ -297,6 +297,16 @@ private Q_SLOTS:
         }
         QCOMPARE(t.tokensPerSecondHistory().size(), TelemetryModel::kHistory);
         QCOMPARE(updated.count(), 304);
+        QCOMPARE(t.missPaths(), QString());  // no GPU misses: nothing to say
+        QCOMPARE(t.cpuExperts(), 0);
+        // A GPU engine's hybrid placement: experts computed on the CPU and the paths of its misses.
+        s.residency = {4, 4, 0, 0, 2, 4, 1, 0};
+        s.miss_cpu = 62;
+        s.miss_link = 30;
+        s.miss_both = 8;
+        t.push(s);
+        QCOMPARE(t.cpuExperts(), 3);
+        QCOMPARE(t.missPaths(), QStringLiteral("62% computed on the CPU, 30% copied, 8% both"));
         t.clear();
         QVERIFY(!t.hasData());
         QVERIFY(t.hitRateHistory().isEmpty());

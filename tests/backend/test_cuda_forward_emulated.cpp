@@ -12,6 +12,10 @@
 //  - the VRAM expert cache at 25% and at the minimum (waves within a layer)
 //    gives the same greedy ids as every expert resident, and counts its
 //    traffic; its ledger rows are where the plan puts them;
+//  - hybrid placement: each miss computed on the CPU or copied as the cost
+//    model says for the rates given (one token on a cold expert: the CPU;
+//    many tokens: the link; expected reuse: both), with the text of every
+//    expert resident, its paths counted and marked for the heat map;
 //  - batches of several sequences equal each sequence alone (block tables);
 //  - qwen2moe (biases, gated shared expert), qwen3moe (per-head Q/K norm) and
 //    olmoe (whole Q/K norm) files from make-model against the CPU.
@@ -54,8 +58,10 @@ struct GpuContext {
     model::DeviceForward* device = nullptr;
 };
 
+// Placement "transfer" unless `hybrid` gives the rates for "auto".
 std::unique_ptr<GpuContext> gpu_context(const model::Model& m, int64_t expert_slots = -1, int64_t n_ctx = 256,
-                                        int64_t n_batch = 64, int64_t kv_tokens = 0, int64_t cpu_moe_layers = 0) {
+                                        int64_t n_batch = 64, int64_t kv_tokens = 0, int64_t cpu_moe_layers = 0,
+                                        const experts::HybridRates* hybrid = nullptr) {
     auto g = std::make_unique<GpuContext>();
     kv::KvCacheParams kp = model::kv_cache_params(m.config(), 0, 16, kv::KvType::F32);
     kp.n_blocks = kp.blocks_for(kv_tokens > 0 ? kv_tokens : n_ctx);
@@ -66,6 +72,10 @@ std::unique_ptr<GpuContext> gpu_context(const model::Model& m, int64_t expert_sl
     o.expert_slots = expert_slots;
     o.cpu_moe_layers = cpu_moe_layers;
     o.cpu_threads = 2;
+    o.placement = hybrid ? "auto" : "transfer";
+    if (hybrid) o.rates = *hybrid;
+    // Hand-built rates stay as given; measured CPU rates (cpu_bps 0) follow the host.
+    o.refresh_rates = hybrid && hybrid->cpu_bps <= 0;
     auto fwd = bc::make_cuda_forward(m, *g->kv, g->ledger, o);
     g->device = fwd.get();
     model::ContextParams cp;
@@ -86,6 +96,18 @@ std::vector<int32_t> greedy(model::Context& ctx, const std::vector<int32_t>& pro
         logits = ctx.decode({&next, 1}, false);
     }
     return out;
+}
+
+// Mean |a - b| over the standard deviation of b (the fixtures' measure for quantized files).
+double mean_diff_of_spread(const float* a, const float* b, size_t n) {
+    double diff = 0, sum = 0, sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+        diff += std::fabs(double(a[i]) - b[i]);
+        sum += b[i];
+        sq += double(b[i]) * b[i];
+    }
+    const double mean = sum / double(n);
+    return diff / double(n) / std::sqrt(std::max(1e-30, sq / double(n) - mean * mean));
 }
 
 double max_diff(const float* a, const float* b, size_t n) {
@@ -258,6 +280,172 @@ private Q_SLOTS:
                 }
             }
         }
+    }
+
+    // Hybrid placement, rates chosen so the right path is known. The file's
+    // experts are all one size: `one` is the time each rate gives one
+    // expert over one token.
+    static experts::HybridRates rates_for(const model::Model& m, double cpu_s, double link_s, double gpu_s,
+                                          double cpu_flop_s = 0, double gpu_flop_s = 0) {
+        const model::FfnMatrices f = m.weights().layers[0].expert(0);
+        const double bytes = double(f.gate.slab_bytes() + f.up.slab_bytes() + f.down.slab_bytes());
+        const double flops = 2.0 * double(f.gate.rows * f.gate.cols + f.up.rows * f.up.cols + f.down.rows * f.down.cols);
+        experts::HybridRates r;
+        r.cpu_bps = bytes / cpu_s;
+        r.link_bps = bytes / link_s;
+        r.gpu_bps = bytes / gpu_s;
+        r.cpu_flops = cpu_flop_s > 0 ? flops / cpu_flop_s : 1e30;  // 0: never compute-bound
+        r.gpu_flops = gpu_flop_s > 0 ? flops / gpu_flop_s : 1e30;
+        return r;
+    }
+
+    void hybrid_placement_data() {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("qwen2moe-tiny-f32") << "qwen2moe-tiny-f32";
+        QTest::newRow("moe-tiny-q8_0") << "moe-tiny-q8_0";
+    }
+
+    void hybrid_placement() {
+        STRATA_REQUIRE_FIXTURES();
+        QFETCH(QString, model);
+        auto m = model::Model::load(test::fixture_path("models/" + model + ".gguf"));
+        const model::ModelConfig& c = m->config();
+        const std::vector<int32_t> prompt = m->vocab().encode("Once upon a time, in a land far away, Lily and Tom", true);
+        auto all = gpu_context(*m);
+        const float* la = all->ctx->decode(prompt, true);
+        const std::vector<float> want_logits(la, la + prompt.size() * c.n_vocab);
+        const std::vector<int32_t> want = greedy(*all->ctx, prompt, 24, c.n_vocab);
+        // The text of every expert resident: F32, the same greedy ids; q8_0
+        // (the CPU quantizes its activations to 8 bits, the GPU does not),
+        // the fixtures' measure for quantized files, teacher-forced over the
+        // prompt and that text: top-1 agreement and mean |d| against the spread.
+        std::vector<int32_t> forced = prompt;
+        forced.insert(forced.end(), want.begin(), want.end());
+        all->ctx->clear();
+        const float* lf = all->ctx->decode(forced, true);
+        const std::vector<float> want_forced(lf, lf + forced.size() * c.n_vocab);
+        all->ctx->clear();
+        const bool f32 = model.endsWith("f32");
+        auto same_text = [&](GpuContext& g) {
+            if (f32) {
+                QCOMPARE(greedy(*g.ctx, prompt, 24, c.n_vocab), want);
+                return;
+            }
+            g.ctx->clear();
+            (void)greedy(*g.ctx, prompt, 24, c.n_vocab);  // the same steps as the F32 case
+            g.ctx->clear();
+            const float* l = g.ctx->decode(forced, true);
+            int64_t agree = 0;
+            for (size_t t = 0; t < forced.size(); ++t)
+                agree += test::argmax(l + t * c.n_vocab, c.n_vocab) == test::argmax(want_forced.data() + t * c.n_vocab, c.n_vocab);
+            QVERIFY2(double(agree) >= 0.95 * double(forced.size()), qPrintable(QString("top-1 agreement %1 of %2").arg(agree).arg(forced.size())));
+            QVERIFY(mean_diff_of_spread(l, want_forced.data(), want_forced.size()) < 0.02);
+        };
+        const int64_t slots = c.n_expert * c.n_layer / 4;
+
+        // A link far slower than the CPU: every miss on the CPU, nothing copied.
+        {
+            const experts::HybridRates r = rates_for(*m, 1e-6, 1.0, 1e-7);
+            auto g = gpu_context(*m, slots, 256, 64, 0, 0, &r);
+            const float* l = g->ctx->decode(prompt, true);
+            // F32: the same sums; q8_0: the CPU quantizes its activations to 8
+            // bits, the GPU does not (the fixtures' quantized measure, tight).
+            const double diff = f32 ? max_diff(l, want_logits.data(), want_logits.size())
+                                                      : mean_diff_of_spread(l, want_logits.data(), want_logits.size());
+            QVERIFY2(diff < (f32 ? 1e-4 : 0.02),
+                     qPrintable(QString("the CPU's experts change the logits by %1").arg(diff)));
+            same_text(*g);
+            const model::DeviceExpertStats st = g->device->expert_stats();
+            QVERIFY(st.miss_cpu > 0);
+            QCOMPARE(st.miss_link, uint64_t{0});
+            QCOMPARE(st.miss_both, uint64_t{0});
+            QCOMPARE(st.bytes_loaded, uint64_t{0});
+            QCOMPARE(st.cpu_computed, st.miss_cpu);
+            // The heat map's marks: some experts computed on the CPU, none of them resident.
+            std::vector<uint8_t> on_cpu(static_cast<size_t>(c.n_expert)), resident(static_cast<size_t>(c.n_expert));
+            int64_t marked = 0;
+            for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+                g->device->cpu_mask(layer, on_cpu.data(), c.n_expert, 32);
+                g->device->resident_mask(layer, resident.data(), c.n_expert);
+                for (size_t e = 0; e < on_cpu.size(); ++e) {
+                    marked += on_cpu[e];
+                    QVERIFY(!(on_cpu[e] && resident[e]));
+                }
+            }
+            QVERIFY(marked > 0);
+        }
+        // A link far faster than the CPU: every miss copied, as placement transfer.
+        {
+            const experts::HybridRates r = rates_for(*m, 1.0, 1e-9, 1e-9);
+            auto g = gpu_context(*m, slots, 256, 64, 0, 0, &r);
+            same_text(*g);
+            const model::DeviceExpertStats st = g->device->expert_stats();
+            QCOMPARE(st.miss_cpu + st.miss_both, uint64_t{0});
+            QVERIFY(st.miss_link > 0);
+            QCOMPARE(st.cpu_computed, uint64_t{0});
+            QCOMPARE(st.bytes_loaded, st.miss_link * (m->sizes().bytes_experts / uint64_t(c.n_expert * c.n_layer)));
+        }
+        // The CPU's compute grows with tokens: 1 us of bytes, 1 us per token;
+        // the copy 3 us. A decode step's single token goes to the CPU, the
+        // prompt's experts routed 4 or more tokens over the link.
+        {
+            const experts::HybridRates r = rates_for(*m, 1e-6, 3e-6, 1e-9, 1e-6, 1e-9);
+            QCOMPARE(experts::choose_miss_path(r, double(m->sizes().bytes_experts / uint64_t(c.n_expert * c.n_layer)),
+                                               0, 1).path, experts::MissPath::Cpu);
+            auto g = gpu_context(*m, slots, 256, 64, 0, 0, &r);
+            g->ctx->decode(prompt, false);
+            const model::DeviceExpertStats prefill = g->device->expert_stats();
+            QVERIFY2(prefill.miss_link > 0, "the prompt's many-token experts are copied");
+            same_text(*g);
+            const model::DeviceExpertStats st = g->device->expert_stats();
+            QVERIFY2(st.miss_cpu + st.miss_both > prefill.miss_cpu + prefill.miss_both, "decode's one-token misses on the CPU");
+        }
+        // Copies that repay themselves after two more uses (CPU 3 us, GPU 1 us,
+        // link 2.5 us: the CPU wins one step, the copy three): experts routed
+        // again and again are computed on the CPU and copied in the background.
+        {
+            const experts::HybridRates r = rates_for(*m, 3e-6, 2.5e-6, 1e-6);
+            auto g = gpu_context(*m, slots, 256, 64, 0, 0, &r);
+            same_text(*g);
+            const model::DeviceExpertStats st = g->device->expert_stats();
+            qInfo("cpu %llu link %llu both %llu hits %llu of %llu", (unsigned long long)st.miss_cpu,
+                  (unsigned long long)st.miss_link, (unsigned long long)st.miss_both, (unsigned long long)st.hits,
+                  (unsigned long long)st.demanded);
+            QVERIFY(st.miss_both > 0);
+            QVERIFY(st.bytes_loaded >= st.miss_both * (m->sizes().bytes_experts / uint64_t(c.n_expert * c.n_layer)));
+            QVERIFY2(st.hits > 0, "background copies become hits");
+        }
+    }
+
+    // The CPU's rates, when not given, are measured at load on the experts.
+    void hybrid_measures_the_cpu() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/moe-tiny-q8_0.gguf"));
+        experts::HybridRates r;
+        r.link_bps = 12e9;
+        r.gpu_bps = 900e9;
+        r.gpu_flops = 50e12;
+        auto g = gpu_context(*m, m->config().n_expert * m->config().n_layer / 4, 256, 64, 0, 0, &r);
+        const model::DeviceExpertStats st = g->device->expert_stats();
+        QVERIFY2(st.cpu_bps > 1e6 && std::isfinite(st.cpu_bps), qPrintable(QString::number(st.cpu_bps)));
+        QVERIFY2(st.cpu_flops > 1e6 && std::isfinite(st.cpu_flops), qPrintable(QString::number(st.cpu_flops)));
+        QCOMPARE(st.link_bps, 12e9);
+        const std::vector<int32_t> prompt = m->vocab().encode("Once upon a time", true);
+        QVERIFY(std::isfinite(g->ctx->decode(prompt, false)[0]));
+        // An unknown placement is refused, naming the values.
+        memory::Ledger ledger;
+        kv::KvCacheParams kp = model::kv_cache_params(m->config(), 4, 16, kv::KvType::F32);
+        kp.host_storage = false;
+        kv::KvCache kv(kp, &ledger, memory::Tier::Fast);
+        bc::CudaForwardOptions o;
+        o.placement = "cpu-sometimes";
+        QString what;
+        try {
+            (void)bc::make_cuda_forward(*m, kv, ledger, o);
+        } catch (const Error& e) {
+            what = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(what.contains("cpu-sometimes") && what.contains("auto or transfer"), qPrintable(what));
     }
 
     // Several sequences in one batch (block tables, per-token key counts)

@@ -1,9 +1,10 @@
 #include "backend/cuda/cuda_forward.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
-#include <thread>
 #include <cmath>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -70,6 +71,19 @@ DevFfn ffn_at(const uint8_t* base, const model::FfnMatrices& f) {
 
 uint64_t ffn_bytes(const model::FfnMatrices& f) { return f.gate.slab_bytes() + f.up.slab_bytes() + f.down.slab_bytes(); }
 
+double ffn_params(const model::FfnMatrices& f) {
+    return double(f.gate.rows * f.gate.cols + f.up.rows * f.up.cols + f.down.rows * f.down.cols);
+}
+
+// The roofline time of an expert of `bytes` and `params` over `tokens` tokens.
+double roofline_s(double bytes, double params, int64_t tokens, double bps, double flops) {
+    return std::max(bytes / bps, 2.0 * params * double(tokens) / flops);
+}
+
+// Steps that count as "recent" for an expert's expected reuse (as the
+// simulator's reuse window, experts/hybrid_sim.h).
+constexpr uint64_t kReuseWindow = 16;
+
 class CudaForward final : public model::DeviceForward {
 public:
     CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o);
@@ -80,6 +94,7 @@ public:
     std::string name() const override { return name_; }
     model::DeviceExpertStats expert_stats() const override { return stats_; }
     void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const override;
+    void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps) const override;
     void prefetch(int64_t layer, const int32_t* experts, int64_t n) override;
 
 private:
@@ -89,6 +104,9 @@ private:
     const float* upload_vector(const std::vector<float>& v);
     void load_experts(const CudaForwardOptions& o);
     void load_cpu_experts(const CudaForwardOptions& o);
+    void start_host_compute(const CudaForwardOptions& o);
+    void start_hybrid(const CudaForwardOptions& o);
+    void measure_cpu_rates();
 
     // --- the pass ---
     void ok(int code, const char* op, int64_t layer = -1) const;
@@ -96,10 +114,22 @@ private:
     void attention(const DevLayer& L, int64_t n);
     void ffn_dense(const DevFfn& f, const float* x, int64_t n, float* y, int64_t ff, int64_t layer);
     void ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing);
-    // The routed experts of one layer over the grouped rows, on the GPU or on the CPU.
-    void experts_on_gpu(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows);
-    void experts_on_cpu(int64_t layer, int64_t n, int64_t rows, int64_t combine_rows);
+    // Orders the layer's routed experts into h_order_: those the GPU computes
+    // (resident, then copied now) in its first gpu_groups_ entries, then those
+    // the CPU computes (a --cpu-moe layer: all; hybrid: the misses the cost
+    // model sends there).
+    void place_experts(int64_t layer);
+    bool miss_goes_to_cpu(uint32_t key, const model::FfnMatrices& f, int64_t tokens);
+    // The routed experts of one layer over the grouped rows: the GPU's part
+    // queued first, the CPU's computed meanwhile, then one combine of both in
+    // router-rank order.
+    void routed_experts(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows);
+    void experts_on_gpu(const DevLayer& L, size_t groups);
+    void experts_on_host(int64_t layer, int64_t row0, int64_t rows);
+    void copy_in_background(int64_t layer);
+    void refresh_link_rate();
     void host_matmul(const model::Matrix& W, const float* X, int64_t n, float* Y);
+    void host_ffn(const model::FfnMatrices& f, const float* x, int64_t n, float* g, float* u, float* y);
     void lookahead(const DevLayer& next, const model::DeviceChunk& c, const model::LookaheadObserver& obs);
     // The expert cache: makes `keys` resident (loading the missing ones on the
     // copy stream, ordered before the compute that follows) and returns their
@@ -108,7 +138,10 @@ private:
     int32_t take_slot(const std::vector<uint32_t>& in_use);
     // Copies key k from its home into slot s on the copy stream (after the
     // compute queued so far, which may still read the slot's old expert).
-    void copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f);
+    // With `timing`, its begin event is recorded once the copy stream is
+    // through the wait, so begin..end times copies alone (the link's rate).
+    struct LinkTiming;
+    void copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f, LinkTiming* timing = nullptr);
 
     template <class T>
     T* scratch(uint64_t count, const char* what) {
@@ -178,23 +211,46 @@ private:
     std::vector<int32_t> free_slots_;
     std::unique_ptr<experts::CachePolicy> policy_;
     std::unique_ptr<Event> compute_done_;  // the last wave's compute: copies into reused slots wait for it
-    // Per slot: a prefetched copy not yet waited for by the compute stream.
+    // Per slot: a copy not yet waited for by the compute stream (a prefetch
+    // or a background copy: kPrefetched, kBackground; 0: none).
     std::vector<std::unique_ptr<Event>> slot_ready_;
     std::vector<uint8_t> slot_prefetched_;
+    static constexpr uint8_t kPrefetched = 1, kBackground = 2;
     int64_t current_layer_ = -1;          // the MoE layer the pass is in (prefetch spares it)
     std::unique_ptr<Event> copies_done_;
     std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> stalls_;  // compute waiting on copies
+    struct LinkTiming {
+        std::unique_ptr<Event> begin, end;
+        uint64_t bytes = 0;
+    };
+    std::vector<LinkTiming> link_timings_;  // this step's demand copies, timed on the copy stream
     model::DeviceExpertStats stats_;
 
-    // Experts placed on the CPU (--cpu-moe / --n-cpu-moe): per layer whether
-    // its experts run there, their copy in host RAM (the slow tier), the
-    // compute pool and host scratch.
+    // Experts the CPU computes: per layer whether all its experts run there
+    // (--cpu-moe / --n-cpu-moe), per key the expert's matrices in host RAM
+    // (cpu_home_ for those layers, home_ for the cached ones under hybrid
+    // placement), the compute pool and host scratch.
     std::vector<uint8_t> cpu_layer_;
     memory::AlignedBuffer cpu_home_;
-    std::vector<std::vector<model::FfnMatrices>> cpu_experts_;
+    std::vector<model::FfnMatrices> host_mats_;
     std::unique_ptr<cpu::ThreadPool> pool_;
-    std::vector<float> host_h_, host_xe_, host_ge_, host_ue_, host_ye_, host_tmp_;
+    std::vector<float> host_h_, host_xe_, host_ge_, host_ue_, host_ye_;
     std::vector<uint8_t> host_act_;
+    size_t gpu_groups_ = 0;  // h_order_[0, gpu_groups_) on the GPU, the rest on the CPU
+
+    // Hybrid placement (placement "auto" over a VRAM cache).
+    bool hybrid_ = false;
+    bool refresh_rates_ = true;
+    experts::HybridRates rates_;
+    uint64_t step_ = 0;                   // run() calls so far
+    std::vector<uint32_t> routed_bits_;   // per key: bit i set = routed i steps before routed_step_[key]
+    std::vector<uint64_t> routed_step_;
+    std::vector<uint64_t> cpu_step_;      // per key: 1 + the last step the CPU computed it (0: never)
+    std::vector<uint32_t> gpu_keys_;      // this layer's keys the GPU computes (background copies spare them)
+    std::vector<uint32_t> background_;    // this layer's keys computed on the CPU and copied in the background
+    std::vector<int32_t> h_cpu_;          // this layer's experts for the CPU, while ordering
+    double last_step_s_ = 0;              // the previous step's wall time
+    double backlog_s_ = 0;                // background copies still queued on the link (estimated)
 };
 
 CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o)
@@ -256,8 +312,11 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     for (const model::LayerWeights& L : w.layers)
         if (L.ffn == model::FfnKind::Moe && (o.cpu_moe_layers < 0 || moe_seen++ < o.cpu_moe_layers))
             cpu_layer_[static_cast<size_t>(L.index)] = 1;
+    host_mats_.resize(w.layers.size() * static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     load_experts(o);
     load_cpu_experts(o);
+    start_hybrid(o);
+    start_host_compute(o);
 
     // The KV pool, under the host cache's block ids.
     kv_block_tokens_ = kp.block_tokens;
@@ -425,12 +484,16 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
     for (const model::LayerWeights& L : w.layers) {
         if (L.ffn != model::FfnKind::Moe || cpu_layer_[static_cast<size_t>(L.index)]) continue;
         for (int64_t e = 0; e < L.n_experts(); ++e) {
-            const model::FfnMatrices f = L.expert(e);
-            home_offset_[static_cast<size_t>(L.index * E + e)] = off;
-            for (const model::Matrix* m : {&f.gate, &f.up, &f.down}) {
+            model::FfnMatrices f = L.expert(e);
+            const size_t k = static_cast<size_t>(L.index * E + e);
+            home_offset_[k] = off;
+            for (model::Matrix* m : {&f.gate, &f.up, &f.down}) {
                 std::copy(m->data, m->data + m->slab_bytes(), home_.data() + off);
+                m->data = home_.data() + off;  // the CPU computes it from here (hybrid placement)
+                m->slabs = 1;
                 off += m->slab_bytes();
             }
+            host_mats_[k] = f;
         }
     }
     arena_ = DeviceBuffer(ledger_, Account::ExpertsCache, Tier::Fast, static_cast<uint64_t>(slots_) * slot_bytes_);
@@ -450,7 +513,6 @@ void CudaForward::load_cpu_experts(const CudaForwardOptions& o) {
     for (const model::LayerWeights& L : w.layers)
         if (cpu_layer_[static_cast<size_t>(L.index)])
             for (int64_t e = 0; e < L.n_experts(); ++e) all += ffn_bytes(L.expert(e));
-    cpu_experts_.resize(w.layers.size());
     if (all == 0) return;
     // Their home: a copy in host RAM (the file's layout), in the slow tier.
     cpu_home_ = memory::AlignedBuffer(ledger_, Account::ExpertsHome, Tier::Slow, all);
@@ -466,19 +528,88 @@ void CudaForward::load_cpu_experts(const CudaForwardOptions& o) {
                 m->slabs = 1;
                 off += m->slab_bytes();
             }
-            cpu_experts_[static_cast<size_t>(L.index)].push_back(f);
+            host_mats_[static_cast<size_t>(L.index * cfg_.n_expert + e)] = f;
         }
     }
+}
+
+void CudaForward::start_hybrid(const CudaForwardOptions& o) {
+    if (o.placement != "auto" && o.placement != "transfer")
+        throw Error("expert placement '" + o.placement + "' is unknown: use auto or transfer");
+    if (o.placement != "auto" || !cached_) return;  // every expert resident: nothing is ever missing
+    rates_ = o.rates;
+    refresh_rates_ = o.refresh_rates;
+    const size_t keys = home_offset_.size();
+    routed_bits_.assign(keys, 0);
+    routed_step_.assign(keys, 0);
+    cpu_step_.assign(keys, 0);
+    gpu_keys_.reserve(static_cast<size_t>(cfg_.n_expert));
+    background_.reserve(static_cast<size_t>(cfg_.n_expert));
+    h_cpu_.reserve(static_cast<size_t>(cfg_.n_expert));
+    hybrid_ = true;
+}
+
+void CudaForward::start_host_compute(const CudaForwardOptions& o) {
+    if (!hybrid_ && cpu_home_.size() == 0) return;
+    if (cpu_step_.empty()) cpu_step_.assign(host_mats_.size(), 0);
     const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
     pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
     const size_t B = static_cast<size_t>(n_batch_), U = static_cast<size_t>(n_used_);
     const size_t d = static_cast<size_t>(cfg_.n_embd), ff = static_cast<size_t>(ff_max_);
     host_h_.resize(B * d);
-    host_tmp_.resize(B * d);
     host_xe_.resize(B * U * d);
     host_ye_.resize(B * U * d);
     host_ge_.resize(B * U * ff);
     host_ue_.resize(B * U * ff);
+    if (!hybrid_) return;
+    if (rates_.cpu_bps <= 0 || rates_.cpu_flops <= 0) measure_cpu_rates();
+    if (const std::string bad = rates_.validate(); !bad.empty()) {
+        logger("cuda")->warn("{}: every missing expert is copied over the link instead", bad);
+        hybrid_ = false;
+        return;
+    }
+    stats_.link_bps = rates_.link_bps;
+    stats_.cpu_bps = rates_.cpu_bps;
+    stats_.cpu_flops = rates_.cpu_flops;
+    logger("cuda")->info("hybrid placement: link {:.1f} GB/s, CPU experts {:.1f} GB/s and {:.0f} GFLOP/s, GPU {:.0f} GB/s "
+                         "and {:.0f} GFLOP/s",
+                         rates_.link_bps / 1e9, rates_.cpu_bps / 1e9, rates_.cpu_flops / 1e9, rates_.gpu_bps / 1e9,
+                         rates_.gpu_flops / 1e9);
+}
+
+// The CPU's expert rates on this model's experts, with the kernels and
+// threads that will compute them: one token through experts in turn (each
+// read once, as a decode step reads a missing expert), then a batch of
+// tokens through one expert (compute-bound).
+void CudaForward::measure_cpu_rates() {
+    using clock = std::chrono::steady_clock;
+    std::vector<size_t> keys;
+    for (size_t k = 0; k < host_mats_.size(); ++k)
+        if (host_mats_[k].gate) keys.push_back(k);
+    if (keys.empty()) return;
+    const int64_t d = cfg_.n_embd;
+    std::fill(host_xe_.begin(), host_xe_.end(), 0.01f);
+    host_ffn(host_mats_[keys[0]], host_xe_.data(), 1, host_ge_.data(), host_ue_.data(), host_ye_.data());  // warm-up
+    double bytes = 0;
+    const auto t0 = clock::now();
+    for (size_t i = 0; i < keys.size(); ++i) {
+        const model::FfnMatrices& f = host_mats_[keys[(i + 1) % keys.size()]];
+        host_ffn(f, host_xe_.data(), 1, host_ge_.data(), host_ue_.data(), host_ye_.data());
+        bytes += double(ffn_bytes(f));
+        if (bytes >= 256.0 * (1 << 20) || clock::now() - t0 > std::chrono::milliseconds(200)) break;
+    }
+    const double read_s = std::chrono::duration<double>(clock::now() - t0).count();
+    const int64_t tokens = std::min<int64_t>(32, static_cast<int64_t>(host_xe_.size()) / d);
+    const model::FfnMatrices& f = host_mats_[keys[0]];
+    double flops = 0;
+    const auto t1 = clock::now();
+    do {
+        host_ffn(f, host_xe_.data(), tokens, host_ge_.data(), host_ue_.data(), host_ye_.data());
+        flops += 2.0 * ffn_params(f) * double(tokens);
+    } while (clock::now() - t1 < std::chrono::milliseconds(20));
+    const double compute_s = std::chrono::duration<double>(clock::now() - t1).count();
+    if (read_s > 0) rates_.cpu_bps = bytes / read_s;
+    if (compute_s > 0) rates_.cpu_flops = flops / compute_s;
 }
 
 void CudaForward::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {
@@ -486,6 +617,19 @@ void CudaForward::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) 
     const bool in_place = !cached_ || cpu_layer_[static_cast<size_t>(layer)];
     for (int64_t e = 0; e < n_expert; ++e)
         mask[e] = in_place || slot_of_[static_cast<size_t>(layer * cfg_.n_expert + e)] >= 0;
+}
+
+void CudaForward::cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps) const {
+    const bool cpu_layer = cpu_layer_[static_cast<size_t>(layer)];  // every expert of it runs there
+    for (int64_t e = 0; e < n_expert; ++e) {
+        if (cpu_layer) {
+            mask[e] = 1;
+            continue;
+        }
+        const size_t k = static_cast<size_t>(layer * cfg_.n_expert + e);
+        const uint64_t last = k < cpu_step_.size() ? cpu_step_[k] : 0;  // 1 + the step
+        mask[e] = last > 0 && step_ + 1 - last <= static_cast<uint64_t>(std::max<int64_t>(steps, 1));
+    }
 }
 
 void CudaForward::ok(int code, const char* op, int64_t layer) const {
@@ -573,10 +717,15 @@ int32_t CudaForward::take_slot(const std::vector<uint32_t>& in_use) {
     return s;
 }
 
-void CudaForward::copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f) {
+void CudaForward::copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f, LinkTiming* timing) {
     // A slot may have been read by compute already queued: the copy waits for it.
     compute_done_->record(compute_);
     compute_done_->wait_on(copy_);
+    if (timing && !timing->begin) {
+        timing->begin = std::make_unique<Event>(true);
+        timing->begin->record(copy_);
+    }
+    if (timing) timing->bytes += ffn_bytes(f);
     copy_to_device(static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(s) * slot_bytes_,
                    home_.data() + home_offset_[k], ffn_bytes(f), copy_, "copying an expert to the GPU");
     stats_.bytes_loaded += ffn_bytes(f);
@@ -618,7 +767,7 @@ void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) 
         }
         copy_into_slot(k, s, L.expert(experts_in[i]));
         slot_ready_[static_cast<size_t>(s)]->record(copy_);
-        slot_prefetched_[static_cast<size_t>(s)] = 1;
+        slot_prefetched_[static_cast<size_t>(s)] = kPrefetched;
         policy_->on_prefetch_insert(k);
         ++stats_.prefetch_loads;
     }
@@ -638,6 +787,7 @@ void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t lay
     keys.clear();
     for (size_t i = 0; i < n; ++i) keys.push_back(static_cast<uint32_t>(layer * cfg_.n_expert + experts_in[i]));
     bool copied = false;
+    LinkTiming timing;
     for (size_t i = 0; i < keys.size(); ++i) {
         const uint32_t k = keys[i];
         ++stats_.demanded;
@@ -645,8 +795,8 @@ void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t lay
             ++stats_.hits;
             policy_->on_hit(k);
             if (slot_prefetched_[static_cast<size_t>(s)]) {
-                // Prefetched: the compute waits for that copy alone.
-                ++stats_.prefetch_used;
+                // Prefetched or copied in the background: the compute waits for that copy alone.
+                if (slot_prefetched_[static_cast<size_t>(s)] == kPrefetched) ++stats_.prefetch_used;
                 slot_prefetched_[static_cast<size_t>(s)] = 0;
                 auto begin = std::make_unique<Event>(true), end = std::make_unique<Event>(true);
                 begin->record(compute_);
@@ -658,12 +808,17 @@ void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t lay
         }
         policy_->on_miss(k);
         const int32_t s = take_slot(keys);
-        copy_into_slot(k, s, L.expert(experts_in[i]));
+        copy_into_slot(k, s, L.expert(experts_in[i]), hybrid_ ? &timing : nullptr);
         policy_->on_insert(k);
         copied = true;
     }
     if (copied) {
         copies_done_->record(copy_);
+        if (timing.begin) {
+            timing.end = std::make_unique<Event>(true);
+            timing.end->record(copy_);
+            link_timings_.push_back(std::move(timing));
+        }
         auto begin = std::make_unique<Event>(true), end = std::make_unique<Event>(true);
         begin->record(compute_);
         copies_done_->wait_on(compute_);
@@ -687,6 +842,10 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
     copy_to_host(h_ids_.data(), route_ids_, static_cast<uint64_t>(n * U) * 4, compute_, "reading the routing");
     copy_to_host(h_w_.data(), route_w_, static_cast<uint64_t>(n * U) * 4, compute_, "reading the routing");
     copy_to_host(h_probs_.data(), router_, static_cast<uint64_t>(n * E) * 4, compute_, "reading the routing");
+    // The layer's input, for experts the CPU may compute (read now, with the
+    // routing, so the CPU need not wait for the GPU's experts to get it).
+    if (cpu_layer_[static_cast<size_t>(li)] || hybrid_)
+        copy_to_host(host_h_.data(), h_, static_cast<uint64_t>(n * d) * 4, compute_, "reading the experts' input");
     compute_.synchronize("the router");
 
     std::fill(h_count_.begin(), h_count_.end(), 0);
@@ -708,16 +867,7 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
             routing(model::RoutingEvent{li, c.pos[t], ids, wts, used, h_probs_.data() + t * E, E, c.seqs[t]});
     }
 
-    // Experts in the order they run: resident ones first (their compute
-    // overlaps the others' copies), then the rest; each a contiguous run of
-    // rows, its tokens in order.
-    h_order_.clear();
-    for (int pass = 0; pass < 2; ++pass)
-        for (int32_t e = 0; e < E; ++e) {
-            if (h_count_[static_cast<size_t>(e)] == 0) continue;
-            const bool resident = !cached_ || cpu_layer_[static_cast<size_t>(li)] || slot_of_[static_cast<size_t>(li * E + e)] >= 0;
-            if (resident == (pass == 0)) h_order_.push_back(e);
-        }
+    place_experts(li);
     // fill[e]: the next row of expert e's run.
     std::vector<int32_t>& fill = h_fill_;
     h_offsets_[0] = 0;
@@ -737,12 +887,7 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
             h_combine_w_[static_cast<size_t>(combine_rows)] = h_w_[static_cast<size_t>(t * U + k)];
             ++combine_rows;
         }
-    const int64_t rows = h_offsets_[h_order_.size()];
-    if (cpu_layer_[static_cast<size_t>(li)]) {
-        experts_on_cpu(li, n, rows, combine_rows);
-    } else {
-        experts_on_gpu(L, n, rows, combine_rows);
-    }
+    routed_experts(L, n, h_offsets_[h_order_.size()], combine_rows);
     if (L.shared.gate) {
         ffn_dense(L.shared, h_, n, ye_, L.shared.gate.rows, li);
         if (L.shared_gate) gemm(L.shared_gate, h_, n, gate_logit_, "shared expert gate", li);
@@ -750,20 +895,112 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
     }
 }
 
-void CudaForward::experts_on_gpu(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows) {
-    const int64_t d = cfg_.n_embd, ff = L.n_ff_expert, li = L.index;
-    put(gather_, h_gather_, static_cast<size_t>(rows));
-    put(offsets_, h_offsets_, h_order_.size() + 1);
+void CudaForward::place_experts(int64_t li) {
+    const int64_t E = cfg_.n_expert;
+    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)];
+    h_order_.clear();
+    h_cpu_.clear();
+    gpu_keys_.clear();
+    background_.clear();
+    if (cpu_layer_[static_cast<size_t>(li)]) {
+        for (int32_t e = 0; e < E; ++e)
+            if (h_count_[static_cast<size_t>(e)] > 0) h_order_.push_back(e);
+        gpu_groups_ = 0;
+        return;
+    }
+    // Resident first (their compute overlaps the copies of the rest), then
+    // the misses copied now; the misses the CPU computes go last.
+    for (int32_t e = 0; e < E; ++e) {
+        const int64_t count = h_count_[static_cast<size_t>(e)];
+        if (count == 0) continue;
+        const auto k = static_cast<uint32_t>(li * E + e);
+        if (!cached_ || slot_of_[k] >= 0) {
+            h_order_.push_back(e);
+            gpu_keys_.push_back(k);
+        }
+    }
+    for (int32_t e = 0; e < E; ++e) {
+        const int64_t count = h_count_[static_cast<size_t>(e)];
+        const auto k = static_cast<uint32_t>(li * E + e);
+        if (count == 0 || !cached_ || slot_of_[k] >= 0) continue;
+        if (hybrid_ && miss_goes_to_cpu(k, L.expert(e), count)) {
+            h_cpu_.push_back(e);
+        } else {
+            h_order_.push_back(e);
+            gpu_keys_.push_back(k);
+        }
+    }
+    gpu_groups_ = h_order_.size();
+    h_order_.insert(h_order_.end(), h_cpu_.begin(), h_cpu_.end());
+    stats_.demanded += h_cpu_.size();  // misses (the GPU's are counted as they are made resident)
+    if (!hybrid_) return;
+    // Every routed expert's recent steps (its expected reuse), this one included.
+    for (int32_t e = 0; e < E; ++e) {
+        if (h_count_[static_cast<size_t>(e)] == 0) continue;
+        const auto k = static_cast<size_t>(li * E + e);
+        const uint64_t age = step_ - routed_step_[k];
+        routed_bits_[k] = (age >= 32 ? 0u : routed_bits_[k] << age) | 1u;
+        routed_step_[k] = step_;
+    }
+}
+
+// The cost model's choice for a missing expert routed `tokens` tokens this
+// step, as the simulator replays it (experts/hybrid_sim.h): over the link
+// when the copy beats the CPU for this step's tokens alone; otherwise on the
+// CPU, and also copied in the background when its expected reuse (the steps
+// of the last kReuseWindow that routed it) repays the copy and the link's
+// queue of background copies drains within a step.
+bool CudaForward::miss_goes_to_cpu(uint32_t k, const model::FfnMatrices& f, int64_t tokens) {
+    const double bytes = double(ffn_bytes(f)), params = ffn_params(f);
+    const experts::MissCost now = experts::choose_miss_path(rates_, bytes, params, tokens, 0.0);
+    if (now.path == experts::MissPath::Link) {
+        ++stats_.miss_link;
+        return false;
+    }
+    const uint64_t age = step_ - routed_step_[k];
+    const uint32_t earlier = age >= 32 ? 0u : routed_bits_[k] << age;  // bit i: routed i steps ago
+    const double reuse = double(std::popcount(earlier & ((1u << (kReuseWindow + 1)) - 2u)));
+    const double cpu1 = roofline_s(bytes, params, 1, rates_.cpu_bps, rates_.cpu_flops);
+    const double gpu1 = roofline_s(bytes, params, 1, rates_.gpu_bps, rates_.gpu_flops);
+    if (reuse * (cpu1 - gpu1) > now.link_s && backlog_s_ + now.link_s <= last_step_s_) {
+        backlog_s_ += now.link_s;
+        background_.push_back(k);
+        ++stats_.miss_both;
+    } else {
+        ++stats_.miss_cpu;
+    }
+    return true;
+}
+
+void CudaForward::routed_experts(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows) {
+    const int64_t d = cfg_.n_embd, li = L.index;
+    const int64_t gpu_rows = h_offsets_[gpu_groups_];
     put(rank_src_, h_rank_src_, static_cast<size_t>(combine_rows));
     put(combine_dst_, h_dst_, static_cast<size_t>(combine_rows));
     put(combine_w_, h_combine_w_, static_cast<size_t>(combine_rows));
-    ok(kc::get_rows(kc::QType::F32, h_, d * 4, d, gather_, rows, xe_, compute_.get()), "gathering expert inputs", li);
+    if (gpu_groups_ > 0) {
+        put(gather_, h_gather_, static_cast<size_t>(gpu_rows));
+        put(offsets_, h_offsets_, gpu_groups_ + 1);
+        ok(kc::get_rows(kc::QType::F32, h_, d * 4, d, gather_, gpu_rows, xe_, compute_.get()), "gathering expert inputs", li);
+        experts_on_gpu(L, gpu_groups_);
+    }
+    // Queued behind the GPU's experts: the copies run while the CPU computes.
+    if (!background_.empty()) copy_in_background(li);
+    if (rows > gpu_rows) experts_on_host(li, gpu_rows, rows);
 
+    // Combine in router-rank order, as the CPU does.
+    ok(kc::get_rows(kc::QType::F32, ye_, d * 4, d, rank_src_, combine_rows, yr_, compute_.get()), "ordering expert outputs", li);
+    fill_zero(tmp_, static_cast<uint64_t>(n * d) * 4, compute_, "clearing the expert sum");
+    ok(kc::scatter_add_rows(yr_, combine_w_, combine_dst_, combine_rows, d, tmp_, compute_.get()), "combining experts", li);
+}
+
+void CudaForward::experts_on_gpu(const DevLayer& L, size_t groups) {
+    const int64_t d = cfg_.n_embd, ff = L.n_ff_expert, li = L.index;
     // Waves of at most `slots` experts (all at once when every expert is resident).
-    const size_t wave_max = cached_ ? static_cast<size_t>(slots_) : h_order_.size();
+    const size_t wave_max = cached_ ? static_cast<size_t>(slots_) : groups;
     std::vector<DevFfn>& mats = h_mats_;
-    for (size_t g0 = 0; g0 < h_order_.size(); g0 += wave_max) {
-        const size_t g1 = std::min(h_order_.size(), g0 + wave_max);
+    for (size_t g0 = 0; g0 < groups; g0 += wave_max) {
+        const size_t g1 = std::min(groups, g0 + wave_max);
         const int32_t* wave = h_order_.data() + g0;
         const size_t G = g1 - g0;
         make_resident(wave, G, li, &mats);
@@ -809,10 +1046,6 @@ void CudaForward::experts_on_gpu(const DevLayer& L, int64_t n, int64_t rows, int
            "expert down", li);
     }
 
-    // Combine in router-rank order, as the CPU does.
-    ok(kc::get_rows(kc::QType::F32, ye_, d * 4, d, rank_src_, combine_rows, yr_, compute_.get()), "ordering expert outputs", li);
-    fill_zero(tmp_, static_cast<uint64_t>(n * d) * 4, compute_, "clearing the expert sum");
-    ok(kc::scatter_add_rows(yr_, combine_w_, combine_dst_, combine_rows, d, tmp_, compute_.get()), "combining experts", li);
 }
 
 // Y[t * W.rows + r] = W.row(r) . X[t] on the host's cores, with the CPU
@@ -827,32 +1060,78 @@ void CudaForward::host_matmul(const model::Matrix& W, const float* X, int64_t n,
     });
 }
 
-// The experts of a layer placed on the CPU (--cpu-moe): the routed tokens'
-// rows come to the host, each expert runs there from host RAM, and the sum
-// in router-rank order goes back as the layer's expert output.
-void CudaForward::experts_on_cpu(int64_t li, int64_t n, int64_t rows, int64_t combine_rows) {
-    const int64_t d = cfg_.n_embd;
-    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)];
-    const int64_t ff = L.n_ff_expert;
-    copy_to_host(host_h_.data(), h_, static_cast<uint64_t>(n * d) * 4, compute_, "reading a CPU layer's input");
-    compute_.synchronize("a CPU layer's input");
-    for (int64_t r = 0; r < rows; ++r)
+void CudaForward::host_ffn(const model::FfnMatrices& f, const float* x, int64_t n, float* g, float* u, float* y) {
+    host_matmul(f.gate, x, n, g);
+    host_matmul(f.up, x, n, u);
+    kernels::ops::swiglu(g, u, g, n * f.gate.rows);
+    host_matmul(f.down, g, n, y);
+}
+
+// Rows [row0, rows) of the grouped experts (h_order_ from gpu_groups_ on) on
+// the host's cores from host RAM, while the GPU works through what was
+// queued; their outputs go to their rows of ye_ for the combine.
+void CudaForward::experts_on_host(int64_t li, int64_t row0, int64_t rows) {
+    using clock = std::chrono::steady_clock;
+    const int64_t d = cfg_.n_embd, E = cfg_.n_expert;
+    const int64_t ff = model_.weights().layers[static_cast<size_t>(li)].n_ff_expert;
+    for (int64_t r = row0; r < rows; ++r)
         std::copy_n(host_h_.data() + h_gather_[static_cast<size_t>(r)] * d, d, host_xe_.data() + r * d);
-    const std::vector<model::FfnMatrices>& experts = cpu_experts_[static_cast<size_t>(li)];
-    for (size_t g = 0; g < h_order_.size(); ++g) {
-        const model::FfnMatrices& f = experts[static_cast<size_t>(h_order_[g])];
+    const auto t0 = clock::now();
+    double predicted_s = 0;
+    for (size_t g = gpu_groups_; g < h_order_.size(); ++g) {
+        const size_t k = static_cast<size_t>(li * E + h_order_[g]);
+        const model::FfnMatrices& f = host_mats_[k];
         const int64_t a = h_offsets_[g], m = h_offsets_[g + 1] - a;
-        host_matmul(f.gate, host_xe_.data() + a * d, m, host_ge_.data() + a * ff);
-        host_matmul(f.up, host_xe_.data() + a * d, m, host_ue_.data() + a * ff);
-        kernels::ops::swiglu(host_ge_.data() + a * ff, host_ue_.data() + a * ff, host_ge_.data() + a * ff, m * ff);
-        host_matmul(f.down, host_ge_.data() + a * ff, m, host_ye_.data() + a * d);
+        host_ffn(f, host_xe_.data() + a * d, m, host_ge_.data() + a * ff, host_ue_.data() + a * ff, host_ye_.data() + a * d);
+        if (hybrid_) predicted_s += roofline_s(double(ffn_bytes(f)), ffn_params(f), m, rates_.cpu_bps, rates_.cpu_flops);
+        cpu_step_[k] = step_ + 1;
+        ++stats_.cpu_computed;
     }
-    stats_.cpu_computed += static_cast<uint64_t>(h_order_.size());
-    std::fill(host_tmp_.begin(), host_tmp_.begin() + n * d, 0.0f);
-    for (int64_t i = 0; i < combine_rows; ++i)
-        kernels::ops::axpy(h_combine_w_[static_cast<size_t>(i)], host_ye_.data() + h_rank_src_[static_cast<size_t>(i)] * d,
-                           host_tmp_.data() + h_dst_[static_cast<size_t>(i)] * d, d);
-    copy_to_device(tmp_, host_tmp_.data(), static_cast<uint64_t>(n * d) * 4, compute_, "the CPU experts' output");
+    // The CPU's rates follow what it does now (other load, thermal limits):
+    // both scaled by the step's predicted over measured time, smoothed.
+    const double took_s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (hybrid_ && refresh_rates_ && took_s > 0 && predicted_s > 0) {
+        const double f = 1.0 + 0.2 * (std::clamp(predicted_s / took_s, 0.25, 4.0) - 1.0);
+        rates_.cpu_bps *= f;
+        rates_.cpu_flops *= f;
+        stats_.cpu_bps = rates_.cpu_bps;
+        stats_.cpu_flops = rates_.cpu_flops;
+    }
+    copy_to_device(ye_ + row0 * d, host_ye_.data() + row0 * d, static_cast<uint64_t>((rows - row0) * d) * 4, compute_,
+                   "the CPU experts' output");
+}
+
+// Copies the experts the CPU computed this step and is expected to see again
+// into VRAM slots, on the copy stream behind the demand copies; the compute
+// stream waits for one only when it first reads it.
+void CudaForward::copy_in_background(int64_t li) {
+    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)];
+    struct Filter final : experts::EvictableFilter {
+        const std::vector<uint32_t>* spare;
+        bool evictable(experts::ExpertKey k) const override {
+            return std::find(spare->begin(), spare->end(), k) == spare->end();
+        }
+    } filter;
+    filter.spare = &gpu_keys_;
+    for (const uint32_t k : background_) {
+        int32_t s = -1;
+        if (!free_slots_.empty()) {
+            s = free_slots_.back();
+            free_slots_.pop_back();
+        } else if (const std::optional<experts::ExpertKey> v = policy_->victim(filter)) {
+            policy_->on_remove(*v);
+            s = slot_of_[*v];
+            slot_of_[*v] = -1;
+        } else {
+            break;
+        }
+        copy_into_slot(k, s, L.expert(static_cast<int64_t>(k) - li * cfg_.n_expert));
+        slot_ready_[static_cast<size_t>(s)]->record(copy_);
+        slot_prefetched_[static_cast<size_t>(s)] = kBackground;
+        policy_->on_insert(k);
+    }
+    ledger_.set_used(Account::ExpertsCache, Tier::Fast,
+                     static_cast<uint64_t>(slots_ - static_cast<int64_t>(free_slots_.size())) * slot_bytes_);
 }
 
 void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
@@ -862,6 +1141,8 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
     if (n > n_batch_) throw Error("internal: a chunk of " + std::to_string(n) + " tokens for a GPU pass sized for " +
                                   std::to_string(n_batch_));
     set_device(device_);
+    const auto step_begin = std::chrono::steady_clock::now();
+    backlog_s_ = std::max(0.0, backlog_s_ - last_step_s_);  // the link drained them during the previous step
 
     // Step data: tokens, RoPE tables, where each token's K/V goes, and the block tables.
     std::copy(c.tokens, c.tokens + n, h_tokens_.begin());
@@ -926,7 +1207,27 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
     compute_.synchronize("the forward pass on the GPU");
     for (const auto& [begin, end] : stalls_) stats_.stall_seconds += end->ms_since(*begin) * 1e-3;
     stalls_.clear();
+    refresh_link_rate();
     if (cached_) policy_->on_step();
+    last_step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_begin).count();
+    ++step_;
+}
+
+// The link's rate from this step's timed demand copies (bytes over their
+// time on the copy stream), smoothed; untimed (emulated) copies leave it.
+void CudaForward::refresh_link_rate() {
+    uint64_t bytes = 0;
+    double seconds = 0;
+    for (const LinkTiming& t : link_timings_) {
+        const double ms = t.end->ms_since(*t.begin);
+        if (ms <= 0) continue;
+        bytes += t.bytes;
+        seconds += ms * 1e-3;
+    }
+    link_timings_.clear();
+    if (!hybrid_ || !refresh_rates_ || bytes == 0 || seconds <= 0) return;
+    rates_.link_bps += 0.2 * (double(bytes) / seconds - rates_.link_bps);
+    stats_.link_bps = rates_.link_bps;
 }
 
 }  // namespace

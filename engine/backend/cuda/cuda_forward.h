@@ -4,7 +4,8 @@
 // are either all in VRAM, or in a VRAM expert cache of `expert_slots` slots
 // (the same replacement policies as the CPU's expert store) filled on a copy
 // stream from their home in pinned host RAM (the slow tier), each load ahead
-// of the compute that reads it by an event.
+// of the compute that reads it by an event. A miss may instead be computed on
+// the CPU where its bytes are, overlapping the GPU (placement "auto").
 //
 // Per layer it runs what model::Context runs on the CPU, kernel by kernel
 // (kernels/cuda): RMSNorm, Q/K/V (+bias, Q/K norm), RoPE, the K/V store and
@@ -21,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "experts/hybrid_cost.h"
 #include "kv/kv_cache.h"
 #include "memory/ledger.h"
 #include "model/device_forward.h"
@@ -41,6 +43,21 @@ struct CudaForwardOptions {
     // --n-cpu-moe / --cpu-moe): their bytes never cross the link.
     int64_t cpu_moe_layers = 0;
     int cpu_threads = 0;         // their compute threads (0: all cores)
+    // A routed expert missing from the VRAM cache:
+    //   "auto"     the hybrid cost model (experts/hybrid_cost.h) decides per
+    //              expert and step: computed on the CPU from its home in host
+    //              RAM while the GPU computes the layer's other experts,
+    //              copied over the link (the GPU waits), or both (the CPU
+    //              computes it now and a background copy serves the uses
+    //              expected soon);
+    //   "transfer" every miss is copied over the link.
+    std::string placement = "auto";
+    // The cost model's rates. link_bps, gpu_bps and gpu_flops are measured by
+    // the caller (the engine at load); cpu_bps and cpu_flops, when 0, here at
+    // load on the experts themselves. While running, the CPU's are rescaled by
+    // each step's measured CPU expert time and the link's by the copies' timings.
+    experts::HybridRates rates;
+    bool refresh_rates = true;   // false: the rates stay as given (tests with hand-built rates)
 };
 
 // Uploads the model and sizes the device's scratch for `kv`'s block geometry

@@ -67,6 +67,12 @@ struct EngineSettings {
     // the CPU from host RAM while the rest runs on the GPU (llama.cpp's
     // --n-cpu-moe / --cpu-moe). 0: none. No effect on the CPU.
     int64_t cpu_moe_layers = 0;
+    // On a GPU whose VRAM holds only some experts, a routed expert missing
+    // from it: auto (the hybrid cost model decides per expert and step:
+    // computed on the CPU from host RAM while the GPU computes the rest,
+    // copied over the link, or both) or transfer (always copied). No effect
+    // on the CPU, or when every expert fits in VRAM.
+    std::string placement = "auto";
 
     // Empty when valid, else one line naming the field and the allowed values.
     std::string validate() const;

@@ -32,10 +32,16 @@ struct TelemetrySnapshot {
     int64_t expert_slots = 0;
     uint64_t expert_slot_bytes = 0;
     std::string policy;
+    // On a GPU with an expert cache: the placement setting and each missing
+    // expert's path (expert-steps since load): computed on the CPU, copied
+    // over the link, or both (the CPU now, a background copy for later).
+    std::string placement;
+    uint64_t miss_cpu = 0, miss_link = 0, miss_both = 0;
 
     // Per (layer, expert), row-major [n_layer][n_expert]: recent share of
     // activations (decays by half every ~32 tokens) and residency
-    // (0 absent, 1 loading, 2 resident, 3 pinned).
+    // (0 absent, 1 loading, 2 resident, 3 pinned, 4 computed on the CPU
+    // recently: a GPU's hybrid placement or --cpu-moe layer).
     int64_t n_layer = 0;
     int64_t n_expert = 0;
     std::vector<float> heat;
