@@ -152,6 +152,9 @@ private:
     std::unique_ptr<ResidentWeights> resident_;
     std::unique_ptr<kv::KvCache> kv_;
     std::unique_ptr<experts::ExpertStore> store_;
+    // On a GPU with three tiers: host RAM's cache of experts over the model
+    // file, which the GPU forward pass (in ctx_, destroyed first) reads.
+    std::unique_ptr<experts::ExpertStore> host_cache_;
     std::unique_ptr<model::Context> ctx_;
     std::unique_ptr<experts::Predictor> predictor_;
     std::unique_ptr<experts::TraceWriter> trace_;

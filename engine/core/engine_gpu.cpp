@@ -12,6 +12,7 @@
 #include "backend/device.h"
 #include "common/log.h"
 #include "core/engine.h"
+#include "memory/system_memory.h"
 
 namespace strata::core {
 
@@ -114,6 +115,11 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     ps.fast_available = settings.fast_budget == 0 ? free_vram : 0;
     ps.numa = "off";  // host placement does not apply to VRAM
     ps.cpu_moe_layers = settings.cpu_moe_layers;
+    ps.gpu = true;
+    // Host RAM holds the experts VRAM lacks: without a slow budget, what is
+    // available now minus a reserve, so a model larger than RAM gets a host
+    // cache over the file (three tiers) rather than swapping.
+    if (ps.slow_budget == 0) ps.slow_budget = memory::auto_budget(memory::available_ram_bytes());
     eng.plan_ = memory::make_plan(m, ps);
     if (!eng.plan_.fits) throw Error(path + ": " + eng.plan_.reason + " (fast tier: VRAM of " + gpu_name + ")");
     report("weights", 0.05);
@@ -122,6 +128,19 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     memory::apply_budgets(eng.plan_, ledger);
     ledger.set_description(memory::Tier::Fast, "VRAM (" + gpu_name + ")");
     ledger.set_description(memory::Tier::Slow, "pinned host RAM");
+    if (eng.plan_.host_slots > 0) {
+        experts::ExpertStoreSettings hs;
+        hs.slots = eng.plan_.host_slots;
+        hs.policy = settings.policy == "pinned" ? "lru" : settings.policy;
+        hs.pinned = pinned;
+        hs.direct_io = settings.direct_io;
+        hs.io_threads = settings.io_threads;
+        hs.repack = false;  // the GPU reads the file's layout
+        eng.host_cache_ = std::make_unique<experts::ExpertStore>(m, ledger, memory::Tier::Slow, hs);
+        ledger.set_description(memory::Tier::Slow, "host RAM: a cache of " + std::to_string(eng.plan_.host_slots) + " of " +
+                                                       std::to_string(eng.plan_.host_experts) + " experts over the " +
+                                                       eng.host_cache_->source_name());
+    }
     ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng.plan_.bytes(memory::Account::RuntimeReserve));
     if (!pinned.empty()) logger("cuda")->warn("pinned experts are not kept apart in the GPU's expert cache yet");
 
@@ -141,6 +160,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     o.cpu_moe_layers = settings.cpu_moe_layers;
     o.cpu_threads = settings.threads;
     o.placement = settings.placement;
+    o.host_cache = eng.host_cache_.get();
     if (o.placement == "auto" && o.expert_slots >= 0) o.rates = gpu_rates(m, device, link);
     auto forward = bc::make_cuda_forward(m, *eng.kv_, ledger, o);
     report("experts", 0.9);

@@ -36,7 +36,7 @@ private:
 
 ExpertStore::ExpertStore(const model::Model& model, memory::Ledger& ledger, memory::Tier tier,
                          const ExpertStoreSettings& settings, std::unique_ptr<SlowTier> source)
-    : model_(model), ledger_(ledger), tier_(tier), source_(std::move(source)) {
+    : model_(model), ledger_(ledger), tier_(tier), source_(std::move(source)), repack_(settings.repack) {
     const model::ModelConfig& c = model.config();
     n_expert_ = c.n_expert;
     if (n_expert_ <= 0) throw Error(model.file().path() + ": the expert store needs a mixture-of-experts model");
@@ -244,7 +244,7 @@ void ExpertStore::io_main() {
             // the forward pass's path.
             mats = rebase(x, base);
             model::Matrix* mm[3] = {&mats.gate, &mats.up, &mats.down};
-            for (int k = 0; k < 3; ++k)
+            for (int k = 0; k < 3 && repack_; ++k)
                 repacked += model::repack_for_kernels(*mm[k], base + x.offset_in_slot[k] + x.win[k].inner, scratch);
         } catch (const std::exception& e) {
             error = e.what();

@@ -47,6 +47,10 @@ struct ExpertStoreSettings {
     std::vector<ExpertKey> pinned;     // kept resident, never evicted
     bool direct_io = true;
     int io_threads = 1;
+    // Rewrite each loaded expert into the CPU kernels' layout
+    // (model::repack_for_kernels). Off where the bytes also go to a GPU,
+    // which reads the file's layout (the CPU kernels read both).
+    bool repack = true;
 };
 
 struct ExpertStoreStats {
@@ -207,6 +211,7 @@ private:
     memory::Ledger& ledger_;
     memory::Tier tier_;
     std::unique_ptr<SlowTier> source_;
+    bool repack_ = true;
     int64_t n_expert_ = 0;
     uint64_t slot_bytes_ = 0;
     int64_t experts_total_ = 0;

@@ -365,8 +365,44 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
                                      : std::to_string(p.transfer_buffers) + " staging slots" + slot_x);
     row(Account::DraftModel, Tier::Fast, s.draft_model_bytes, s.draft_model_bytes ? "draft model" : "no draft model");
     row(Account::RuntimeReserve, Tier::Fast, s.runtime_reserve, "allocator slack, thread stacks, tables");
-    row(Account::ExpertsHome, Tier::Slow, t.experts,
-        std::to_string(t.total) + " routed experts in the model file");
+    // The slow tier: on the CPU the model file; on a GPU host RAM, with every
+    // expert VRAM lacks (a copy of each, or within a slow budget a cache over
+    // the file: three tiers).
+    int64_t host_experts = 0;
+    for (const model::LayerWeights& L : m.weights().layers)
+        if (L.ffn == model::FfnKind::Moe) host_experts += L.n_experts();
+    p.host_experts = host_experts;
+    const bool all_in_vram = s.gpu && slots >= t.total && s.cpu_moe_layers == 0;
+    const bool slow_limited = p.slow_budget != Ledger::kUnlimited;
+    if (!s.gpu) {
+        row(Account::ExpertsHome, Tier::Slow, t.experts, std::to_string(t.total) + " routed experts in the model file");
+    } else if (all_in_vram || host_experts == 0) {
+        row(Account::ExpertsHome, Tier::Slow, 0, "none: every routed expert has a VRAM slot");
+    } else if (!slow_limited || t.experts <= p.slow_budget) {
+        row(Account::ExpertsHome, Tier::Slow, t.experts,
+            "a copy of every routed expert (" + std::to_string(host_experts) + ") in pinned host RAM");
+    } else {
+        const int64_t fit = expert_slots_within(t.slot, host_experts, p.slow_budget);
+        const int64_t need = c.n_expert;  // a step may route to every expert of a layer
+        if (fit < need) {
+            const uint64_t need_bytes = expert_slots_bytes(t.slot, host_experts, need);
+            std::ostringstream os;
+            os << "the slow budget of " << format_bytes(p.slow_budget) << " holds " << fit
+               << " experts in host RAM (slots of " << format_bytes(t.slot) << "); on a GPU it must hold at least "
+               << need << ", every expert of one MoE layer (" << format_bytes(need_bytes)
+               << "); raise the slow budget to at least " << format_bytes(need_bytes) << " (every expert: "
+               << format_bytes(t.experts) << ")";
+            if (!why_not.empty()) why_not += "; and ";
+            why_not += os.str();
+            row(Account::ExpertsCache, Tier::Slow, need_bytes,
+                std::to_string(need) + " host slots" + slot_x + " (the fewest that run)");
+        } else {
+            p.host_slots = fit;
+            row(Account::ExpertsCache, Tier::Slow, expert_slots_bytes(t.slot, host_experts, fit),
+                std::to_string(fit) + " of " + std::to_string(host_experts) + " routed experts cached in host RAM" + slot_x +
+                    ", over the model file (read with O_DIRECT): three tiers");
+        }
+    }
     for (const LedgerRow& r : p.rows) (r.tier == Tier::Fast ? p.fast_total : p.slow_total) += r.reserved;
     p.numa_policy = s.numa;
     p.numa_topology = cpu::numa_topology();
@@ -376,7 +412,8 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     p.repacked_bytes = m.weights().bytes_to_repack();
 
     // --- verdict ------------------------------------------------------------------
-    if (p.slow_budget != Ledger::kUnlimited && p.slow_total > p.slow_budget) {
+    if (p.slow_budget != Ledger::kUnlimited && p.slow_total > p.slow_budget && p.host_slots == 0 &&
+        why_not.find("slow budget") == std::string::npos) {
         if (!why_not.empty()) why_not += "; and ";
         why_not += "experts.home needs " + format_bytes(p.slow_total) + " in the slow tier (every routed expert), " +
                   format_bytes(p.slow_total - p.slow_budget) + " over its budget of " + format_bytes(p.slow_budget) +
@@ -456,6 +493,9 @@ std::string Plan::to_table() const {
     if (experts_total > 0)
         os << "\nexpert cache: " << expert_slots << " of " << experts_total << " slots (" << pct(cache_fraction)
            << ")" << (pinned_experts ? ", " + std::to_string(pinned_experts) + " pinned" : std::string()) << "\n";
+    if (host_slots > 0)
+        os << "host RAM cache: " << host_slots << " of " << host_experts
+           << " experts, over the model file (three tiers: VRAM, host RAM, file)\n";
     os << "\n" << cpu::numa_summary(numa_topology, numa) << "\n";
     os << "huge pages: " << huge_pages << " (expert slots in 2 MiB-aligned arenas, the shared weights and the KV pool from 2 MiB up: advised MADV_HUGEPAGE)\n";
     os << "kernels: " << kernels << "; "
@@ -479,7 +519,8 @@ std::string Plan::to_json() const {
        << ",\"resident_minimum\":" << resident_minimum << ",\"expert_slots\":" << expert_slots
        << ",\"pinned_experts\":" << pinned_experts << ",\"experts_total\":" << experts_total
        << ",\"slot_bytes\":" << slot_bytes << ",\"cache_fraction\":" << frac
-       << ",\"transfer_buffers\":" << transfer_buffers << ",\"n_ctx\":" << n_ctx << ",\"n_batch\":" << n_batch
+       << ",\"transfer_buffers\":" << transfer_buffers << ",\"host_slots\":" << host_slots
+       << ",\"host_experts\":" << host_experts << ",\"n_ctx\":" << n_ctx << ",\"n_batch\":" << n_batch
        << ",\"kv_blocks\":" << kv_blocks << ",\"kv_block_tokens\":" << kv_block_tokens
        << ",\"kv_type\":" << json_str(kv::kv_type_name(kv_type))
        << ",\"threads\":" << threads << ",\"huge_pages\":" << json_str(huge_pages)

@@ -75,6 +75,11 @@ struct PlanSettings {
     // on the CPU from host RAM, so they take no expert slot (experts_total
     // and the cache count the others; experts.home still holds them all).
     int64_t cpu_moe_layers = 0;
+    // The fast tier is VRAM and the slow tier host RAM. Where a slow budget is
+    // below every routed expert, host RAM holds a cache of them over the model
+    // file (three tiers: VRAM, host RAM, file); where VRAM holds every expert
+    // (and none is left to the CPU), host RAM holds none.
+    bool gpu = false;
     uint64_t runtime_reserve = 64ull << 20;
     std::string numa = "auto";           // auto | off | bind | bind:N | interleave (backend/cpu/numa.h)
 };
@@ -98,6 +103,10 @@ struct Plan {
     uint64_t slot_bytes = 0;         // one slot: the largest expert, each of gate/up/down as a 4096-aligned window
     double cache_fraction = 0;       // expert_slots / experts_total (1 for a dense model)
     int64_t transfer_buffers = 0;    // planned staging slots (0 when they gave way or are not needed)
+    // On a GPU with three tiers: experts cached in host RAM over the model
+    // file (0: two tiers, every expert's copy in host RAM or none needed).
+    int64_t host_slots = 0;
+    int64_t host_experts = 0;        // the routed experts host RAM serves (all MoE layers)
     int64_t n_ctx = 0, n_batch = 0;
     int64_t kv_blocks = 0, kv_block_tokens = 0;
     kv::KvType kv_type = kv::KvType::F32;

@@ -16,6 +16,8 @@
 //    model says for the rates given (one token on a cold expert: the CPU;
 //    many tokens: the link; expected reuse: both), with the text of every
 //    expert resident, its paths counted and marked for the heat map;
+//  - three tiers: host RAM a cache of experts over the model file (loaded on
+//    the store's transfer threads), with either placement, the same text;
 //  - batches of several sequences equal each sequence alone (block tables);
 //  - qwen2moe (biases, gated shared expert), qwen3moe (per-head Q/K norm) and
 //    olmoe (whole Q/K norm) files from make-model against the CPU.
@@ -31,6 +33,8 @@
 #include "core/engine.h"
 #endif
 #include "common/error.h"
+#include "experts/expert_store.h"
+#include "memory/plan.h"
 #include "fixture_check.h"
 #include "kernels/quant_types.h"
 #include "model/context.h"
@@ -53,6 +57,7 @@ namespace {
 // and ledger kept alive beside it.
 struct GpuContext {
     memory::Ledger ledger;
+    std::unique_ptr<experts::ExpertStore> host_cache;
     std::unique_ptr<kv::KvCache> kv;
     std::unique_ptr<model::Context> ctx;
     model::DeviceForward* device = nullptr;
@@ -61,8 +66,14 @@ struct GpuContext {
 // Placement "transfer" unless `hybrid` gives the rates for "auto".
 std::unique_ptr<GpuContext> gpu_context(const model::Model& m, int64_t expert_slots = -1, int64_t n_ctx = 256,
                                         int64_t n_batch = 64, int64_t kv_tokens = 0, int64_t cpu_moe_layers = 0,
-                                        const experts::HybridRates* hybrid = nullptr) {
+                                        const experts::HybridRates* hybrid = nullptr, int64_t host_slots = 0) {
     auto g = std::make_unique<GpuContext>();
+    if (host_slots > 0) {  // three tiers: host RAM caches experts over the file
+        experts::ExpertStoreSettings hs;
+        hs.slots = host_slots;
+        hs.repack = false;
+        g->host_cache = std::make_unique<experts::ExpertStore>(m, g->ledger, memory::Tier::Slow, hs);
+    }
     kv::KvCacheParams kp = model::kv_cache_params(m.config(), 0, 16, kv::KvType::F32);
     kp.n_blocks = kp.blocks_for(kv_tokens > 0 ? kv_tokens : n_ctx);
     kp.host_storage = false;
@@ -74,6 +85,7 @@ std::unique_ptr<GpuContext> gpu_context(const model::Model& m, int64_t expert_sl
     o.cpu_threads = 2;
     o.placement = hybrid ? "auto" : "transfer";
     if (hybrid) o.rates = *hybrid;
+    o.host_cache = g->host_cache.get();
     // Hand-built rates stay as given; measured CPU rates (cpu_bps 0) follow the host.
     o.refresh_rates = hybrid && hybrid->cpu_bps <= 0;
     auto fwd = bc::make_cuda_forward(m, *g->kv, g->ledger, o);
@@ -415,6 +427,49 @@ private Q_SLOTS:
             QVERIFY(st.bytes_loaded >= st.miss_both * (m->sizes().bytes_experts / uint64_t(c.n_expert * c.n_layer)));
             QVERIFY2(st.hits > 0, "background copies become hits");
         }
+    }
+
+    // Three tiers (VRAM slots, a host RAM cache smaller than the experts, the
+    // model file): the text of every expert resident, under transfer-only and
+    // hybrid placement (a --cpu-moe layer too), the host cache loading from
+    // the file as the steps need, and the ledger holding it in the slow tier.
+    void three_tiers() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/qwen2moe-tiny-f32.gguf"));
+        const model::ModelConfig& c = m->config();
+        const std::vector<int32_t> prompt = m->vocab().encode("Once upon a time, in a land far away, Lily and Tom", true);
+        auto all = gpu_context(*m);
+        const std::vector<int32_t> want = greedy(*all->ctx, prompt, 24, c.n_vocab);
+        const int64_t total = c.n_expert * c.n_layer, host = c.n_expert + 2;
+        QVERIFY(host < total);
+        const experts::HybridRates cpu_wins = rates_for(*m, 1e-6, 1.0, 1e-7);
+        const experts::HybridRates both = rates_for(*m, 3e-6, 2.5e-6, 1e-6);
+        struct Case {
+            const char* name;
+            const experts::HybridRates* rates;
+            int64_t cpu_layers;
+        };
+        for (const Case& k : {Case{"transfer", nullptr, 0}, Case{"hybrid, CPU", &cpu_wins, 0},
+                              Case{"hybrid, both", &both, 0}, Case{"transfer, a CPU layer", nullptr, 1}}) {
+            auto g = gpu_context(*m, total / 4, 256, 64, 0, k.cpu_layers, k.rates, host);
+            QVERIFY2(greedy(*g->ctx, prompt, 24, c.n_vocab) == want, k.name);
+            const experts::ExpertStoreStats hs = g->host_cache->stats();
+            QVERIFY2(hs.demand_loads > 0 && hs.bytes_loaded > 0, k.name);  // from the file
+            QVERIFY2(hs.evictions > 0, k.name);                              // smaller than the experts
+            QCOMPARE(hs.bytes_repacked, uint64_t{0});                        // the file's layout, as the GPU reads it
+            QCOMPARE(g->ledger.reserved(memory::Account::ExpertsHome, memory::Tier::Slow), uint64_t{0});
+            QCOMPARE(g->ledger.reserved(memory::Account::ExpertsCache, memory::Tier::Slow),
+                     memory::expert_slots_bytes(g->host_cache->slot_bytes(), g->host_cache->experts_total(), host));
+            if (k.cpu_layers) QVERIFY(g->device->expert_stats().cpu_computed > 0);
+        }
+        // A host cache that cannot hold one layer's experts is refused, saying so.
+        QString what;
+        try {
+            (void)gpu_context(*m, total / 4, 256, 64, 0, 0, nullptr, c.n_expert - 1);
+        } catch (const Error& e) {
+            what = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(what.contains("host RAM expert cache") && what.contains(QString::number(c.n_expert)), qPrintable(what));
     }
 
     // The CPU's rates, when not given, are measured at load on the experts.

@@ -228,6 +228,47 @@ private Q_SLOTS:
         QVERIFY(none.fits);
     }
 
+    // On a GPU the slow tier is host RAM: none when VRAM holds every expert,
+    // a copy of each within the slow budget, and below it a cache of them
+    // over the model file (three tiers), or a refusal with the numbers when
+    // it cannot hold one MoE layer's experts.
+    void three_tiers_on_a_gpu() {
+        const model::ModelConfig& c = moe_->config();
+        PlanSettings s;
+        s.gpu = true;
+        const Plan all = make_plan(*moe_, s);
+        QVERIFY(all.fits);
+        QCOMPARE(all.bytes(Account::ExpertsHome), uint64_t{0});  // every expert has a VRAM slot
+        s.expert_slots = all.experts_total / 4;
+        const Plan two = make_plan(*moe_, s);
+        QCOMPARE(two.host_slots, int64_t{0});
+        const uint64_t experts = two.bytes(Account::ExpertsHome);
+        QCOMPARE(experts, moe_->sizes().bytes_experts);
+        // A slow budget of two thirds of the experts: a host cache.
+        s.slow_budget = experts * 2 / 3;
+        const Plan three = make_plan(*moe_, s);
+        QVERIFY2(three.fits, three.reason.c_str());
+        QVERIFY(three.host_slots >= c.n_expert && three.host_slots < three.host_experts);
+        QCOMPARE(three.bytes(Account::ExpertsHome), uint64_t{0});
+        QCOMPARE(three.bytes(Account::ExpertsCache) - two.bytes(Account::ExpertsCache),
+                 expert_slots_bytes(three.slot_bytes, three.host_experts, three.host_slots));
+        QVERIFY(three.slow_total <= s.slow_budget);
+        QCOMPARE(three.slow_total, three.bytes(Account::ExpertsCache) - two.bytes(Account::ExpertsCache));
+        QVERIFY(three.to_table().find("three tiers") != std::string::npos);
+        QVERIFY(three.to_json().find("\"host_slots\":" + std::to_string(three.host_slots)) != std::string::npos);
+        // Below one layer's experts: refused, saying what it holds and what it needs.
+        s.slow_budget = three.slot_bytes * uint64_t(c.n_expert - 1);
+        const Plan none = make_plan(*moe_, s);
+        QVERIFY(!none.fits);
+        const std::string need = format_bytes(expert_slots_bytes(three.slot_bytes, three.host_experts, c.n_expert));
+        QVERIFY2(none.reason.find("slow budget of " + format_bytes(s.slow_budget)) != std::string::npos, none.reason.c_str());
+        QVERIFY2(none.reason.find("at least " + std::to_string(c.n_expert)) != std::string::npos, none.reason.c_str());
+        QVERIFY2(none.reason.find("raise the slow budget to at least " + need) != std::string::npos, none.reason.c_str());
+        // The CPU's slow tier is the file: the budget is checked as before.
+        s.gpu = false;
+        QVERIFY(make_plan(*moe_, s).reason.find("experts.home needs") != std::string::npos);
+    }
+
     void system_memory_parsing() {
         QCOMPARE(parse_meminfo_available("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20971520 kB\n"),
                  uint64_t{20971520} * 1024);

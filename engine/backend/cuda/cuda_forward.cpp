@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "experts/cache_policy.h"
+#include "experts/expert_store.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -119,6 +120,10 @@ private:
     // the CPU computes (a --cpu-moe layer: all; hybrid: the misses the cost
     // model sends there).
     void place_experts(int64_t layer);
+    // Three tiers: takes the layer's experts VRAM lacks from the host cache
+    // (waiting for its loads from the file) into host_mats_, and gives them back.
+    void take_from_host_cache(int64_t layer);
+    void release_to_host_cache(int64_t layer);
     bool miss_goes_to_cpu(uint32_t key, const model::FfnMatrices& f, int64_t tokens);
     // The routed experts of one layer over the grouped rows: the GPU's part
     // queued first, the CPU's computed meanwhile, then one combine of both in
@@ -136,8 +141,9 @@ private:
     // matrices; `keys` must fit the slots together.
     void make_resident(const int32_t* experts, size_t n, int64_t layer, std::vector<DevFfn>* out);
     int32_t take_slot(const std::vector<uint32_t>& in_use);
-    // Copies key k from its home into slot s on the copy stream (after the
-    // compute queued so far, which may still read the slot's old expert).
+    // Copies key k from its host RAM copy `f` (host_mats_[k]) into slot s on
+    // the copy stream (after the compute queued so far, which may still read
+    // the slot's old expert).
     // With `timing`, its begin event is recorded once the copy stream is
     // through the wait, so begin..end times copies alone (the link's rate).
     struct LinkTiming;
@@ -204,8 +210,13 @@ private:
     int64_t slots_ = 0;
     uint64_t slot_bytes_ = 0;
     DeviceBuffer arena_;
-    PinnedBuffer home_;
-    std::vector<uint64_t> home_offset_;   // per key
+    PinnedBuffer home_;                   // every expert's copy (two tiers), else empty
+    std::vector<uint64_t> home_offset_;   // per key (UINT64_MAX: not a cached expert)
+    // Three tiers: host RAM is this cache over the file; the experts of the
+    // layer being computed that VRAM lacks are taken from it (host_mats_
+    // points into its slots meanwhile) and released after the layer.
+    experts::ExpertStore* host_cache_ = nullptr;
+    std::vector<int32_t> taken_;
     std::vector<int32_t> slot_of_;        // per key: its slot, or -1
     std::vector<uint32_t> key_of_slot_;   // per slot: its key, or UINT32_MAX
     std::vector<int32_t> free_slots_;
@@ -313,6 +324,10 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         if (L.ffn == model::FfnKind::Moe && (o.cpu_moe_layers < 0 || moe_seen++ < o.cpu_moe_layers))
             cpu_layer_[static_cast<size_t>(L.index)] = 1;
     host_mats_.resize(w.layers.size() * static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
+    host_cache_ = o.host_cache;
+    if (host_cache_ && host_cache_->slots() < c.n_expert)
+        throw Error("the host RAM expert cache has " + std::to_string(host_cache_->slots()) + " slots; the GPU needs at least " +
+                    std::to_string(c.n_expert) + " (every expert of one MoE layer)");
     load_experts(o);
     load_cpu_experts(o);
     start_hybrid(o);
@@ -477,8 +492,10 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
     slot_bytes_ = slot;
     stats_.slots = slots_;
     stats_.slot_bytes = slot;
-    home_ = PinnedBuffer(ledger_, Account::ExpertsHome, Tier::Slow, all);
-    ledger_.adjust_used(Account::ExpertsHome, Tier::Slow, static_cast<int64_t>(all));
+    if (!host_cache_) {
+        home_ = PinnedBuffer(ledger_, Account::ExpertsHome, Tier::Slow, all);
+        ledger_.adjust_used(Account::ExpertsHome, Tier::Slow, static_cast<int64_t>(all));
+    }
     home_offset_.assign(static_cast<size_t>(w.layers.size() * static_cast<size_t>(E)), UINT64_MAX);
     uint64_t off = 0;
     for (const model::LayerWeights& L : w.layers) {
@@ -487,6 +504,7 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
             model::FfnMatrices f = L.expert(e);
             const size_t k = static_cast<size_t>(L.index * E + e);
             home_offset_[k] = off;
+            if (host_cache_) continue;  // taken from the cache when a step needs it
             for (model::Matrix* m : {&f.gate, &f.up, &f.down}) {
                 std::copy(m->data, m->data + m->slab_bytes(), home_.data() + off);
                 m->data = home_.data() + off;  // the CPU computes it from here (hybrid placement)
@@ -513,7 +531,7 @@ void CudaForward::load_cpu_experts(const CudaForwardOptions& o) {
     for (const model::LayerWeights& L : w.layers)
         if (cpu_layer_[static_cast<size_t>(L.index)])
             for (int64_t e = 0; e < L.n_experts(); ++e) all += ffn_bytes(L.expert(e));
-    if (all == 0) return;
+    if (all == 0 || host_cache_) return;  // three tiers: taken from the host cache as the CPU computes them
     // Their home: a copy in host RAM (the file's layout), in the slow tier.
     cpu_home_ = memory::AlignedBuffer(ledger_, Account::ExpertsHome, Tier::Slow, all);
     ledger_.adjust_used(Account::ExpertsHome, Tier::Slow, static_cast<int64_t>(all));
@@ -550,7 +568,7 @@ void CudaForward::start_hybrid(const CudaForwardOptions& o) {
 }
 
 void CudaForward::start_host_compute(const CudaForwardOptions& o) {
-    if (!hybrid_ && cpu_home_.size() == 0) return;
+    if (!hybrid_ && std::find(cpu_layer_.begin(), cpu_layer_.end(), 1) == cpu_layer_.end()) return;
     if (cpu_step_.empty()) cpu_step_.assign(host_mats_.size(), 0);
     const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
     pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
@@ -583,6 +601,17 @@ void CudaForward::start_host_compute(const CudaForwardOptions& o) {
 // tokens through one expert (compute-bound).
 void CudaForward::measure_cpu_rates() {
     using clock = std::chrono::steady_clock;
+    int64_t taken_layer = -1;
+    if (host_cache_) {
+        // Three tiers: the experts of the first cached layer, loaded into the host cache.
+        for (size_t li = 0; li < layers_.size() && taken_layer < 0; ++li)
+            if (layers_[li].ffn == model::FfnKind::Moe && !cpu_layer_[li]) taken_layer = static_cast<int64_t>(li);
+        if (taken_layer < 0) return;
+        h_order_.clear();
+        for (int32_t e = 0; e < cfg_.n_expert; ++e) h_order_.push_back(e);
+        take_from_host_cache(taken_layer);
+        h_order_.clear();
+    }
     std::vector<size_t> keys;
     for (size_t k = 0; k < host_mats_.size(); ++k)
         if (host_mats_[k].gate) keys.push_back(k);
@@ -610,6 +639,7 @@ void CudaForward::measure_cpu_rates() {
     const double compute_s = std::chrono::duration<double>(clock::now() - t1).count();
     if (read_s > 0) rates_.cpu_bps = bytes / read_s;
     if (compute_s > 0) rates_.cpu_flops = flops / compute_s;
+    if (taken_layer >= 0) release_to_host_cache(taken_layer);
 }
 
 void CudaForward::resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {
@@ -726,8 +756,15 @@ void CudaForward::copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices
         timing->begin->record(copy_);
     }
     if (timing) timing->bytes += ffn_bytes(f);
-    copy_to_device(static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(s) * slot_bytes_,
-                   home_.data() + home_offset_[k], ffn_bytes(f), copy_, "copying an expert to the GPU");
+    auto* dst = static_cast<uint8_t*>(arena_.data()) + static_cast<uint64_t>(s) * slot_bytes_;
+    const uint64_t g = f.gate.slab_bytes(), u = f.up.slab_bytes();
+    if (f.up.data == f.gate.data + g && f.down.data == f.up.data + u) {  // one run (the pinned home)
+        copy_to_device(dst, f.gate.data, ffn_bytes(f), copy_, "copying an expert to the GPU");
+    } else {  // three (a host cache slot: each matrix in its aligned window)
+        copy_to_device(dst, f.gate.data, g, copy_, "copying an expert to the GPU");
+        copy_to_device(dst + g, f.up.data, u, copy_, "copying an expert to the GPU");
+        copy_to_device(dst + g + u, f.down.data, f.down.slab_bytes(), copy_, "copying an expert to the GPU");
+    }
     stats_.bytes_loaded += ffn_bytes(f);
     slot_of_[k] = s;
     key_of_slot_[static_cast<size_t>(s)] = k;
@@ -735,8 +772,16 @@ void CudaForward::copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices
 }
 
 void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) {
+    if (host_cache_ && layer >= 0) {
+        // Three tiers: the predicted experts move up the slower hop, file to host RAM.
+        h_keys_.clear();
+        for (int64_t i = 0; i < n; ++i)
+            if (experts_in[i] >= 0 && experts_in[i] < cfg_.n_expert)
+                h_keys_.push_back(static_cast<uint32_t>(layer * cfg_.n_expert + experts_in[i]));
+        host_cache_->prefetch(h_keys_);
+        return;
+    }
     if (!cached_ || layer < 0 || cpu_layer_[static_cast<size_t>(layer)]) return;
-    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(layer)];
     const int64_t E = cfg_.n_expert;
     // Spare the layer being computed and the predicted one: their experts are
     // (about to be) demanded, and a guess must not push them out.
@@ -765,7 +810,7 @@ void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) 
         } else {
             return;  // every slot holds an expert that is needed now
         }
-        copy_into_slot(k, s, L.expert(experts_in[i]));
+        copy_into_slot(k, s, host_mats_[k]);
         slot_ready_[static_cast<size_t>(s)]->record(copy_);
         slot_prefetched_[static_cast<size_t>(s)] = kPrefetched;
         policy_->on_prefetch_insert(k);
@@ -808,7 +853,7 @@ void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t lay
         }
         policy_->on_miss(k);
         const int32_t s = take_slot(keys);
-        copy_into_slot(k, s, L.expert(experts_in[i]), hybrid_ ? &timing : nullptr);
+        copy_into_slot(k, s, host_mats_[k], hybrid_ ? &timing : nullptr);
         policy_->on_insert(k);
         copied = true;
     }
@@ -868,6 +913,7 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
     }
 
     place_experts(li);
+    if (host_cache_) take_from_host_cache(li);
     // fill[e]: the next row of expert e's run.
     std::vector<int32_t>& fill = h_fill_;
     h_offsets_[0] = 0;
@@ -888,6 +934,9 @@ void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const 
             ++combine_rows;
         }
     routed_experts(L, n, h_offsets_[h_order_.size()], combine_rows);
+    // The copies from the cache's slots are staged by the time the calls
+    // return (pageable memory), and the CPU is done with them.
+    if (host_cache_) release_to_host_cache(li);
     if (L.shared.gate) {
         ffn_dense(L.shared, h_, n, ye_, L.shared.gate.rows, li);
         if (L.shared_gate) gemm(L.shared_gate, h_, n, gate_logit_, "shared expert gate", li);
@@ -942,6 +991,31 @@ void CudaForward::place_experts(int64_t li) {
         routed_bits_[k] = (age >= 32 ? 0u : routed_bits_[k] << age) | 1u;
         routed_step_[k] = step_;
     }
+}
+
+void CudaForward::take_from_host_cache(int64_t li) {
+    const int64_t E = cfg_.n_expert;
+    taken_.clear();
+    for (const int32_t e : h_order_) {
+        const auto k = static_cast<size_t>(li * E + e);
+        if (cpu_layer_[static_cast<size_t>(li)] || (cached_ && slot_of_[k] < 0)) taken_.push_back(e);
+    }
+    if (taken_.empty()) return;
+    host_cache_->demand(li, taken_);
+    model::FfnMatrices f;
+    size_t got = 0;
+    for (int32_t e; (e = host_cache_->take(li, &f)) >= 0; ++got) host_mats_[static_cast<size_t>(li * E + e)] = f;
+    if (got != taken_.size())
+        throw Error("internal: the host expert cache handed over " + std::to_string(got) + " of " +
+                    std::to_string(taken_.size()) + " experts of layer " + std::to_string(li));
+}
+
+void CudaForward::release_to_host_cache(int64_t li) {
+    for (const int32_t e : taken_) {
+        host_cache_->release(li, e);
+        host_mats_[static_cast<size_t>(li * cfg_.n_expert + e)] = {};
+    }
+    taken_.clear();
 }
 
 // The cost model's choice for a missing expert routed `tokens` tokens this
@@ -1105,7 +1179,6 @@ void CudaForward::experts_on_host(int64_t li, int64_t row0, int64_t rows) {
 // into VRAM slots, on the copy stream behind the demand copies; the compute
 // stream waits for one only when it first reads it.
 void CudaForward::copy_in_background(int64_t li) {
-    const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)];
     struct Filter final : experts::EvictableFilter {
         const std::vector<uint32_t>* spare;
         bool evictable(experts::ExpertKey k) const override {
@@ -1125,7 +1198,7 @@ void CudaForward::copy_in_background(int64_t li) {
         } else {
             break;
         }
-        copy_into_slot(k, s, L.expert(static_cast<int64_t>(k) - li * cfg_.n_expert));
+        copy_into_slot(k, s, host_mats_[k]);
         slot_ready_[static_cast<size_t>(s)]->record(copy_);
         slot_prefetched_[static_cast<size_t>(s)] = kBackground;
         policy_->on_insert(k);

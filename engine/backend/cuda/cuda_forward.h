@@ -5,7 +5,9 @@
 // (the same replacement policies as the CPU's expert store) filled on a copy
 // stream from their home in pinned host RAM (the slow tier), each load ahead
 // of the compute that reads it by an event. A miss may instead be computed on
-// the CPU where its bytes are, overlapping the GPU (placement "auto").
+// the CPU where its bytes are, overlapping the GPU (placement "auto"). Where
+// host RAM cannot hold every expert, it holds a cache of them over the model
+// file (three tiers: VRAM, host RAM, file).
 //
 // Per layer it runs what model::Context runs on the CPU, kernel by kernel
 // (kernels/cuda): RMSNorm, Q/K/V (+bias, Q/K norm), RoPE, the K/V store and
@@ -29,6 +31,9 @@
 
 namespace strata::model {
 class Model;
+}
+namespace strata::experts {
+class ExpertStore;
 }
 
 namespace strata::backend::cuda {
@@ -58,6 +63,12 @@ struct CudaForwardOptions {
     // each step's measured CPU expert time and the link's by the copies' timings.
     experts::HybridRates rates;
     bool refresh_rates = true;   // false: the rates stay as given (tests with hand-built rates)
+    // Three tiers: the experts' host RAM tier (L2) is this budgeted cache over
+    // the model file (L3, read with O_DIRECT by its transfer threads) instead
+    // of a copy of every expert. Built without repacking (the GPU reads the
+    // file's layout), with at least n_expert slots (one MoE layer's experts).
+    // Null: every expert has a copy in pinned host RAM. Must outlive the pass.
+    experts::ExpertStore* host_cache = nullptr;
 };
 
 // Uploads the model and sizes the device's scratch for `kv`'s block geometry
