@@ -17,9 +17,14 @@
 #     fully resident, batches, the engine's self-check against the CPU);
 #  2. bench --device cuda --json on the 1.2B make-model MoE (12 layers, dim
 #     1024, 32 experts top-4, expert FFN 1024) in Q4_0, Q8_0 and Q4_K: fully
-#     resident, with the VRAM expert cache at 50% and 25%, and with every
-#     layer's experts on the CPU (--cpu-moe);
-#  3. batched decode: bench --concurrency 1 and 8 on the Q4_0 file.
+#     resident, with the VRAM expert cache at 50% and 25% (every miss copied:
+#     --placement transfer), and with every layer's experts on the CPU (--cpu-moe);
+#  3. hybrid placement (issue: hybrid expert execution) on the Q4_K file with
+#     25% of the experts in VRAM: transfer-only, CPU-only (--cpu-moe) and
+#     hybrid (--placement auto) in alternating rounds, each with its
+#     miss_fraction_* figures; then three tiers (--slow-budget 256M: host RAM
+#     a cache over the file) under hybrid placement;
+#  4. batched decode: bench --concurrency 1 and 8 on the Q4_0 file.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 fail=0
@@ -65,13 +70,29 @@ for type in q4_0 q8_0 q4_k; do
         case "$cache" in
             resident) ;;
             cpu-moe) opts=(--cpu-moe) ;;
-            *) opts=(--expert-cache-fraction "$cache") ;;
+            *) opts=(--expert-cache-fraction "$cache" --placement transfer) ;;
         esac
         echo "--- $type, expert cache $cache"
         timeout 120 "$cli" bench "$work/moe-$type.gguf" --device cuda -n 128 --prompt-len 64 --warmup 8 \
             "${opts[@]}" --json || fail=1
     done
 done
+
+step "hybrid placement: q4_k, 25% of the experts in VRAM, alternating rounds (JSON lines)"
+for round in 1 2 3; do
+    for mode in transfer cpu-only auto; do
+        case "$mode" in
+            cpu-only) opts=(--cpu-moe) ;;
+            *) opts=(--expert-cache-fraction 0.25 --placement "$mode") ;;
+        esac
+        echo "--- round $round, $mode"
+        timeout 120 "$cli" bench "$work/moe-q4_k.gguf" --device cuda -n 128 --prompt-len 64 --warmup 8 \
+            "${opts[@]}" --json || fail=1
+    done
+done
+echo "--- three tiers: host RAM a 256 MiB cache over the file, hybrid placement"
+timeout 120 "$cli" bench "$work/moe-q4_k.gguf" --device cuda -n 128 --prompt-len 64 --warmup 8 \
+    --expert-cache-fraction 0.25 --placement auto --slow-budget 256M --json || fail=1
 
 step "batched decode: 1 and 8 sequences (q4_0)"
 for c in 1 8; do

@@ -177,6 +177,7 @@ int cmd_bench(int argc, char** argv) {
     const double prefill_s = seconds_since(t0);
 
     experts::ExpertStoreStats s0 = engine->expert_stats(), s1{};
+    const experts::ExpertStoreStats h0 = engine->host_cache() ? engine->host_cache()->stats() : experts::ExpertStoreStats{};
     const model::DeviceExpertStats d0 = engine->device_expert_stats();
     const experts::PredictionCounts p0 = engine->prediction_counts();
     model::DecodeProfile profile;
@@ -280,6 +281,15 @@ int cmd_bench(int argc, char** argv) {
        << ", \"repacked_bytes\": " << engine->repacked_bytes()
        << ", \"peak_rss_bytes\": " << peak_rss
        << ", \"fast_tier_peak_bytes\": " << engine->ledger().peak_reserved(memory::Tier::Fast);
+    if (const experts::ExpertStore* hc = engine->host_cache()) {
+        // Three tiers: host RAM's cache over the model file, during the decode.
+        const experts::ExpertStoreStats h1 = hc->stats();
+        const uint64_t hd = h1.demanded - h0.demanded;
+        js << ", \"host_cache\": {\"slots\": " << hc->slots() << ", \"experts_total\": " << hc->experts_total()
+           << ", \"source\": \"" << hc->source_name() << "\", \"hit_rate\": "
+           << (hd ? double(h1.hits - h0.hits) / double(hd) : 1.0)
+           << ", \"file_bytes_per_token\": " << double(h1.bytes_loaded - h0.bytes_loaded) / double(n_decode) << "}";
+    }
     {
         // The file's recipe: per tensor class, its types (quant/recipe.h).
         js << ", \"recipe\": {";

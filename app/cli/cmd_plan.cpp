@@ -36,7 +36,8 @@ int cmd_plan(int argc, char** argv) {
     a.option("--n-cpu-moe", "", "N", "on a GPU: the experts of the first N MoE layers on the CPU", "0");
     a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 8G; auto: what is available\n"
              "now minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
-    a.option("--slow-budget", "", "SIZE", "slow-tier budget for the experts' home (default: no budget)");
+    a.option("--slow-budget", "", "SIZE", "slow-tier budget for the experts' home (default: no budget); on a GPU, host\n"
+             "RAM: below every expert it holds a cache of them over the model file (three tiers)");
     a.option("--expert-cache-fraction", "", "F", "share of all routed experts that get a cache slot, in (0, 1]");
     a.option("--slots", "", "N", "expert cache slots, pinned included (overrides the fraction)");
     a.option("--pinned", "", "N", "experts pinned in the cache (from calibration)", "0");
@@ -87,6 +88,7 @@ int cmd_plan(int argc, char** argv) {
     s.pinned_experts = a.integer("--pinned", 0, std::numeric_limits<int32_t>::max());
     s.transfer_buffers = a.integer("--transfer-buffers", 0, 1 << 16);
     if (on_gpu) {
+        s.gpu = true;
         s.transfer_buffers = 0;  // the GPU's expert cache copies straight into its slots
         s.cpu_moe_layers = cpu_moe_layers(a);
     }

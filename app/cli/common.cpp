@@ -26,7 +26,8 @@ void add_engine_options(Args& a) {
              "on the CPU or copied to VRAM, whichever the measured rates say is faster) or transfer (always copied)", "auto");
     a.option("--fast-budget", "", "SIZE", "fast-tier budget (RAM; VRAM on a GPU), e.g. 512M, 4G; auto: what is\n"
              "available at load minus a reserve (a tenth, 512M..4G); none: no budget", "auto");
-    a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none");
+    a.option("--slow-budget", "", "SIZE", "slow-tier budget; default: none (on a GPU: host RAM, default what is\n"
+             "available minus a reserve; below every expert it caches them over the model file)");
     a.option("--expert-cache-fraction", "", "F", "expert cache size as a fraction (0,1] of all expert bytes");
     a.option("--slots", "", "N", "expert cache size in slots (overrides the fraction)");
     a.option("--policy", "", "P", "expert cache policy: lru, lfu, arc, pinned", "lru");

@@ -57,6 +57,8 @@ public:
     const memory::Plan& plan() const { return plan_; }
     const memory::Ledger& ledger() const { return ledger_; }
     experts::ExpertStore* expert_store() { return store_.get(); }
+    // On a GPU with three tiers: host RAM's cache over the model file; else null.
+    const experts::ExpertStore* host_cache() const { return host_cache_.get(); }
     const EngineSettings& settings() const { return settings_; }
     // Weight bytes rewritten in place into the CPU kernels' layout
     // (kernels::fast_layout): the shared weights on load, plus every expert

@@ -17,7 +17,10 @@ struct EngineSettings {
     // fast_budget 0 = automatic: the RAM available when the model loads,
     // minus a reserve (memory/system_memory.h), so a model that fits runs
     // fully resident and one that does not gets the expert cache that fits;
-    // kNoBudget = none. slow_budget 0 = none.
+    // kNoBudget = none. slow_budget 0 = none on the CPU; on a GPU, where the
+    // slow tier is host RAM, 0 = what is available minus the reserve, and a
+    // budget below every routed expert makes host RAM a cache of them over
+    // the model file (three tiers).
     uint64_t fast_budget = 0;
     uint64_t slow_budget = 0;
 
