@@ -1,14 +1,18 @@
-// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE] [--threads N]
+// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--threads N]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "commands.h"
 #include "common/error.h"
+#include "common/prompt_file.h"
 #include "common.h"
+#include "model/model.h"
+#include "quant/activation_stats.h"
 #include "quant/quantize.h"
 
 namespace strata::cli {
@@ -22,7 +26,7 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 int cmd_quantize(int argc, char** argv) {
     std::string recipes;
     for (const std::string& n : quant::builtin_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
-    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE] [--threads N]",
+    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--threads N]",
            "Writes OUT.gguf with each tensor in the type its class gets in the recipe (router, attention Q/K/V/O,\n"
            "shared experts, routed experts, dense FFN, embeddings, output head), using ggml's reference quantizers:\n"
            "a standard GGUF that llama.cpp reads. Deterministic; OUT appears complete or not at all (Ctrl-C leaves\n"
@@ -34,11 +38,17 @@ int cmd_quantize(int argc, char** argv) {
            "  demo         the demo model's: routed experts Q8_0, embeddings F16, the rest F32\n"
            "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"}}.\n"
            "--imatrix: llama.cpp's importance matrix (llama-imatrix's .dat): q4_0, q4_K and q6_K matrices with an\n"
-           "entry are quantized with it, as llama-quantize --imatrix does (the same bytes); other types without it.");
+           "entry are quantized with it, as llama-quantize --imatrix does (the same bytes); other types without it.\n"
+           "--calibration: Strata collects the same statistics itself: IN runs over the prompts (one per line, as\n"
+           "eval reads them) and every matrix's input channels are averaged (per expert over the tokens routed to\n"
+           "it); --save-imatrix keeps them in llama.cpp's imatrix format for --imatrix (or llama-quantize) later.");
     a.positional("IN", "the source GGUF (F32/F16/BF16; a quantized one is re-quantized, with a warning)");
     a.positional("OUT", "the GGUF to write");
     a.option("--recipe", "-r", "NAME|FILE", "the recipe", "q4-experts");
     a.option("--imatrix", "", "FILE", "importance matrix (llama-imatrix's .dat) for the scale search");
+    a.option("--calibration", "", "PROMPTS", "collect the importance matrix from these prompts (a prompts file)");
+    a.option("--calibration-tokens", "", "N", "tokens of each calibration prompt at most", "512");
+    a.option("--save-imatrix", "", "FILE", "with --calibration: also write the statistics as an imatrix file");
     a.option("--threads", "-t", "N", "threads", "2");
     a.flag("--quiet", "no progress bar");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -47,13 +57,53 @@ int cmd_quantize(int argc, char** argv) {
     opt.recipe = quant::load_recipe(a.str("--recipe"));
     opt.threads = static_cast<int>(a.integer("--threads", 1, 1024));
     quant::ImportanceMatrix imatrix;
+    std::string imatrix_from;
+    if (a.has("--imatrix") && a.has("--calibration"))
+        throw UsageError("--imatrix and --calibration both give the importance matrix: use one");
+    if (a.has("--save-imatrix") && !a.has("--calibration"))
+        throw UsageError("--save-imatrix saves what --calibration collects: give the calibration prompts too");
     if (a.has("--imatrix")) {
         imatrix = quant::read_llama_imatrix(a.str("--imatrix"));
+        imatrix_from = a.str("--imatrix");
         opt.importance = &imatrix;
     }
     const bool quiet = a.flag_set("--quiet");
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
+    if (a.has("--calibration")) {
+        // Read before anything is run, so a bad prompts file costs nothing.
+        const std::vector<std::string> prompts = read_prompt_file(a.str("--calibration"));
+        auto model = model::Model::load(a.pos("IN"));
+        quant::CalibrationOptions co;
+        co.threads = opt.threads;
+        co.max_tokens_per_prompt = a.integer("--calibration-tokens", 2, 1 << 20);
+        co.progress = [&](int64_t done, int64_t total) {
+            if (!quiet) std::fprintf(stderr, "\rcalibration: prompt %lld of %lld", static_cast<long long>(done),
+                                     static_cast<long long>(total));
+            return !g_interrupted.load();
+        };
+        quant::ActivationStats st;
+        try {
+            st = quant::collect_activation_stats(*model, prompts, co);
+        } catch (const Cancelled&) {
+            std::fprintf(stderr, "\nstrata-cli quantize: interrupted; %s was not written\n", a.pos("OUT").c_str());
+            return 130;
+        }
+        if (!quiet) std::fprintf(stderr, "\n");
+        st.dataset = std::filesystem::path(a.str("--calibration")).filename().string();
+        int64_t unreached = 0;
+        imatrix = st.importance(&unreached);
+        std::printf("calibration: %lld prompts, %lld tokens, %zu matrices%s\n", static_cast<long long>(st.prompts),
+                    static_cast<long long>(st.tokens), imatrix.values.size(),
+                    unreached ? (", " + std::to_string(unreached) + " experts no token reached (weighted evenly)").c_str()
+                              : "");
+        if (a.has("--save-imatrix")) {
+            quant::write_llama_imatrix(imatrix, a.str("--save-imatrix"));
+            std::printf("importance matrix saved to %s (llama.cpp's imatrix format)\n", a.str("--save-imatrix").c_str());
+        }
+        imatrix_from = "calibration " + a.str("--calibration");
+        opt.importance = &imatrix;
+    }
     int shown = -1;
     opt.progress = [&](uint64_t done, uint64_t total) {
         const double f = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
@@ -97,7 +147,7 @@ int cmd_quantize(int argc, char** argv) {
     std::printf("recipe %s: %s -> %s\n", opt.recipe.name.c_str(), a.pos("IN").c_str(), a.pos("OUT").c_str());
     if (opt.importance) {
         const auto weighted = std::count_if(rep.tensors.begin(), rep.tensors.end(), [](const quant::TensorReport& t) { return t.weighted; });
-        std::printf("importance matrix %s (%zu entries, %d chunks%s%s): %ld tensors quantized with it\n", a.str("--imatrix").c_str(),
+        std::printf("importance matrix %s (%zu entries, %d chunks%s%s): %ld tensors quantized with it\n", imatrix_from.c_str(),
                     imatrix.values.size(), imatrix.chunks, imatrix.dataset.empty() ? "" : ", from ",
                     imatrix.dataset.c_str(), static_cast<long>(weighted));
     }

@@ -282,6 +282,7 @@ void Context::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     // threads stream long runs of rows and still finish together.
     const int64_t grain = 8;
     if (W.type == kernels::WeightType::F32) {
+        if (activations_) activations_(W, X, n, observed_expert_);  // (gemm_region sees the others)
         pool_->parallel_for(W.rows, grain, [&](int64_t r0, int64_t r1, int) { rows_product(W, X, nullptr, n, r0, r1, Y); });
         return;
     }
@@ -325,6 +326,7 @@ void Context::gemm_region(std::span<MatIn> mats) {
     batch_start_.assign(1, 0);
     for (size_t i = 0; i < mats.size(); ++i) {
         MatIn& o = mats[i];
+        if (activations_) activations_(*o.W, o.X, o.n, observed_expert_);
         size_t j = 0;
         while (j < i && mats[j].X != o.X) ++j;
         if (j < i) {
@@ -359,7 +361,9 @@ void Context::ffn_moe_experts_each(const LayerWeights& L, int64_t n) {
             const int64_t t = slots[i] / U;
             std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + i * d);
         }
+        observed_expert_ = e;
         ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert);
+        observed_expert_ = -1;
         experts_->release(L.index, e);
         for (int64_t i = 0; i < m; ++i)
             std::copy(ye_.begin() + i * d, ye_.begin() + (i + 1) * d, expert_out_.begin() + slots[i] * d);
@@ -653,7 +657,7 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
     if (c.mla) return attention_mla(L, n);
-    if (n == 1)
+    if (n == 1 && !activations_)
         if (const Fused f = attention_fused_one_token(L); f != Fused::No)
             return output_projection(L, n, f == Fused::AttentionAndOutput);
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
@@ -1075,7 +1079,7 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     // _each (blocks of 3 prefills alternating, 10 rounds): 32 tokens +2% Q8_0
     // and +11% Q4_0, 64 tokens +1..7% and +5..8%, 128 tokens -2% and +4%,
     // 256 tokens -9% and -5%.
-    if (n * U <= n_batch_ && (n <= 8 || n * U <= kFusedRowsPerExpert * E)) ffn_moe_experts_small(L, n);
+    if (!activations_ && n * U <= n_batch_ && (n <= 8 || n * U <= kFusedRowsPerExpert * E)) ffn_moe_experts_small(L, n);
     else ffn_moe_experts_each(L, n);
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
     for (int64_t t = 0; t < n; ++t)

@@ -74,6 +74,11 @@ kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_
 // Before every decode() call (how many tokens it will run), and after it (how
 // many it ran and how long it took).
 using StepBeginObserver = std::function<void(int64_t n_tokens)>;
+// The input rows of a weight matrix product, before any quantization: n rows
+// of W.cols floats. `expert` is the routed expert the rows went to (W is its
+// slab of a stacked tensor), -1 for any other matrix. What calibration
+// statistics are made of (quant/activation_stats.h).
+using ActivationObserver = std::function<void(const Matrix& W, const float* X, int64_t n, int32_t expert)>;
 using StepObserver = std::function<void(int64_t n_tokens, double seconds)>;
 
 class Context {
@@ -129,6 +134,10 @@ public:
     void set_lookahead_observer(LookaheadObserver obs) { lookahead_ = std::move(obs); }
     void set_step_observer(StepObserver obs) { step_ = std::move(obs); }
     void set_step_begin_observer(StepBeginObserver obs) { step_begin_ = std::move(obs); }
+    // Sees every matrix product's input while set. The forward pass then
+    // takes its plain paths (no fused one-token attention, experts one at a
+    // time), which compute the same values and show every product's input.
+    void set_activation_observer(ActivationObserver obs) { activations_ = std::move(obs); }
     // Profiles the forward passes until set_profile(nullptr), which also
     // fills in each thread's time inside parallel regions (decode_profile.h).
     // `p` is reset (one entry per compute thread) and must outlive the profiling.
@@ -241,6 +250,8 @@ private:
     kv::KvCache* kv_ = nullptr;
     kv::SeqId seq0_ = 0;
     RoutingObserver observer_;
+    ActivationObserver activations_;
+    int32_t observed_expert_ = -1;  // the expert ffn_moe_experts_each is computing (for activations_)
     LookaheadObserver lookahead_;
     DecodeProfile* profile_ = nullptr;
     StepObserver step_;

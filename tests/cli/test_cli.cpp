@@ -83,6 +83,33 @@ private Q_SLOTS:
                               1, "none.txt");
     }
 
+    // quantize --calibration: an unreadable prompts file is one line of error
+    // and nothing written; with prompts, the statistics are saved and reused.
+    void quantize_with_calibration() {
+        QTemporaryDir dir;
+        const QString in = dir.path() + "/f32.gguf", out = dir.path() + "/q.gguf", dat = dir.path() + "/s.imatrix";
+        QCOMPARE(cli({"make-model", in, "--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--experts",
+                      "4", "--used", "2", "--expert-ff", "64", "--type", "f32"})
+                     .code,
+                 0);
+        expect_one_line_error(cli({"quantize", in, out, "--calibration", dir.path() + "/none.txt"}), 1, "none.txt");
+        QVERIFY(!QFile::exists(out));
+        expect_one_line_error(cli({"quantize", in, out, "--save-imatrix", dat}), 2, "--calibration");
+        {
+            QFile f(dir.path() + "/prompts.txt");
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("Once upon a time\nThe cat sat on the mat\n");
+        }
+        const Run q = cli({"quantize", in, out, "--recipe", "q8", "--calibration", dir.path() + "/prompts.txt",
+                           "--save-imatrix", dat, "--quiet"});
+        QVERIFY2(q.code == 0, qPrintable(q.err));
+        QVERIFY2(q.out.contains("calibration: 2 prompts"), qPrintable(q.out));
+        QVERIFY(QFile::exists(out) && QFile::exists(dat));
+        const Run again = cli({"quantize", in, dir.path() + "/q2.gguf", "--recipe", "q8", "--imatrix", dat, "--quiet"});
+        QVERIFY2(again.code == 0, qPrintable(again.err));
+        QVERIFY2(again.out.contains("importance matrix " + dat), qPrintable(again.out));
+    }
+
     void make_model_inspect_run() {
         QTemporaryDir dir;
         const QString path = dir.path() + "/m.gguf";

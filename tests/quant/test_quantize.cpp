@@ -12,6 +12,9 @@
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "kernels/ref/quant_ref.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "quant/activation_stats.h"
 #include "quant/importance.h"
 #include "quant/quantize.h"
 #include "test_support.h"
@@ -293,6 +296,113 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(Error, quant::read_llama_imatrix(dat));
         QVERIFY_THROWS_EXCEPTION(Error, quant::read_llama_imatrix(tmp_path("no-such.dat")));
         std::filesystem::remove(dat);
+    }
+
+    // Strata's own calibration statistics: every matrix's input channels'
+    // mean squares over the prompts' tokens (per expert over the tokens routed
+    // to it), checked against the inputs computed here from the weights; saved
+    // as an imatrix file and read back; used by the quantizer.
+    void calibration_statistics_are_the_inputs_mean_squares() {
+        STRATA_REQUIRE_FIXTURES();
+        const std::string in = test::fixture_path("models/moe-tiny-f32.gguf");
+        auto m = model::Model::load(in);
+        const model::ModelConfig& c = m->config();
+        const std::vector<std::string> prompts = {"Once upon a time there was a little dog.", "The cat sat on the mat",
+                                                  "Lily and Tom went to the park to play with a red ball."};
+        quant::CalibrationOptions co;
+        co.threads = 2;
+        const quant::ActivationStats st = quant::collect_activation_stats(*m, prompts, co);
+        QCOMPARE(st.prompts, int64_t{3});
+
+        // Layer 0's Q, K and V see RMSNorm(embedding) x attn_norm of each token.
+        const model::LayerWeights& L0 = m->weights().layers[0];
+        const int64_t d = c.n_embd;
+        std::vector<double> want(static_cast<size_t>(d), 0.0);
+        std::vector<float> row(static_cast<size_t>(d));
+        int64_t tokens = 0;
+        std::vector<int64_t> routed(static_cast<size_t>(c.n_expert), 0);
+        for (const std::string& p : prompts) {
+            const std::vector<int32_t> ids = m->vocab().encode(p, true);
+            tokens += static_cast<int64_t>(ids.size());
+            for (const int32_t id : ids) {
+                kernels::dequantize_row(m->weights().tok_embd.type, m->weights().tok_embd.row(id), row.data(), d);
+                double ss = 0;
+                for (float x : row) ss += double(x) * x;
+                const double r = 1.0 / std::sqrt(ss / double(d) + c.norm_eps);
+                for (int64_t i = 0; i < d; ++i) {
+                    const double h = row[static_cast<size_t>(i)] * r * L0.attn_norm[static_cast<size_t>(i)];
+                    want[static_cast<size_t>(i)] += h * h;
+                }
+            }
+            // Layer 0's routing, from a context of its own.
+            model::ContextParams cp;
+            cp.n_ctx = 256;
+            cp.n_threads = 1;
+            model::Context ctx(*m, cp);
+            ctx.set_routing_observer([&](const model::RoutingEvent& e) {
+                if (e.layer == 0)
+                    for (int64_t k = 0; k < e.n_used; ++k) ++routed[static_cast<size_t>(e.experts[k])];
+            });
+            ctx.decode(ids, false);
+        }
+        QCOMPARE(st.tokens, tokens);
+        for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"}) {
+            const auto it = st.entries.find(std::string(name));
+            QVERIFY2(it != st.entries.end(), name);
+            QCOMPARE(it->second.tokens, std::vector<int64_t>{tokens});
+            for (int64_t i = 0; i < d; ++i) {
+                const double got = it->second.sum_sq[static_cast<size_t>(i)] / double(tokens);
+                const double w = want[static_cast<size_t>(i)] / double(tokens);
+                QVERIFY2(std::fabs(got - w) <= 1e-4 * std::max(w, 1e-3), qPrintable(QString("%1 channel %2: %3 against %4")
+                                                                                  .arg(name).arg(i).arg(got).arg(w)));
+            }
+        }
+        // Per expert: the tokens the router sent there, for gate, up and down alike.
+        for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight", "blk.0.ffn_down_exps.weight"}) {
+            const auto it = st.entries.find(std::string(name));
+            QVERIFY2(it != st.entries.end(), name);
+            QCOMPARE(it->second.tokens, routed);
+            QCOMPARE(it->second.sum_sq.size(), size_t(c.n_expert * it->second.cols));
+        }
+        QVERIFY(st.entries.count(std::string(m->weights().output.name)));
+        QVERIFY(st.entries.count("blk.0.ffn_gate_inp.weight"));  // the router
+
+        // Saved in llama.cpp's format and read back as the same means.
+        int64_t unreached = -1;
+        const quant::ImportanceMatrix imp = st.importance(&unreached);
+        int64_t zero_experts = 0;  // experts of any layer that no token reached, in each of their tensors
+        for (const model::LayerWeights& L : m->weights().layers)
+            if (L.n_experts() > 0)
+                for (const auto& [name, e] : st.entries)
+                    if (name.rfind("blk." + std::to_string(L.index) + ".ffn_", 0) == 0 && e.tokens.size() > 1)
+                        zero_experts += std::count(e.tokens.begin(), e.tokens.end(), int64_t{0});
+        QCOMPARE(unreached, zero_experts);
+        const std::string dat = tmp_path("collected.imatrix");
+        quant::write_llama_imatrix(imp, dat);
+        const quant::ImportanceMatrix back = quant::read_llama_imatrix(dat);
+        QCOMPARE(back.values, imp.values);
+        QCOMPARE(back.chunks, 3);
+
+        // The quantizer uses it: the experts' q4_0 bytes change.
+        quant::QuantizeOptions opt;
+        opt.recipe = quant::load_recipe("q4-experts");
+        opt.recipe.types[quant::TensorClass::RoutedExpert] = WeightType::Q4_0;
+        opt.importance = &back;
+        const std::string out = tmp_path("calibrated.gguf"), plain = tmp_path("uncalibrated.gguf");
+        const quant::QuantizeReport rep = quant::quantize_file(in, out, opt);
+        QVERIFY(std::count_if(rep.tensors.begin(), rep.tensors.end(), [](const auto& t) { return t.weighted; }) > 0);
+        opt.importance = nullptr;
+        quant::quantize_file(in, plain, opt);
+        auto a = gguf::File::open(out), b = gguf::File::open(plain);
+        const gguf::TensorInfo* ga = a->tensor("blk.0.ffn_gate_exps.weight");
+        const gguf::TensorInfo* gb = b->tensor("blk.0.ffn_gate_exps.weight");
+        QVERIFY(ga && gb && std::memcmp(ga->data, gb->data, ga->nbytes) != 0);
+        QVERIFY(model::Model::load(out) != nullptr);
+        for (const std::string& p : {dat, out, plain}) std::filesystem::remove(p);
+
+        // Bad input.
+        QVERIFY_THROWS_EXCEPTION(Error, quant::collect_activation_stats(*m, {}, co));
+        QVERIFY_THROWS_EXCEPTION(Error, quant::write_llama_imatrix(imp, "/nonexistent-dir/x.imatrix"));
     }
 
     void cancelling_writes_nothing_and_bad_input_is_an_error() {
