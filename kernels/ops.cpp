@@ -1,5 +1,8 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/dispatch.h"
 #include "kernels/ref/ops_ref.h"
 
@@ -10,6 +13,26 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) { a
 void softmax(float* x, int64_t n) { active_kernels().softmax(x, n); }
 
 void swiglu(const float* g, const float* u, float* y, int64_t n) { active_kernels().swiglu(g, u, y, n); }
+
+void softmax_sink(float* x, int64_t n, float sink) {
+    float m = sink;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+    double sum = std::exp(double(sink) - m);
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - m);
+        sum += x[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float a = std::min(g[i], limit);
+        const float b = std::clamp(u[i], -limit, limit);
+        y[i] = a / (1.0f + std::exp(-alpha * a)) * (b + 1.0f);
+    }
+}
 
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
           bool neox) {

@@ -20,6 +20,13 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // In-place softmax over n values.
 void softmax(float* x, int64_t n);
+// In-place softmax over n values whose denominator also holds exp(sink): a
+// learned "attend to nothing" logit (gpt-oss's attention sinks), so the
+// weights sum to less than 1. Scalar (std::exp); n may be 0.
+void softmax_sink(float* x, int64_t n, float sink);
+// gpt-oss's clamped SwiGLU: g' = min(g, limit), u' = clamp(u, -limit, limit),
+// y = g' * sigmoid(alpha * g') * (u' + 1). Scalar.
+void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit);
 
 // y[i] = silu(g[i]) * u[i]. y may be g or u.
 void swiglu(const float* g, const float* u, float* y, int64_t n);

@@ -9,16 +9,18 @@ namespace strata::cli {
 
 int cmd_make_model(int argc, char** argv) {
     Args a("make-model",
-           "OUT.gguf --arch llama|qwen2moe|qwen3moe|olmoe --layers N --dim D --heads H --kv-heads K --experts E\n"
+           "OUT.gguf --arch llama|qwen2moe|qwen3moe|olmoe|deepseek2|gpt-oss --layers N --dim D --heads H --kv-heads K --experts E\n"
            "       --used U --expert-ff F [--dense-layers L --ff F2] [--shared-ff S] [--type T] [--vocab-from GGUF] [--seed S]\n"
            "       deepseek2: [--q-lora R --kv-lora R --rope-dim N --shared-experts N --gating softmax|sigmoid\n"
-           "                   --weights-norm --weights-scale F --expert-groups G --groups-used K] [--yarn-factor F]",
+           "                   --weights-norm --weights-scale F --expert-groups G --groups-used K] [--yarn-factor F]\n"
+           "       gpt-oss: [--sliding-window N] [--expert-type mxfp4]",
            "Writes a random-weight model of the given shape with llama.cpp's tensor names and metadata,\n"
            "for tests and benchmarks. The same options and seed give the same file byte for byte.\n"
            "All-MoE llama/olmoe files load in llama.cpp too; --dense-layers is a Strata extension for them.\n"
-           "Routers and norms stay f32; every other matrix uses --type.");
+           "Routers, norms and biases stay f32; every other matrix uses --type (the routed experts --expert-type\n"
+           "when given). gpt-oss files have attention sinks, biases, and a sliding window on every other layer.");
     a.positional("OUT.gguf", "where to write the model");
-    a.option("--arch", "", "A", "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2", "llama");
+    a.option("--arch", "", "A", "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss", "llama");
     a.option("--layers", "", "N", "transformer blocks", "4");
     a.option("--dim", "", "D", "embedding width", "256");
     a.option("--heads", "", "H", "attention heads", "8");
@@ -43,6 +45,8 @@ int cmd_make_model(int argc, char** argv) {
     a.option("--vocab", "", "N", "synthetic vocabulary size (without --vocab-from)", "512");
     a.option("--vocab-from", "", "GGUF", "copy the tokenizer of this GGUF file");
     a.option("--type", "", "T", "matrix type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k", "f32");
+    a.option("--expert-type", "", "T", "the routed experts' type (default: --type), e.g. mxfp4");
+    a.option("--sliding-window", "", "N", "gpt-oss: the sliding window of every other layer", "128");
     a.option("--seed", "", "S", "random seed", "1");
     a.option("--threads", "-t", "N", "threads (0: all cores)", "0");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -76,6 +80,12 @@ int cmd_make_model(int argc, char** argv) {
         throw UsageError("--type: unknown weight type '" + a.str("--type") +
                          "' (use f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k)");
     }
+    if (a.has("--expert-type")) {
+        if (!kernels::parse_type_name(a.str("--expert-type").c_str(), &s.expert_type))
+            throw UsageError("--expert-type: unknown weight type '" + a.str("--expert-type") + "'");
+        s.expert_type_set = true;
+    }
+    s.sliding_window = a.integer("--sliding-window", 1, 1 << 30);
     s.seed = static_cast<uint64_t>(a.integer("--seed", 0, INT64_MAX));
     s.threads = static_cast<int>(a.integer("--threads", 0, 1024));
     if (const std::string err = s.validate(); !err.empty()) throw UsageError(err);

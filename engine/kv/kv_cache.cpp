@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 
@@ -447,7 +448,8 @@ void KvCache::read(SeqId s, int64_t layer, int64_t pos, float* k, float* v) cons
 }
 
 void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* qv, int64_t n_q, int64_t n_keys,
-                           float scale, float* scores, float* out, int64_t next_kv_head, bool first_asked) const {
+                           float scale, float* scores, float* out, int64_t next_kv_head, bool first_asked,
+                           int64_t first_key, const float* sinks) const {
     const int64_t hd = p_.head_dim;
     // Per block, keys in order, all n_q heads in one kernel call: each head's
     // scores and sums are attend()'s bits (the kernels' contract), and the
@@ -509,15 +511,25 @@ void KvCache::attend_group(SeqId s, int64_t layer, int64_t kv_head, const float*
             fn(rows_f32, r, j, ask ? ask + from : nullptr, to - from);
         }
     };
-    if (!first_asked)
-        for (int64_t step = 0; step < kAskAhead; ++step) ask_whole(step);  // nothing is in flight yet
-    for (int64_t bi = 0; bi < n_blocks; ++bi)
+    // A window starts at block b0; keys of that block before first_key get no weight.
+    first_key = std::clamp<int64_t>(first_key, 0, n_keys - 1);
+    const int64_t b0 = first_key / bt;
+    if (!first_asked || b0 > 0)
+        for (int64_t step = b0; step < b0 + kAskAhead; ++step) ask_whole(step);  // nothing is in flight yet
+    for (int64_t bi = b0; bi < n_blocks; ++bi)
         for_rows(bi, [&](const float* K, int64_t r, int64_t j, const uint8_t* ask, int64_t ask_bytes) {
             ops::attn_scores(qv, n_q, K, r, hd, scale, scores + bi * bt + j, n_keys, ask, ask_bytes);
         });
-    for (int64_t h = 0; h < n_q; ++h) ops::softmax(scores + h * n_keys, n_keys);
+    for (int64_t h = 0; h < n_q; ++h) {
+        float* row = scores + h * n_keys + b0 * bt;
+        const int64_t n = n_keys - b0 * bt;
+        std::fill(row, row + (first_key - b0 * bt), -std::numeric_limits<float>::infinity());
+        // Masked keys (-inf) go through the scalar softmax (std::exp), as do sinks.
+        if (sinks || first_key > b0 * bt) ops::softmax_sink(row, n, sinks ? sinks[h] : -std::numeric_limits<float>::infinity());
+        else ops::softmax(row, n);
+    }
     std::fill(out, out + n_q * hd, 0.0f);
-    for (int64_t bi = 0; bi < n_blocks; ++bi)
+    for (int64_t bi = b0; bi < n_blocks; ++bi)
         for_rows(n_blocks + bi, [&](const float* V, int64_t r, int64_t j, const uint8_t* ask, int64_t ask_bytes) {
             ops::attn_accumulate(scores + bi * bt + j, n_keys, n_q, V, r, hd, out, ask, ask_bytes);
         });

@@ -175,8 +175,13 @@ public:
     // so they are in flight when its call starts; first_asked, this head's
     // first pieces were asked for that way by the call before, so this call
     // does not ask for them all at once at its start, as it otherwise must.
+    // A sliding window (gpt-oss): only positions [first_key, n_keys) are
+    // attended (blocks wholly before it are not read). Sinks: per head a
+    // logit in the softmax's denominator that takes weight from every key
+    // (ops::softmax_sink); null: none.
     void attend_group(SeqId s, int64_t layer, int64_t kv_head, const float* q, int64_t n_q, int64_t n_keys, float scale,
-                      float* scores, float* out, int64_t next_kv_head = -1, bool first_asked = false) const;
+                      float* scores, float* out, int64_t next_kv_head = -1, bool first_asked = false,
+                      int64_t first_key = 0, const float* sinks = nullptr) const;
 
     // Reads one position back as floats (tests, debugging); with keys_only, v
     // receives the keys (what attention uses as values).

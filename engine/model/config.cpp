@@ -17,6 +17,10 @@ constexpr ArchTraits kArchs[] = {
     {Arch::Olmoe, "olmoe", RopeType::NeoX, QkNorm::WholeProjection, false},
     // DeepSeek-V2/V3: MLA attention, RoPE on adjacent pairs of the RoPE parts.
     {Arch::Deepseek2, "deepseek2", RopeType::Normal, QkNorm::None, false},
+    // gpt-oss: attention sinks, sliding-window layers, biases everywhere,
+    // routing by a softmax over the chosen logits, clamped SwiGLU (llama.cpp's
+    // LLM_ARCH_OPENAI_MOE).
+    {Arch::GptOss, "gpt-oss", RopeType::NeoX, QkNorm::None, false},
 };
 
 }  // namespace
@@ -178,6 +182,22 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.expert_weights_scale = static_cast<float>(f.get_float_or(a + "expert_weights_scale", 1.0));
     if (!(c.expert_weights_scale > 0.0f)) {
         throw Error(path + ": metadata '" + a + "expert_weights_scale' must be positive");
+    }
+    if (traits->arch == Arch::GptOss) {
+        if (c.n_expert <= 0) throw Error(path + ": a gpt-oss file needs metadata '" + a + "expert_count'");
+        const std::string swa = a + "attention.sliding_window";
+        if (!f.has(swa)) throw Error(path + ": a gpt-oss file needs metadata '" + swa + "' (the sliding window's length)");
+        c.n_swa = positive(swa, f.get_uint(swa), 1u << 30);
+        c.swa_period = positive(a + "attention.sliding_window_pattern",
+                                f.get_uint_or(a + "attention.sliding_window_pattern", 2), 1 << 16);
+        // Top-k of the raw (biased) logits, weighted by a softmax over the k
+        // chosen: the same choice and weights as the renormalised top-k of
+        // the softmax over all (llama.cpp: SOFTMAX_WEIGHT gating).
+        c.gating = Gating::Softmax;
+        c.expert_weights_norm = true;
+        c.ffn_act = FfnAct::SwigluOai;
+        c.attention_sinks = true;
+        c.expert_weights_scale = 1.0f;
     }
     // n_vocab comes from the token table (checked against the embedding by the weights).
     if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>(toks->size());

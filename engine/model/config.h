@@ -14,7 +14,7 @@ class File;
 
 namespace strata::model {
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Olmoe, Deepseek2 };
+enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Olmoe, Deepseek2, GptOss };
 
 enum class RopeType { Normal, NeoX };  // adjacent pairs vs halves
 
@@ -33,7 +33,14 @@ const ArchTraits* find_arch(const std::string& name);
 std::string supported_arch_names();  // "llama, qwen2moe, ..."
 
 // How router logits become expert probabilities (deepseek2's expert_gating_func).
+// Softmax: top-k of the softmax over all experts, weighted by those
+// probabilities (renormalised where expert_weights_norm says: gpt-oss's
+// softmax over the k chosen logits alone is exactly that); Sigmoid: DeepSeek-V3's.
 enum class Gating { Softmax, Sigmoid };
+
+// The experts' activation: SwiGLU, or gpt-oss's clamped SwiGLU with biases
+// on gate, up and down (ops::swiglu_oai, alpha 1.702, limit 7).
+enum class FfnAct { Swiglu, SwigluOai };
 
 // DeepSeek's multi-head latent attention (deepseek2). Per token and layer
 // the KV cache holds one latent row [kv_lora_rank compressed KV | n_rot
@@ -88,6 +95,16 @@ struct ModelConfig {
     Gating gating = Gating::Softmax;
     int64_t n_expert_groups = 0;       // group-limited routing: 0 or 1 = none
     int64_t n_group_used = 0;          // groups a token's experts may come from
+    FfnAct ffn_act = FfnAct::Swiglu;
+
+    // Sliding-window attention (gpt-oss): layer il attends to its last n_swa
+    // positions (its own included) when il % swa_period < swa_period - 1,
+    // to all of them otherwise (llama.cpp's set_swa_pattern). 0: none.
+    int64_t n_swa = 0;
+    int64_t swa_period = 0;
+    bool sliding_window(int64_t layer) const { return n_swa > 0 && swa_period > 0 && layer % swa_period < swa_period - 1; }
+    // Learned attention sinks per head (gpt-oss: blk.N.attn_sinks).
+    bool attention_sinks = false;
 
     // The attention's softmax scale: 1/sqrt(key length), times mscale^2
     // where deepseek2 applies YaRN.

@@ -362,7 +362,8 @@ void Context::ffn_moe_experts_each(const LayerWeights& L, int64_t n) {
             std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + i * d);
         }
         observed_expert_ = e;
-        ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert);
+        const ExpertBias bias = expert_bias(L, e);
+        ffn_dense(mats, xe_.data(), m, ye_.data(), L.n_ff_expert, bias.gate ? &bias : nullptr);
         observed_expert_ = -1;
         experts_->release(L.index, e);
         for (int64_t i = 0; i < m; ++i)
@@ -657,7 +658,9 @@ void Context::attention(const LayerWeights& L, int64_t n) {
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
     if (c.mla) return attention_mla(L, n);
-    if (n == 1 && !activations_)
+    // The fused one-token path knows neither sinks nor a sliding window (gpt-oss).
+    const bool window = c.sliding_window(L.index);
+    if (n == 1 && !activations_ && L.attn_sinks.empty() && !window)
         if (const Fused f = attention_fused_one_token(L); f != Fused::No)
             return output_projection(L, n, f == Fused::AttentionAndOutput);
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
@@ -702,9 +705,12 @@ void Context::attention(const LayerWeights& L, int64_t n) {
             const int64_t t = th / c.n_head;
             const int64_t h = th % c.n_head;
             const int64_t n_keys = tok_pos_[t] + 1;  // causal, within the token's own sequence
+            // A sliding-window layer sees the last n_swa positions, its own included.
+            const int64_t first_key = window ? std::max<int64_t>(0, n_keys - c.n_swa) : 0;
+            const float* sinks = L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h;
             profiled(DecodeProfile::Attention, 0, [&] {
                 kv_->attend_group(tok_seq_[t], L.index, h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
-                                  scores, attn_.data() + t * q_dim + h * hd);
+                                  scores, attn_.data() + t * q_dim + h * hd, -1, false, first_key, sinks);
             });
         }
     });
@@ -929,10 +935,32 @@ void Context::attention_kv_group(const LayerWeights& L, int64_t g, kv::KvCache::
     });
 }
 
-void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff) {
+Context::ExpertBias Context::expert_bias(const LayerWeights& L, int32_t e) const {
+    ExpertBias b;
+    if (L.expert_bias_gate.empty()) return b;
+    const auto ff = static_cast<size_t>(L.n_ff_expert), d = static_cast<size_t>(cfg_.n_embd);
+    b.gate = L.expert_bias_gate.data() + static_cast<size_t>(e) * ff;
+    b.up = L.expert_bias_up.data() + static_cast<size_t>(e) * ff;
+    b.down = L.expert_bias_down.data() + static_cast<size_t>(e) * d;
+    return b;
+}
+
+void Context::ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff, const ExpertBias* bias) {
     matmul_many({{&f.gate, ge_.data()}, {&f.up, ue_.data()}}, x, n);
-    ops::swiglu(ge_.data(), ue_.data(), ge_.data(), n * ff);
+    if (!bias) {
+        ops::swiglu(ge_.data(), ue_.data(), ge_.data(), n * ff);
+        matmul(f.down, ge_.data(), n, y);
+        return;
+    }
+    // gpt-oss: biases on gate, up and down around the clamped SwiGLU.
+    const int64_t d = f.down.rows;
+    for (int64_t t = 0; t < n; ++t) {
+        ops::axpy(1.0f, bias->gate, ge_.data() + t * ff, ff);
+        ops::axpy(1.0f, bias->up, ue_.data() + t * ff, ff);
+    }
+    ops::swiglu_oai(ge_.data(), ue_.data(), ge_.data(), n * ff, 1.702f, 7.0f);
     matmul(f.down, ge_.data(), n, y);
+    for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, bias->down, y + t * d, d);
 }
 
 void Context::lookahead(const LayerWeights& next, int64_t n) {
@@ -945,6 +973,7 @@ void Context::lookahead(const LayerWeights& next, int64_t n) {
     matmul(next.router, look_h_.data(), n, look_probs_.data());
     for (int64_t t = 0; t < n; ++t) {
         float* p = look_probs_.data() + t * E;
+        if (!next.router_bias.empty()) ops::axpy(1.0f, next.router_bias.data(), p, E);
         ops::softmax(p, E);
         lookahead_(LookaheadEvent{next.index, tok_pos_[t], p, E, tok_seq_[t]});
     }
@@ -1021,6 +1050,8 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
 
     // Route: softmax over all experts, top-k, optional renormalisation and scale.
     matmul(L.router, h_.data(), n, router_logits_.data());
+    if (!L.router_bias.empty())
+        for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, L.router_bias.data(), router_logits_.data() + t * E, E);
     std::fill(expert_count_.begin(), expert_count_.end(), 0);
     // A resident-only draft routes among the experts in fast memory; where
     // fewer are resident than it uses, the missing ranks are left empty (id
@@ -1079,7 +1110,9 @@ void Context::ffn_moe(const LayerWeights& L, int64_t n) {
     // _each (blocks of 3 prefills alternating, 10 rounds): 32 tokens +2% Q8_0
     // and +11% Q4_0, 64 tokens +1..7% and +5..8%, 128 tokens -2% and +4%,
     // 256 tokens -9% and -5%.
-    if (!activations_ && n * U <= n_batch_ && (n <= 8 || n * U <= kFusedRowsPerExpert * E)) ffn_moe_experts_small(L, n);
+    // gpt-oss's biased experts take the plain path (the fused ones know no biases).
+    if (!activations_ && L.expert_bias_gate.empty() && n * U <= n_batch_ && (n <= 8 || n * U <= kFusedRowsPerExpert * E))
+        ffn_moe_experts_small(L, n);
     else ffn_moe_experts_each(L, n);
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
     for (int64_t t = 0; t < n; ++t)

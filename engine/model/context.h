@@ -160,7 +160,13 @@ private:
     void attention_mla(const LayerWeights& L, int64_t n);
     // deepseek2's routing of one token (sigmoid or softmax, selection bias, expert groups).
     void route_deepseek(const LayerWeights& L, float* probs, const uint8_t* allowed, int32_t* ids, float* w);
-    void ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff);
+    // One expert's biases (gpt-oss), each null when the layer has none.
+    struct ExpertBias {
+        const float *gate = nullptr, *up = nullptr, *down = nullptr;
+    };
+    ExpertBias expert_bias(const LayerWeights& L, int32_t e) const;
+    // SwiGLU FFN; with `bias`, gpt-oss's: biased gate/up/down around the clamped SwiGLU.
+    void ffn_dense(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff, const ExpertBias* bias = nullptr);
     void ffn_moe(const LayerWeights& L, int64_t n);
     void lookahead(const LayerWeights& next, int64_t n);
     // Y[t, r] = W.row(r) . X[t]  for t < n

@@ -57,7 +57,9 @@ public:
             }
         });
         std::vector<int64_t> ne = {cols, rows};
-        if (slabs > 1 || name.find("_exps") != std::string::npos) ne.push_back(slabs);
+        // Stacked expert weights are 3-D even with one expert; their biases (gpt-oss) are 2-D.
+        if (slabs > 1 || (name.find("_exps") != std::string::npos && name.find(".bias") == std::string::npos))
+            ne.push_back(slabs);
         w_.add_tensor(name, type, ne, std::move(data));
     }
 
@@ -158,6 +160,17 @@ std::string MakeModelSpec::validate() const {
     if (dense_layers < 0 || dense_layers > layers) return "--dense-layers must be between 0 and --layers";
     if (shared_ff < 0) return "--shared-ff must not be negative";
     if (shared_ff > 0 && arch != "qwen2moe") return "--shared-ff (a shared expert) needs --arch qwen2moe";
+    if (arch == "gpt-oss") {
+        if (experts == 0 || dense_layers > 0) return "a gpt-oss model has experts in every layer (--experts, no --dense-layers)";
+        if (sliding_window < 1) return "--sliding-window must be positive";
+    }
+    if (expert_type_set) {
+        const kernels::TypeTraits* et = kernels::type_traits(expert_type);
+        if (!et || !kernels::has_kernels(expert_type)) return "--expert-type is not supported";
+        if (dim % et->block_elems != 0 || expert_ff % et->block_elems != 0)
+            return std::string("--dim and --expert-ff must be multiples of ") + std::to_string(et->block_elems) +
+                   ", the block size of the expert type " + et->name;
+    }
     if (arch == "deepseek2") {
         const int64_t key = dim / heads, rot = rope_dim > 0 ? rope_dim : key / 2;
         if (rot % 2 != 0 || rot >= key)
@@ -242,6 +255,13 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             w.set(a + "expert_group_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.groups_used)));
         }
     }
+    const bool oss = spec.arch == "gpt-oss";
+    if (oss) {
+        // llama.cpp's gpt-oss reads the head length and the window; every other layer slides.
+        w.set(a + "attention.key_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+        w.set(a + "attention.value_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+        w.set(a + "attention.sliding_window", gguf::Value::make_u32(static_cast<uint32_t>(spec.sliding_window)));
+    }
     if (moe) {
         w.set(a + "expert_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.experts)));
         w.set(a + "expert_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.used)));
@@ -265,6 +285,13 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     for (int64_t i = 0; i < spec.layers; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         b.vector(p + "attn_norm.weight", spec.dim, 1.0f, 0.1f);
+        if (oss) {
+            b.vector(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
+            b.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
+            b.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+            b.vector(p + "attn_output.bias", spec.dim, 0.0f, 0.1f);
+            b.vector(p + "attn_sinks.weight", spec.heads, 0.0f, 2.0f);
+        }
         if (mla) {
             const int64_t nope = head_dim - rot;
             if (spec.q_lora > 0) {
@@ -296,7 +323,7 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f);
         }
         if (!mla) b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
-        b.vector(p + "ffn_norm.weight", spec.dim, 1.0f, 0.1f);
+        b.vector(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.dim, 1.0f, 0.1f);
         if (!moe || i < spec.dense_layers) {
             b.matrix(p + "ffn_gate.weight", spec.dim, ff, 1, t);
             b.matrix(p + "ffn_up.weight", spec.dim, ff, 1, t);
@@ -305,9 +332,19 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
         }
         // The router stays F32: routing is where quantization error hurts most.
         b.matrix(p + "ffn_gate_inp.weight", spec.dim, spec.experts, 1, WeightType::F32, 4.0f);
-        b.matrix(p + "ffn_gate_exps.weight", spec.dim, spec.expert_ff, spec.experts, t);
-        b.matrix(p + "ffn_up_exps.weight", spec.dim, spec.expert_ff, spec.experts, t);
-        b.matrix(p + "ffn_down_exps.weight", spec.expert_ff, spec.dim, spec.experts, t);
+        const WeightType et = spec.experts_type();
+        // gpt-oss: gate and up three times wider than elsewhere, so some
+        // values reach the clamped SwiGLU's limit of 7; biases everywhere.
+        const float wide = oss ? 3.0f : 1.0f;
+        b.matrix(p + "ffn_gate_exps.weight", spec.dim, spec.expert_ff, spec.experts, et, wide);
+        b.matrix(p + "ffn_up_exps.weight", spec.dim, spec.expert_ff, spec.experts, et, wide);
+        b.matrix(p + "ffn_down_exps.weight", spec.expert_ff, spec.dim, spec.experts, et);
+        if (oss) {
+            b.vector(p + "ffn_gate_inp.bias", spec.experts, 0.0f, 0.5f);
+            b.matrix(p + "ffn_gate_exps.bias", spec.expert_ff, spec.experts, 1, WeightType::F32, 0.5f);
+            b.matrix(p + "ffn_up_exps.bias", spec.expert_ff, spec.experts, 1, WeightType::F32, 0.5f);
+            b.matrix(p + "ffn_down_exps.bias", spec.dim, spec.experts, 1, WeightType::F32, 0.5f);
+        }
         if (mla && spec.gating == "sigmoid") b.vector(p + "exp_probs_b.bias", spec.experts, 0.0f, 0.05f);
         if (mla && spec.shared_experts > 0) {
             const int64_t sff = spec.shared_experts * spec.expert_ff;

@@ -15,7 +15,7 @@ namespace strata::model {
 constexpr int64_t kMaxSyntheticVocab = 3 + 256 + 1 + 2 * 26 + 2 * 26 * 26 + 2 * 26 * 26 * 26;
 
 struct MakeModelSpec {
-    std::string arch = "llama";   // llama | qwen2moe | qwen3moe | olmoe | deepseek2
+    std::string arch = "llama";   // llama | qwen2moe | qwen3moe | olmoe | deepseek2 | gpt-oss
     int64_t layers = 4;
     int64_t dim = 256;
     int64_t heads = 8;
@@ -42,9 +42,16 @@ struct MakeModelSpec {
     int64_t groups_used = 0;
     float yarn_factor = 0.0f;     // YaRN rope scaling (0: none), over the original context `ctx`
     float yarn_log_mul = 0.1f;    // deepseek2's rope.scaling.yarn_log_multiplier
+    int64_t sliding_window = 128; // gpt-oss: the sliding-window layers' window (every other layer)
     kernels::WeightType type = kernels::WeightType::F32;
+    // The routed experts' type (gpt-oss ships MXFP4 experts beside wider
+    // attention); F32 with expert_type_set false: as `type`.
+    kernels::WeightType expert_type = kernels::WeightType::F32;
+    bool expert_type_set = false;
     uint64_t seed = 1;
     int threads = 0;
+
+    kernels::WeightType experts_type() const { return expert_type_set ? expert_type : type; }
 
     // Empty when valid, else what is wrong and how to fix it.
     std::string validate() const;

@@ -143,6 +143,18 @@ public:
         return v;
     }
 
+    // A 2-D table of `rows` rows of `cols` floats (gpt-oss's per-expert biases), row after row.
+    std::vector<float> table(const std::string& name, int64_t cols, int64_t rows) const {
+        const gguf::TensorInfo* t = find(name);
+        if (!t) fail(name, "missing from the file");
+        check_type(*t);
+        check_shape(*t, {cols, rows});
+        std::vector<float> v(static_cast<size_t>(cols * rows));
+        const int64_t rb = kernels::row_bytes(t->type, cols);
+        for (int64_t r = 0; r < rows; ++r) kernels::dequantize_row(t->type, t->data + r * rb, v.data() + r * cols, cols);
+        return v;
+    }
+
     const gguf::File& f_;
 };
 
@@ -243,7 +255,10 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         } else {
             bind_attention(b, c, L, q_dim, kv_dim);
         }
-        L.ffn_norm = b.vector(blk(i, "ffn_norm.weight"), c.n_embd);
+        // gpt-oss names the FFN's norm after the attention it follows.
+        L.ffn_norm = b.vector(blk(i, c.traits.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                              c.n_embd);
+        if (c.attention_sinks) L.attn_sinks = b.vector(blk(i, "attn_sinks.weight"), c.n_head);
 
         // FFN kind: from the tensors present, cross-checked with
         // leading_dense_block_count when the file states it.
@@ -271,6 +286,7 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         L.ffn = FfnKind::Moe;
         L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
         L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, false);
+        L.router_bias = b.vector(blk(i, "ffn_gate_inp.bias"), c.n_expert, c.traits.arch == Arch::GptOss);
         const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
         if (ge) {
             const int64_t ff = ge->ne[1];
@@ -279,6 +295,11 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
             L.experts_stacked.gate = b.matrix(blk(i, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
             L.experts_stacked.up = b.matrix(blk(i, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
             L.experts_stacked.down = b.matrix(blk(i, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
+            if (c.ffn_act == FfnAct::SwigluOai) {
+                L.expert_bias_gate = b.table(blk(i, "ffn_gate_exps.bias"), c.n_ff_expert, c.n_expert);
+                L.expert_bias_up = b.table(blk(i, "ffn_up_exps.bias"), c.n_ff_expert, c.n_expert);
+                L.expert_bias_down = b.table(blk(i, "ffn_down_exps.bias"), c.n_embd, c.n_expert);
+            }
         } else {
             // Older Mixtral conversions store each expert as its own tensors.
             const std::string g0 = blk(i, "ffn_gate.0.weight");

@@ -78,13 +78,18 @@ struct LayerWeights {
     std::shared_ptr<const std::vector<float>> mla_k_up_t, mla_v_up;
     std::vector<float> bq, bk, bv, bo;       // empty when absent
     std::vector<float> q_norm, k_norm;       // empty when absent
-    std::vector<float> ffn_norm;
+    std::vector<float> ffn_norm;             // gpt-oss: post_attention_norm
+    std::vector<float> attn_sinks;           // gpt-oss: a learned logit per head (empty when absent)
 
     FfnKind ffn = FfnKind::Dense;
     FfnMatrices dense;                       // FfnKind::Dense
 
     Matrix router;                           // FfnKind::Moe: [n_embd -> n_expert]
     std::vector<float> router_select_bias;   // deepseek2 V3 exp_probs_b: added for the choice only
+    std::vector<float> router_bias;          // gpt-oss: added to the router's logits (empty when absent)
+    // gpt-oss: per expert, biases of gate and up (n_ff_expert each) and down
+    // (n_embd), expert after expert; empty for other architectures.
+    std::vector<float> expert_bias_gate, expert_bias_up, expert_bias_down;
     FfnMatrices experts_stacked;             // 3-D tensors, one slab per expert
     std::vector<FfnMatrices> experts_split;  // legacy files: one tensor per expert
     int64_t n_ff_expert = 0;

@@ -156,6 +156,44 @@ private Q_SLOTS:
         QVERIFY(t.prefetch_precision > 0.0);
     }
 
+    // gpt-oss (biased experts, sinks, a sliding window), F32 and with MXFP4
+    // experts: a 25% expert cache gives the resident run's greedy ids and
+    // logits bit for bit.
+    void quarter_cache_is_exact_gpt_oss() {
+        QTemporaryDir dir;
+        for (const bool mxfp4 : {false, true}) {
+            model::MakeModelSpec s;
+            s.arch = "gpt-oss";
+            s.layers = 3;
+            s.dim = 64;
+            s.heads = 4;
+            s.kv_heads = 2;
+            s.experts = 16;
+            s.used = 4;
+            s.expert_ff = 64;
+            s.sliding_window = 6;
+            s.expert_type = kernels::WeightType::MXFP4;
+            s.expert_type_set = mxfp4;
+            s.threads = 2;
+            const std::string path = (dir.path() + (mxfp4 ? "/oss-mxfp4.gguf" : "/oss.gguf")).toStdString();
+            model::make_model(s, path);
+            EngineSettings full;
+            full.threads = 2;
+            EngineSettings quarter = full;
+            quarter.expert_cache_fraction = 0.25;
+            auto a = core::Engine::load(path, full);
+            auto b = core::Engine::load(path, quarter);
+            QVERIFY(b->expert_store()->slots() * 4 <= b->expert_store()->experts_total() + 3);
+            for (const std::string& p : prompts()) {
+                const RunResult ra = run(*a, p, 16);
+                const RunResult rb = run(*b, p, 16);
+                QCOMPARE(rb.greedy, ra.greedy);
+                QVERIFY(rb.logits == ra.logits);
+            }
+            QVERIFY(b->snapshot().bytes_loaded > 0);
+        }
+    }
+
     // The ledger never exceeds the fast budget, while the cache is resized and
     // its policy switched between decode steps; the output does not change.
     void ledger_holds_under_runtime_changes() {

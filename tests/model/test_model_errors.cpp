@@ -177,6 +177,32 @@ private Q_SLOTS:
         expect_load_error(gating, {"expert_gating_func", "7", "sigmoid"});
     }
 
+    // gpt-oss files without what it needs: each error names the key or tensor.
+    void gpt_oss_missing_keys_and_tensors() {
+        QTemporaryDir dir;
+        model::MakeModelSpec s;
+        s.arch = "gpt-oss";
+        s.layers = 2;
+        s.dim = 64;
+        s.heads = 4;
+        s.kv_heads = 2;
+        s.experts = 4;
+        s.used = 2;
+        s.expert_ff = 32;
+        s.threads = 1;
+        const std::string base = (dir.path() + "/oss.gguf").toStdString();
+        model::make_model(s, base);
+        Fixture f(base);
+        expect_load_error(f.variant("noswa", [](const std::string& k, const gguf::Value&, gguf::Writer&) {
+            return k == "gpt-oss.attention.sliding_window";
+        }, {}), {"gpt-oss.attention.sliding_window", "sliding window"});
+        for (const char* t : {"blk.1.attn_sinks.weight", "blk.0.ffn_up_exps.bias", "blk.1.ffn_gate_inp.bias",
+                              "blk.0.post_attention_norm.weight"}) {
+            const auto path = f.variant("drop", {}, [t](const gguf::TensorInfo& x, gguf::Writer&) { return x.name == t; });
+            expect_load_error(path, {t, "missing"});
+        }
+    }
+
     void vocabulary_mismatch() {
         Fixture f;
         const auto path = f.variant("vocab", [](const std::string& k, const gguf::Value& v, gguf::Writer& w) {

@@ -53,6 +53,19 @@ DeepSeek-V3 §2.1) and their published modeling code, in the expanded form
     divided by their sum when expert_weights_norm; times expert_weights_scale.
   * Shared experts: one SwiGLU of the shexp tensors, added with weight 1.
   * Layers below leading_dense_block_count have a dense FFN.
+
+gpt-oss, written from OpenAI's model card and llama.cpp's openai-moe graph:
+  * attention with biases on q, k, v and the output; NeoX RoPE (YaRN's
+    frequencies, as above, with the rotated dims times 0.1 ln(factor) + 1);
+    per head a learned sink logit in every softmax denominator (no value);
+    layers with il % 2 == 0 (sliding_window_pattern, default 2) attend only to
+    the last sliding_window positions, their own included.
+  * the FFN's norm is post_attention_norm; the router adds its bias, takes the
+    top-k logits and weights them by a softmax over those k; each expert
+    g = Wg x + bg, u = Wu x + bu, h = min(g, 7) sigmoid(1.702 min(g, 7))
+    (clamp(u, -7, 7) + 1), y = Wd h + bd.
+  * MXFP4 tensors (ggml type 39) are dequantized from the OCP Microscaling
+    spec's E2M1 element and E8M0 scale definitions.
 """
 
 import argparse
@@ -84,8 +97,36 @@ _ARRAY = 9
 GGML_F32 = 0
 GGML_F16 = 1
 GGML_BF16 = 30
+GGML_MXFP4 = 39
 _TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
-               10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 30: "BF16"}
+               10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 30: "BF16", 39: "MXFP4"}
+
+
+def e2m1_value(code):
+    """An FP4 E2M1 element (OCP Microscaling Formats v1.0, section 5.3.3):
+    sign bit 3, exponent bits 2-1 (bias 1), mantissa bit 0; exponent 0 is
+    subnormal (0 or 0.5)."""
+    sign = -1.0 if code & 0x8 else 1.0
+    e = (code >> 1) & 0x3
+    m = code & 0x1
+    if e == 0:
+        return sign * 0.5 * m
+    return sign * 2.0 ** (e - 1) * (1.0 + 0.5 * m)
+
+
+_E2M1 = np.array([e2m1_value(c) for c in range(16)], dtype=np.float64)
+
+
+def dequantize_mxfp4(raw, n):
+    """ggml's MXFP4 blocks of 32 elements, 17 bytes each: the shared E8M0
+    scale byte (2^(e-127), OCP MX section 5.4.1; 255 is NaN), then 16 bytes
+    whose low nibbles are elements 0-15 and high nibbles elements 16-31."""
+    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(n // 32, 17)
+    e = blocks[:, 0].astype(np.int64)
+    scale = np.where(e == 255, np.nan, np.ldexp(1.0, e - 127))
+    qs = blocks[:, 1:]
+    codes = np.concatenate([qs & 0x0F, qs >> 4], axis=1)          # (blocks, 32)
+    return (_E2M1[codes] * scale[:, None]).reshape(n)
 
 
 class GGUFError(Exception):
@@ -185,8 +226,12 @@ class GGUF:
         elif t == GGML_BF16:
             u = np.frombuffer(self.buf, dtype="<u2", count=n, offset=off).astype(np.uint32) << 16
             a = u.view(np.float32)
+        elif t == GGML_MXFP4:
+            if n % 32:
+                raise GGUFError("tensor %s: %d elements are not whole MXFP4 blocks of 32" % (name, n))
+            a = dequantize_mxfp4(self.buf[off:off + n // 32 * 17], n)
         else:
-            raise GGUFError("tensor %s has type %s; this reference reads F32, F16 and BF16 only"
+            raise GGUFError("tensor %s has type %s; this reference reads F32, F16, BF16 and MXFP4 only"
                             % (name, _TYPE_NAMES.get(t, str(t))))
         a = a.astype(np.float64).reshape(tuple(reversed(ne)))
         self._cache[name] = a
@@ -205,6 +250,7 @@ ARCHS = {
     "qwen3moe": (ROPE_NEOX, "head", True),
     "olmoe": (ROPE_NEOX, "whole", False),
     "deepseek2": (ROPE_NORM, None, False),   # MLA; renormalisation from expert_weights_norm
+    "gpt-oss": (ROPE_NEOX, None, False),     # its own routing (softmax over the chosen logits)
 }
 
 
@@ -246,16 +292,17 @@ def yarn_inv_freq(n_rot, base, factor, orig_ctx, beta_fast=32.0, beta_slow=1.0):
     return interp * (1 - mask) + extrap * mask
 
 
-def rope(x, pos, n_rot, base, freq_scale, mode, inv_freq=None):
-    """x: (T, H, D); pos: (T,). Rotates the first n_rot dims of every head."""
+def rope(x, pos, n_rot, base, freq_scale, mode, inv_freq=None, mscale=1.0):
+    """x: (T, H, D); pos: (T,). Rotates the first n_rot dims of every head;
+    mscale multiplies the rotated dims (YaRN's magnitude correction)."""
     T, H, D = x.shape
     half = n_rot // 2
     inv = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)  # theta_scale^i
     if inv_freq is not None:
         inv, freq_scale = inv_freq, 1.0
     theta = (pos.astype(np.float64)[:, None] * freq_scale) * inv[None, :]  # (T, half)
-    c = np.cos(theta)[:, None, :]
-    s = np.sin(theta)[:, None, :]
+    c = np.cos(theta)[:, None, :] * mscale
+    s = np.sin(theta)[:, None, :] * mscale
     out = x.copy()
     if mode == ROPE_NORM:
         x0 = x[:, :, 0:n_rot:2]
@@ -307,6 +354,11 @@ class Model:
         self.freq_scale = 1.0
         self.inv_freq = None
         self.mscale = 1.0
+        self.rope_mscale = 1.0
+        self.oss = arch == "gpt-oss"
+        # gpt-oss: every other layer (the even ones) attends over a sliding window.
+        self.n_swa = int(key("attention.sliding_window", 0)) if self.oss else 0
+        self.swa_period = int(key("attention.sliding_window_pattern", 2)) if self.oss else 0
         scaling = key("rope.scaling.type", "none")
         if scaling == "linear":
             self.freq_scale = 1.0 / float(key("rope.scaling.factor", 1.0))
@@ -315,6 +367,13 @@ class Model:
             orig = int(key("rope.scaling.original_context_length", required=True))
             self.inv_freq = yarn_inv_freq(self.n_rot, self.rope_base, factor, orig)
             self.mscale = 1.0 + float(key("rope.scaling.yarn_log_multiplier", 0.0)) * np.log(factor)
+        elif scaling == "yarn" and arch == "gpt-oss":
+            # The YaRN paper's frequencies (as DeepSeek's); the magnitude
+            # correction 0.1 ln(s) + 1 multiplies the rotated q and k.
+            factor = float(key("rope.scaling.factor", required=True))
+            orig = int(key("rope.scaling.original_context_length", required=True))
+            self.inv_freq = yarn_inv_freq(self.n_rot, self.rope_base, factor, orig)
+            self.rope_mscale = 1.0 + 0.1 * np.log(factor)
         elif scaling not in ("none", None):
             raise GGUFError("rope scaling %r not supported" % scaling)
         if float(key("rope.scale_linear", 1.0) or 1.0) != 1.0:
@@ -432,17 +491,29 @@ class Model:
         if self.qk_norm == "head":
             q = rms_norm(q, self.t(il, "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.t(il, "attn_k_norm.weight"), self.eps)
-        q = rope(q, pos, self.n_rot, self.rope_base, self.freq_scale, self.rope_mode)
-        k = rope(k, pos, self.n_rot, self.rope_base, self.freq_scale, self.rope_mode)
+        q = rope(q, pos, self.n_rot, self.rope_base, self.freq_scale, self.rope_mode, self.inv_freq, self.rope_mscale)
+        k = rope(k, pos, self.n_rot, self.rope_base, self.freq_scale, self.rope_mode, self.inv_freq, self.rope_mscale)
 
         group = H // Hkv
         mask = np.triu(np.full((T, T), -np.inf), k=1)  # query i sees keys 0..i
+        if self.n_swa > 0 and il % self.swa_period < self.swa_period - 1:
+            # A sliding-window layer: query i sees keys i - n_swa + 1 .. i.
+            mask = mask + np.tril(np.full((T, T), -np.inf), k=-self.n_swa)
+        sinks = self.t(il, "attn_sinks.weight") if self.oss else None
         out = np.empty((T, H, D))
         for h in range(H):
             kh = k[:, h // group, :]
             vh = v[:, h // group, :]
             s = (q[:, h, :] @ kh.T) * self.kq_scale + mask
-            out[:, h, :] = softmax(s, axis=-1) @ vh
+            if sinks is None:
+                p = softmax(s, axis=-1)
+            else:
+                # A learned per-head logit joins every row's softmax denominator
+                # (gpt-oss's attention sink) and takes no value.
+                m = np.maximum(np.max(s, axis=-1, keepdims=True), sinks[h])
+                e = np.exp(s - m)
+                p = e / (np.sum(e, axis=-1, keepdims=True) + np.exp(sinks[h] - m))
+            out[:, h, :] = p @ vh
         out = out.reshape(T, H * D) @ self.t(il, "attn_output.weight").T
         bo = self.t(il, "attn_output.bias", optional=True)
         if bo is not None:
@@ -454,7 +525,29 @@ class Model:
         up = x @ self.t(il, "ffn_up.weight").T
         return (silu(gate) * up) @ self.t(il, "ffn_down.weight").T
 
+    def moe_ffn_oss(self, il, x):
+        """gpt-oss: logits = router x + b; the top-k logits, weighted by a
+        softmax over those k; each expert: g = Wg x + bg, u = Wu x + bu,
+        h = min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1),
+        y = Wd h + bd."""
+        logits = x @ self.t(il, "ffn_gate_inp.weight").T + self.t(il, "ffn_gate_inp.bias")
+        gate_e, up_e, down_e = (self.t(il, n) for n in ("ffn_gate_exps.weight", "ffn_up_exps.weight",
+                                                         "ffn_down_exps.weight"))
+        bg, bu, bd = (self.t(il, n) for n in ("ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"))
+        out = np.zeros_like(x)
+        for t in range(x.shape[0]):
+            sel = np.argsort(-logits[t], kind="stable")[:self.n_expert_used]
+            w = softmax(logits[t, sel])
+            for e, we in zip(sel, w):
+                g = np.minimum(gate_e[e] @ x[t] + bg[e], 7.0)
+                u = np.clip(up_e[e] @ x[t] + bu[e], -7.0, 7.0)
+                h = g * sigmoid(1.702 * g) * (u + 1.0)
+                out[t] += we * (down_e[e] @ h + bd[e])
+        return out
+
     def moe_ffn(self, il, x):
+        if self.oss:
+            return self.moe_ffn_oss(il, x)
         T = x.shape[0]
         router = self.t(il, "ffn_gate_inp.weight")          # (n_expert, n_embd)
         gate_e = self.t(il, "ffn_gate_exps.weight")         # (n_expert, n_ff, n_embd)
@@ -496,7 +589,7 @@ class Model:
         x = self.tok_embd[tokens]                             # (T, n_embd)
         for il in range(self.n_layer):
             h = x + self.attention(il, rms_norm(x, self.t(il, "attn_norm.weight"), self.eps), pos)
-            y = rms_norm(h, self.t(il, "ffn_norm.weight"), self.eps)
+            y = rms_norm(h, self.t(il, "post_attention_norm.weight" if self.oss else "ffn_norm.weight"), self.eps)
             if self.g.has("blk.%d.ffn_gate_inp.weight" % il):
                 f = self.moe_ffn(il, y)
             else:
@@ -508,10 +601,20 @@ class Model:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="GGUF file (F32/F16/BF16 tensors)")
-    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
-    ap.add_argument("--out", required=True, help="output file: float32 rows of n_vocab logits")
+    ap.add_argument("model", help="GGUF file (F32/F16/BF16/MXFP4 tensors)")
+    ap.add_argument("--tokens", help="comma-separated token ids")
+    ap.add_argument("--dequantize", metavar="TENSOR", help="instead: write this tensor's values as float32")
+    ap.add_argument("--out", required=True, help="output file: float32 rows of n_vocab logits (or the tensor)")
     args = ap.parse_args(argv)
+    if args.dequantize:
+        try:
+            GGUF(args.model).tensor(args.dequantize).astype("<f4").tofile(args.out)
+        except (GGUFError, OSError) as e:
+            print("reference_forward: %s" % e, file=sys.stderr)
+            return 2
+        return 0
+    if not args.tokens:
+        ap.error("--tokens is required (or --dequantize)")
     try:
         tokens = [int(s) for s in args.tokens.replace(" ", "").split(",") if s != ""]
         model = Model(args.model)

@@ -1309,6 +1309,8 @@ std::string cuda_unsupported_tensor(const model::Model& m) {
     const model::ModelWeights& w = m.weights();
     const model::ModelConfig& c = m.config();
     if (c.mla) return "the CUDA backend does not compute deepseek2's multi-head latent attention (MLA) yet; use --device cpu";
+    if (c.attention_sinks || c.n_swa > 0 || c.ffn_act != model::FfnAct::Swiglu)
+        return "the CUDA backend has no gpt-oss attention sinks, sliding window or clamped SwiGLU yet; use --device cpu";
     if (c.yarn) return "the CUDA backend has no YaRN RoPE scaling yet; use --device cpu";
     if (c.gating != model::Gating::Softmax || c.n_expert_groups > 1)
         return "the CUDA backend routes by softmax only (this model routes by sigmoid or by expert groups); use --device cpu";
