@@ -169,6 +169,8 @@ Rectangle {
                     required property bool isLast
                     required property int version
                     required property int versionCount
+                    required property string reasoning
+                    required property bool reasoningOpen
                     width: ListView.view.width
                     maxContentWidth: 820
                     bubbleId: messageId
@@ -182,6 +184,8 @@ Rectangle {
                     bubbleIsLast: isLast
                     bubbleVersion: version
                     bubbleVersionCount: versionCount
+                    bubbleReasoning: reasoning
+                    bubbleReasoningOpen: reasoningOpen
                     canAct: !chat.generating && pane.ready
                     onRegenerateRequested: chat.regenerate()
                     onVersionRequested: (delta) => chat.showAnswerVersion(delta)

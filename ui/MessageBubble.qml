@@ -20,6 +20,9 @@ Item {
     property bool bubbleIsLast: false
     property int bubbleVersion: 0        // which version of this answer (Regenerate keeps the others)
     property int bubbleVersionCount: 0
+    property string bubbleReasoning: ""    // the model's reasoning before its answer (shown collapsed)
+    property bool bubbleReasoningOpen: false  // still being written
+    property bool reasoningShown: false
     property bool canAct: true
     property real maxContentWidth: 820
     property bool editing: false
@@ -108,8 +111,54 @@ Item {
                         }
                     }
                 }
+                // The reasoning (gpt-oss's analysis channel, <think>): one line
+                // under the answer, expanded on click.
+                ColumnLayout {
+                    id: reasoningBox
+                    objectName: "reasoningBox"
+                    visible: bubble.bubbleReasoning.length > 0
+                    Layout.fillWidth: true
+                    spacing: 4
+                    AbstractButton {
+                        id: reasoningToggle
+                        objectName: "reasoningToggle"
+                        Layout.fillWidth: true
+                        implicitHeight: reasoningHeader.implicitHeight + 6
+                        onClicked: bubble.reasoningShown = !bubble.reasoningShown
+                        Accessible.name: bubble.reasoningShown ? "Hide the reasoning" : "Show the reasoning"
+                        contentItem: Label {
+                            id: reasoningHeader
+                            text: (bubble.reasoningShown ? "▾ " : "▸ ")
+                                  + (bubble.bubbleReasoningOpen ? "Reasoning…" : "Reasoning")
+                                  + "  ·  " + bubble.bubbleReasoning.trim().split(/\s+/).length + " words"
+                            color: Theme.textDim
+                            font.pixelSize: Theme.small
+                        }
+                    }
+                    Rectangle {
+                        visible: bubble.reasoningShown
+                        Layout.fillWidth: true
+                        implicitHeight: reasoningText.implicitHeight + 16
+                        radius: 8
+                        color: Theme.surface
+                        border.color: Theme.border
+                        TextEdit {
+                            id: reasoningText
+                            objectName: "reasoningText"
+                            x: 10; y: 8
+                            width: parent.width - 20
+                            text: bubble.bubbleReasoning.trim()
+                            readOnly: true
+                            selectByMouse: true
+                            wrapMode: TextEdit.Wrap
+                            color: Theme.textDim
+                            font.pixelSize: Theme.small
+                            selectionColor: Theme.accent
+                        }
+                    }
+                }
                 Label {
-                    visible: bubble.bubbleStreaming && bubble.bubbleContent.length === 0
+                    visible: bubble.bubbleStreaming && bubble.bubbleContent.length === 0 && bubble.bubbleReasoning.length === 0
                     text: "Thinking…"
                     color: Theme.textFaint
                     font.italic: true

@@ -1,10 +1,16 @@
 #include "message_list_model.h"
 
+#include "chat/chat_template.h"
 #include "text_util.h"
 
 namespace strata::desktop {
 
 MessageListModel::MessageListModel(QObject* parent) : QAbstractListModel(parent) {}
+
+QString MessageListModel::answer_of(const app::Message& m) {
+    if (m.role != QLatin1String("assistant")) return m.content;
+    return QString::fromStdString(chat::split_reply(m.content.toStdString()).answer);
+}
 
 int MessageListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(items_.size()); }
 
@@ -30,8 +36,14 @@ QVariant MessageListModel::data(const QModelIndex& index, int role) const {
         case IdRole: return m.id;
         case RoleRole: return m.role;
         case Qt::DisplayRole:
-        case ContentRole: return m.content;
-        case SegmentsRole: return TextUtil::segments(m.content);
+        case ContentRole: return answer_of(m);
+        case SegmentsRole: return TextUtil::segments(answer_of(m));
+        case ReasoningRole:
+            return m.role == QLatin1String("assistant")
+                       ? QString::fromStdString(chat::split_reply(m.content.toStdString()).reasoning)
+                       : QString();
+        case ReasoningOpenRole:
+            return m.role == QLatin1String("assistant") && chat::split_reply(m.content.toStdString()).reasoning_open;
         case PartialRole: return m.partial;
         case StreamingRole: return streaming_ != 0 && m.id == streaming_;
         case TokensRole: return m.stats.tokens;
@@ -52,7 +64,7 @@ QHash<int, QByteArray> MessageListModel::roleNames() const {
     return {{IdRole, "messageId"},   {RoleRole, "role"},         {ContentRole, "content"},   {SegmentsRole, "segments"},
             {PartialRole, "partial"}, {StreamingRole, "streaming"}, {TokensRole, "tokens"},   {TokSRole, "tokS"},
             {TtftRole, "ttftMs"},     {SecondsRole, "seconds"},    {FinishRole, "finish"},     {ModelRole, "modelFile"},
-            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"},
+            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"},
             {VersionCountRole, "versionCount"}};
 }
 
@@ -76,7 +88,7 @@ void MessageListModel::append_text(qint64 id, const QString& text) {
     const int row = row_of(id);
     if (row < 0) return;
     items_[row].content += text;
-    Q_EMIT dataChanged(index(row), index(row), {ContentRole, SegmentsRole, Qt::DisplayRole});
+    Q_EMIT dataChanged(index(row), index(row), {ContentRole, SegmentsRole, Qt::DisplayRole, ReasoningRole, ReasoningOpenRole});
 }
 
 void MessageListModel::update(const app::Message& m) {

@@ -15,8 +15,8 @@ public:
     enum Role {
         IdRole = Qt::UserRole + 1,
         RoleRole,        // "user" | "assistant"
-        ContentRole,
-        SegmentsRole,    // [{kind: "text"|"code", text, lang}] (TextUtil::segments)
+        ContentRole,     // an assistant's answer without its reasoning (chat::split_reply)
+        SegmentsRole,    // [{kind: "text"|"code", text, lang}] of the answer (TextUtil::segments)
         PartialRole,
         StreamingRole,   // the answer being generated now
         TokensRole,
@@ -29,12 +29,16 @@ public:
         IsLastRole,
         VersionRole,       // which version of its answer this is (1-based; 0: no other versions)
         VersionCountRole,  // how many versions its answer has (the last answer only; 0 elsewhere)
+        ReasoningRole,     // the reasoning before an assistant's answer (harmony's analysis, <think>); "" if none
+        ReasoningOpenRole, // the reasoning is still being written
     };
     explicit MessageListModel(QObject* parent = nullptr);
 
     int rowCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role) const override;
     QHash<int, QByteArray> roleNames() const override;
+    // What the bubble shows as the answer: an assistant's text less its reasoning.
+    static QString answer_of(const app::Message& m);
 
     void set_messages(const QList<app::Message>& list);
     void append(const app::Message& m);

@@ -29,6 +29,8 @@
 
 #include <sqlite3.h>
 
+#include "chat/chat_template.h"
+
 #include <algorithm>
 #include <iterator>
 
@@ -771,7 +773,17 @@ QByteArray ChatStore::export_markdown(qint64 conversation_id) const {
                                 : m.role == QLatin1String("assistant") ? QStringLiteral("Assistant")
                                                                        : QStringLiteral("System");
         md += QStringLiteral("## %1\n\n").arg(heading);
-        if (!m.content.isEmpty()) md += m.content.trimmed() + QStringLiteral("\n\n");
+        if (m.role == QLatin1String("assistant")) {
+            // A reasoning model's reply: the answer, its reasoning folded away (HTML details).
+            const chat::ReplyParts p = chat::split_reply(m.content.toStdString());
+            const QString answer = QString::fromStdString(p.answer).trimmed();
+            const QString reasoning = QString::fromStdString(p.reasoning).trimmed();
+            if (!answer.isEmpty()) md += answer + QStringLiteral("\n\n");
+            if (!reasoning.isEmpty())
+                md += QStringLiteral("<details><summary>Reasoning</summary>\n\n%1\n\n</details>\n\n").arg(reasoning);
+        } else if (!m.content.isEmpty()) {
+            md += m.content.trimmed() + QStringLiteral("\n\n");
+        }
         if (m.role == QLatin1String("assistant")) {
             QStringList facts;
             if (!m.stats.model.isEmpty()) facts << m.stats.model;

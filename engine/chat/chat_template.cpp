@@ -28,8 +28,14 @@ std::string trim(std::string_view s) {
 // Families whose Jinja raises on anything but [system] user assistant user ...
 bool needs_alternation(Family f) { return f == Family::Llama2 || f == Family::Mistral || f == Family::Gemma; }
 
-constexpr Family kAllFamilies[] = {Family::ChatMl, Family::Llama2, Family::Llama3, Family::Mistral,
-                                   Family::Gemma,  Family::Phi3,   Family::Zephyr, Family::Fallback};
+constexpr Family kAllFamilies[] = {Family::ChatMl, Family::Llama2, Family::Llama3,  Family::Mistral, Family::Gemma,
+                                   Family::Phi3,   Family::Zephyr, Family::Harmony, Family::Fallback};
+
+// Harmony's system block: the gpt-oss Jinja's defaults, less the date line.
+constexpr const char* kHarmonySystem =
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\n"
+    "Reasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.<|end|>";
 
 std::string quoted(std::string_view s) {
     std::string out = "'";
@@ -80,9 +86,67 @@ const char* family_name(Family f) {
         case Family::Gemma: return "gemma";
         case Family::Phi3: return "phi3";
         case Family::Zephyr: return "zephyr";
+        case Family::Harmony: return "harmony";
         case Family::Fallback: return "fallback";
     }
     return "fallback";
+}
+
+ReplyParts split_reply(std::string_view text) {
+    ReplyParts p;
+    constexpr std::string_view kMessage = "<|message|>";
+    auto strip_tail = [](std::string_view s) {
+        for (std::string_view end : {"<|return|>", "<|end|>", "<|call|>"})
+            if (const size_t at = s.find(end); at != std::string_view::npos) s = s.substr(0, at);
+        return s;
+    };
+    if (text.find("<|channel|>") != std::string_view::npos) {
+        // Harmony: each message is <|channel|>NAME<|message|>TEXT (ended by <|end|>,
+        // <|return|> or the end of the text), messages joined by <|start|>assistant.
+        size_t at = 0;
+        while ((at = text.find("<|channel|>", at)) != std::string_view::npos) {
+            at += 11;
+            const size_t body = text.find(kMessage, at);
+            if (body == std::string_view::npos) break;  // the channel's name is still streaming
+            const std::string_view channel = text.substr(at, body - at);
+            const size_t next = text.find("<|channel|>", body);
+            std::string_view content = text.substr(body + kMessage.size(),
+                                                   next == std::string_view::npos ? std::string_view::npos
+                                                                                  : next - body - kMessage.size());
+            const bool closed = content.find("<|end|>") != std::string_view::npos ||
+                                content.find("<|return|>") != std::string_view::npos || next != std::string_view::npos;
+            content = strip_tail(content);
+            if (const size_t s = content.rfind("<|start|>"); s != std::string_view::npos) content = content.substr(0, s);
+            if (channel.rfind("final", 0) == 0) {
+                p.answer += content;
+                p.reasoning_open = false;
+            } else {
+                if (!p.reasoning.empty()) p.reasoning += "\n\n";
+                p.reasoning += content;
+                p.reasoning_open = !closed;
+            }
+            at = body;
+        }
+        return p;
+    }
+    // <think>...</think> at the start (DeepSeek-R1, Qwen3).
+    size_t lead = 0;
+    while (lead < text.size() && (text[lead] == ' ' || text[lead] == '\n')) ++lead;
+    if (text.substr(lead, 7) == "<think>") {
+        const size_t end = text.find("</think>", lead + 7);
+        if (end == std::string_view::npos) {
+            p.reasoning = std::string(text.substr(lead + 7));
+            p.reasoning_open = true;
+            return p;
+        }
+        p.reasoning = std::string(text.substr(lead + 7, end - lead - 7));
+        std::string_view rest = text.substr(end + 8);
+        while (!rest.empty() && (rest.front() == '\n' || rest.front() == ' ')) rest.remove_prefix(1);
+        p.answer = std::string(rest);
+        return p;
+    }
+    p.answer = std::string(text);
+    return p;
 }
 
 ChatTemplate ChatTemplate::of(Family f, std::string bos, std::string eos) {
@@ -105,7 +169,9 @@ ChatTemplate ChatTemplate::detect(std::string_view jinja, std::string bos, std::
         }
     }
 
-    if (has("<|im_start|>")) {
+    if (has("<|channel|>") && has("<|message|>")) {
+        t.family_ = Family::Harmony;
+    } else if (has("<|im_start|>")) {
         // Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) use <|im_start|> but are not ChatML.
         if (!has("<|im_sep|>") && !has("<end_of_utterance>")) t.family_ = Family::ChatMl;
     } else if (jinja.substr(0, 7) == "mistral" || has("[INST]")) {
@@ -246,6 +312,19 @@ std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_
             if (add_assistant_prefix) out += "<|assistant|>\n";
             break;
 
+        case Family::Harmony:
+            out += kHarmonySystem;
+            for (const Message& m : messages) {
+                if (m.role == "system")
+                    out += "<|start|>developer<|message|># Instructions\n\n" + m.content + "<|end|>";
+                else if (m.role == "user")
+                    out += "<|start|>user<|message|>" + m.content + "<|end|>";
+                else
+                    out += "<|start|>assistant<|channel|>final<|message|>" + split_reply(m.content).answer + "<|end|>";
+            }
+            if (add_assistant_prefix) out += "<|start|>assistant";
+            break;
+
         case Family::Fallback:
             for (const Message& m : messages) {
                 if (m.role == "system")
@@ -271,6 +350,7 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
         case Family::Gemma: return {"<end_of_turn>"};
         case Family::Phi3: return {"<|end|>"};
         case Family::Zephyr: return {eos};
+        case Family::Harmony: return {"<|return|>", "<|call|>"};
         case Family::Fallback: return {"\nUser:", "\nSystem:"};
     }
     return {};

@@ -84,6 +84,18 @@ enum class Family {
     // </s>) or GLM-Edge, so zephyr-7b-beta's own template (eos_token) is Zephyr
     // here; <|user|>/<|assistant|> without any end marker (GLM-Edge) is the fallback.
     Zephyr,
+    // gpt-oss's harmony format (OpenAI's published description):
+    // <|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\n
+    // Reasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>
+    // <|start|>developer<|message|># Instructions\n\nS<|end|><|start|>user<|message|>U1<|end|>
+    // <|start|>assistant<|channel|>final<|message|>A1<|end|><|start|>user<|message|>U2<|end|><|start|>assistant
+    // Detected by <|channel|> with <|message|>. The system block is always there
+    // (the Jinja's defaults, without its date line, which would change the
+    // prompt every day); the system prompt is the developer message. An earlier
+    // answer is rendered as its final channel alone (split_reply), as the Jinja
+    // drops the reasoning of finished turns. The model writes
+    // <|channel|>analysis<|message|>reasoning<|end|><|start|>assistant<|channel|>final<|message|>answer<|return|>.
+    Harmony,
     // System: S\n\nUser: U1\nAssistant: A1\nUser: U2\nAssistant:
     // for models without a template or with one no family matches.
     Fallback,
@@ -95,6 +107,18 @@ struct Message {
     std::string role;     // "system", "user" or "assistant"
     std::string content;
 };
+
+// A reply split into the model's reasoning and its answer: harmony's
+// analysis and final channels, or a <think>...</think> block at the start
+// (DeepSeek-R1, Qwen3). Text without either is all answer. While a reply
+// streams, `reasoning_open` says the reasoning has not ended yet. Structure
+// tokens (<|start|>assistant, <|end|>, <|return|>) are not in either part.
+struct ReplyParts {
+    std::string reasoning;
+    std::string answer;
+    bool reasoning_open = false;
+};
+ReplyParts split_reply(std::string_view text);
 
 class ChatTemplate {
 public:
@@ -128,7 +152,8 @@ public:
     // Strings that end an assistant turn in this family (e.g. "<|im_end|>"),
     // to use as stop strings in addition to the vocabulary's end-of-generation tokens.
     // ChatML {"<|im_end|>"}, Llama 3 {"<|eot_id|>"}, Gemma {"<end_of_turn>"},
-    // Phi-3 {"<|end|>"}, Llama 2 / Mistral / Zephyr {eos}, fallback {"\nUser:", "\nSystem:"}.
+    // Phi-3 {"<|end|>"}, Llama 2 / Mistral / Zephyr {eos}, harmony {"<|return|>", "<|call|>"}
+    // (<|end|> closes the reasoning, not the turn), fallback {"\nUser:", "\nSystem:"}.
     std::vector<std::string> stop_strings() const;
 
 private:

@@ -90,6 +90,22 @@ private Q_SLOTS:
         QCOMPARE(m.get(1)[QStringLiteral("content")].toString(), QStringLiteral("Hello"));
         QVERIFY(changed.count() >= 3);
         m.append_text(99, QStringLiteral("ignored"));  // unknown id: nothing happens
+        QCOMPARE(m.get(1)[QStringLiteral("reasoning")].toString(), QString());
+
+        // A reasoning model's reply streams its reasoning first, then the answer.
+        strata::app::Message r;
+        r.id = 3;
+        r.role = QStringLiteral("assistant");
+        m.append(r);
+        m.append_text(3, QStringLiteral("<|channel|>analysis<|message|>Capital of France"));
+        QCOMPARE(m.get(2)[QStringLiteral("reasoning")].toString(), QStringLiteral("Capital of France"));
+        QVERIFY(m.get(2)[QStringLiteral("reasoningOpen")].toBool());
+        QCOMPARE(m.get(2)[QStringLiteral("content")].toString(), QString());
+        m.append_text(3, QStringLiteral(".<|end|><|start|>assistant<|channel|>final<|message|>Paris."));
+        QVERIFY(!m.get(2)[QStringLiteral("reasoningOpen")].toBool());
+        QCOMPARE(m.get(2)[QStringLiteral("content")].toString(), QStringLiteral("Paris."));
+        QCOMPARE(m.get(2)[QStringLiteral("segments")].toList().size(), 1);
+        m.remove_from(3);
 
         a.content = QStringLiteral("Hello");
         a.partial = false;

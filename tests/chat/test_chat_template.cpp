@@ -489,8 +489,24 @@ const char* const kExpectFallback =
     "System: You are a helpful assistant\n\nUser: Hello\nAssistant: Hi there\nUser: Who are you\n"
     "Assistant:    I am an assistant   \nUser: Another question\nAssistant:";
 
-const Family kFamilies[] = {Family::ChatMl, Family::Llama2, Family::Llama3, Family::Mistral,
-                            Family::Gemma,  Family::Phi3,   Family::Zephyr, Family::Fallback};
+// An excerpt of gpt-oss-20b's template (harmony): its markers, as they appear there.
+const char* const kGptOss =
+    "{%- macro render_system_message() -%}{{- \"<|start|>system<|message|>\" }}{{- model_identity + \"\\n\" }}"
+    "{{- \"Knowledge cutoff: 2024-06\\n\" }}{{- \"Reasoning: \" + reasoning_effort + \"\\n\\n\" }}"
+    "{{- \"# Valid channels: analysis, commentary, final. Channel must be included for every message.\" }}"
+    "{{- \"<|end|>\" }}{%- endmacro -%}{%- elif message.role == 'assistant' -%}"
+    "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|end|>\" }}"
+    "{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}";
+const char* const kExpectHarmony =
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\n"
+    "Reasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.<|end|><|start|>developer<|message|># Instructions\n\nYou are a helpful assistant<|end|>"
+    "<|start|>user<|message|>Hello<|end|><|start|>assistant<|channel|>final<|message|>Hi there<|end|>"
+    "<|start|>user<|message|>Who are you<|end|><|start|>assistant<|channel|>final<|message|>   I am an assistant   <|end|>"
+    "<|start|>user<|message|>Another question<|end|><|start|>assistant";
+
+const Family kFamilies[] = {Family::ChatMl, Family::Llama2, Family::Llama3,  Family::Mistral, Family::Gemma,
+                            Family::Phi3,   Family::Zephyr, Family::Harmony, Family::Fallback};
 
 QByteArray bytes(const std::string& s) { return QByteArray(s.data(), qsizetype(s.size())); }
 
@@ -553,6 +569,9 @@ private Q_SLOTS:
         QTest::newRow("zephyr-7b-beta") << QByteArray(kZephyr) << QByteArray("<s>") << QByteArray("</s>")
                                         << Family::Zephyr << QByteArray(kExpectZephyr);
         // StableLM 2 Zephyr ships the same template with eos <|endoftext|> (llama.cpp's "zephyr").
+        QTest::newRow("gpt-oss-20b (harmony)") << QByteArray(kGptOss) << QByteArray("<|startoftext|>")
+                                               << QByteArray("<|return|>") << Family::Harmony
+                                               << QByteArray(kExpectHarmony);
         QTest::newRow("zephyr, eos <|endoftext|>")
             << QByteArray(kZephyr) << QByteArray("<|endoftext|>") << QByteArray("<|endoftext|>") << Family::Zephyr
             << QByteArray(kExpectZephyr).replace("</s>", "<|endoftext|>");
@@ -637,7 +656,7 @@ private Q_SLOTS:
     }
 
     void family_names_and_forcing_by_name() {
-        const char* const names[] = {"chatml", "llama2", "llama3", "mistral", "gemma", "phi3", "zephyr", "fallback"};
+        const char* const names[] = {"chatml", "llama2", "llama3", "mistral", "gemma", "phi3", "zephyr", "harmony", "fallback"};
         for (size_t i = 0; i < std::size(kFamilies); ++i) {
             QCOMPARE(QString(family_name(kFamilies[i])), QString(names[i]));
             QCOMPARE(ChatTemplate::detect(names[i]).family(), kFamilies[i]);
@@ -726,6 +745,7 @@ private Q_SLOTS:
             {Family::Gemma, "<start_of_turn>model\nI am an assistant<end_of_turn>\n"},
             {Family::Phi3, "<|assistant|>\n   I am an assistant   <|end|>\n"},
             {Family::Zephyr, "<|assistant|>\n   I am an assistant   </s>\n"},
+            {Family::Harmony, "<|start|>assistant<|channel|>final<|message|>   I am an assistant   <|end|>"},
             {Family::Fallback, "\nAssistant:    I am an assistant   \n"},
         };
         for (const Tail& t : tails) {
@@ -774,6 +794,38 @@ private Q_SLOTS:
                  QByteArray("<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"));
     }
 
+    // A reply's reasoning and answer: harmony's channels (streaming and done), <think>.
+    void replies_split_into_reasoning_and_answer() {
+        using strata::chat::split_reply;
+        const std::string done =
+            "<|channel|>analysis<|message|>The user greets.<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>";
+        auto p = split_reply(done);
+        QCOMPARE(p.reasoning, std::string("The user greets."));
+        QCOMPARE(p.answer, std::string("Hello!"));
+        QVERIFY(!p.reasoning_open);
+        p = split_reply("<|channel|>analysis<|message|>The user gre");
+        QCOMPARE(p.reasoning, std::string("The user gre"));
+        QVERIFY(p.answer.empty());
+        QVERIFY(p.reasoning_open);
+        p = split_reply("<|channel|>analysis<|message|>Thought.<|end|><|start|>assistant<|channel|>fin");
+        QCOMPARE(p.reasoning, std::string("Thought."));
+        QVERIFY(p.answer.empty() && !p.reasoning_open);
+        p = split_reply("<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>final<|message|>B, partly");
+        QCOMPARE(p.answer, std::string("B, partly"));
+        p = split_reply("<think>\nhmm\n</think>\n\nThe answer.");
+        QCOMPARE(p.reasoning, std::string("\nhmm\n"));
+        QCOMPARE(p.answer, std::string("The answer."));
+        p = split_reply("<think>still going");
+        QVERIFY(p.reasoning_open && p.answer.empty());
+        p = split_reply("No markers <think> here.");
+        QCOMPARE(p.answer, std::string("No markers <think> here."));
+        QVERIFY(p.reasoning.empty());
+        // An earlier answer with its reasoning renders as its final channel alone.
+        const std::string text = ChatTemplate::of(Family::Harmony).render({{"user", "Hi"}, {"assistant", done}}, false);
+        QVERIFY2(text.ends_with("<|start|>assistant<|channel|>final<|message|>Hello!<|end|>"), text.c_str());
+        QVERIFY(text.find("The user greets") == std::string::npos);
+    }
+
     void stop_strings() {
         using V = std::vector<std::string>;
         QCOMPARE(ChatTemplate::of(Family::ChatMl).stop_strings(), V{"<|im_end|>"});
@@ -786,6 +838,7 @@ private Q_SLOTS:
         QCOMPARE(ChatTemplate::of(Family::Llama2).stop_strings(), V{"</s>"});
         QCOMPARE(ChatTemplate::of(Family::Mistral, "<s>", "</s>").stop_strings(), V{"</s>"});
         QCOMPARE(ChatTemplate::of(Family::Fallback).stop_strings(), (V{"\nUser:", "\nSystem:"}));
+        QCOMPARE(ChatTemplate::of(Family::Harmony).stop_strings(), (V{"<|return|>", "<|call|>"}));
         for (Family f : kFamilies)
             for (const std::string& s : ChatTemplate::of(f).stop_strings()) QVERIFY(!s.empty());
     }

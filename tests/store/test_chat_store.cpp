@@ -520,6 +520,19 @@ private Q_SLOTS:
         QVERIFY(md.indexOf(QStringLiteral("incomplete"), a2) > a2);   // the partial answer is marked
         QVERIFY(!md.left(a2).contains(QStringLiteral("incomplete")));
 
+        // A reasoning model's answer: the answer, its reasoning folded away; JSON keeps the reply as written.
+        const qint64 r = s.create_conversation(QStringLiteral("reasoned"));
+        s.append_message(r, QStringLiteral("user"), QStringLiteral("Capital of France?"));
+        const QString raw = QStringLiteral("<|channel|>analysis<|message|>It is Paris.<|end|><|start|>assistant"
+                                           "<|channel|>final<|message|>Paris.<|return|>");
+        s.append_message(r, QStringLiteral("assistant"), raw);
+        const QString rmd = QString::fromUtf8(s.export_markdown(r));
+        QVERIFY2(rmd.contains(QStringLiteral("## Assistant\n\nParis.\n\n<details><summary>Reasoning</summary>\n\nIt is Paris.")),
+                 qPrintable(rmd));
+        QVERIFY(!rmd.contains(QStringLiteral("<|channel|>")));
+        QCOMPARE(QJsonDocument::fromJson(s.export_json(r)).object().value("messages").toArray()[1].toObject()
+                     .value("content").toString(), raw);
+
         // Without a system prompt there is no such section.
         const qint64 bare = s.create_conversation(QStringLiteral("bare"));
         QVERIFY(!QString::fromUtf8(s.export_markdown(bare)).contains(QStringLiteral("System")));

@@ -36,6 +36,16 @@ Item {
         canAct: true
     }
 
+    // A reasoning model's answer (gpt-oss's analysis channel): the reasoning collapsed.
+    MessageBubble {
+        id: reasoned
+        width: 800
+        y: 600
+        bubbleRole: "assistant"
+        bubbleContent: "Paris."
+        bubbleReasoning: "The user asks for the capital of France. It is Paris."
+    }
+
     function findAll(item, name, out) {
         for (let i = 0; i < item.children.length; ++i) {
             const c = item.children[i]
@@ -48,6 +58,22 @@ Item {
     TestCase {
         name: "MessageBubble"
         when: windowShown
+
+        function test_reasoning_is_collapsed_until_asked() {
+            const box = findAll(reasoned, "reasoningBox", [])[0]
+            verify(box.visible)
+            const text = findAll(reasoned, "reasoningText", [])[0]
+            verify(!text.visible)
+            const toggle = findAll(reasoned, "reasoningToggle", [])[0]
+            verify(toggle.contentItem.text.indexOf("Reasoning") >= 0)
+            mouseClick(toggle)
+            tryVerify(() => text.visible)
+            compare(text.text, "The user asks for the capital of France. It is Paris.")
+            mouseClick(toggle)
+            tryVerify(() => !text.visible)
+            // No reasoning, no box.
+            verify(!findAll(bubble, "reasoningBox", [])[0].visible)
+        }
 
         function test_code_blocks() {
             compare(bubble.codeBlockCount, 2)
