@@ -28,6 +28,8 @@
 
 #include "common/error.h"
 #include "kernels/quant.h"
+#include "kv/kv_cache.h"
+#include "memory/ledger.h"
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
@@ -308,6 +310,43 @@ private Q_SLOTS:
     }
 
     // The engine against the reference on random-weight models.
+    // gpt-oss in a batch: two sequences interleaved in one chunk (each with its
+    // own sliding window and positions) give each sequence's logits alone.
+    void gpt_oss_batch_equals_each_alone() {
+        const QString path = tmp_.filePath("gpt-oss-batch.gguf");
+        model::make_model(spec_of(Shape{"gpt-oss", 4, 64, 4, 2, 8, 2, 64, 0, 0, 0, {}, {4, false, 0.0f}}, 5),
+                          path.toStdString());
+        auto m = model::Model::load(path.toStdString());
+        const int64_t V = m->config().n_vocab;
+        model::ContextParams cp;
+        cp.n_threads = 2;
+        cp.n_ctx = 64;
+        kv::KvCacheParams kp = model::kv_cache_params(m->config(), 0, 16, kv::KvType::F32);
+        kp.n_blocks = kp.blocks_for(256);
+        memory::Ledger ledger;
+        kv::KvCache kv(kp, &ledger, memory::Tier::Fast);
+        model::Context ctx(*m, cp, &m->weights(), nullptr, &kv);
+        const std::vector<int32_t> a = {1, 403, 407, 261, 378, 291, 376, 400, 428, 352, 303, 267};
+        const std::vector<int32_t> b = {1, 300, 310, 320, 330};
+        const kv::SeqId sa = kv.create_sequence(), sb = kv.create_sequence();
+        const float* la = ctx.decode_batch(a, std::vector<kv::SeqId>(a.size(), sa));
+        const std::vector<float> alone_a(la + (a.size() - 1) * V, la + a.size() * V);
+        const float* lb = ctx.decode_batch(b, std::vector<kv::SeqId>(b.size(), sb));
+        const std::vector<float> alone_b(lb + (b.size() - 1) * V, lb + b.size() * V);
+        const kv::SeqId ta = kv.create_sequence(), tb = kv.create_sequence();
+        std::vector<int32_t> toks;
+        std::vector<kv::SeqId> seqs;
+        for (size_t i = 0; i < a.size(); ++i) {
+            toks.push_back(a[i]), seqs.push_back(ta);
+            if (i < b.size()) toks.push_back(b[i]), seqs.push_back(tb);
+        }
+        const float* l = ctx.decode_batch(toks, seqs);
+        int64_t last_a = -1, last_b = -1;
+        for (size_t i = 0; i < seqs.size(); ++i) (seqs[i] == ta ? last_a : last_b) = static_cast<int64_t>(i);
+        QVERIFY(max_abs_diff(l + last_a * V, alone_a.data(), size_t(V)) < 1e-5);
+        QVERIFY(max_abs_diff(l + last_b * V, alone_b.data(), size_t(V)) < 1e-5);
+    }
+
     void engine_matches_reference_data() {
         QTest::addColumn<Shape>("shape");
         //                                   arch        L  dim  H kv  E  k  eff dense  ff shared

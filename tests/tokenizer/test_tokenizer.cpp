@@ -654,6 +654,19 @@ private Q_SLOTS:
             QTest::newRow(name) << QString(pre) << text << words;
         };
         // Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+        // gpt-oss / GPT-4o (o200k): expected splits from o200k_base's own pattern (tiktoken's, with its
+        // \p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M} case classes) run through Python's `regex`; ours is llama.cpp's rewrite.
+        row("gpt-4o", "o200k mixed", "Hello, y'all! HOW'S it going? 12345 apples",
+            {"Hello", ",", " y", "'all", "!", " HOW'S", " it", " going", "?", " ", "123", "45", " apples"});
+        row("gpt-4o", "o200k camel", "CamelCaseWords and XMLHttpRequest",
+            {"Camel", "Case", "Words", " and", " XMLHttp", "Request"});
+        row("gpt-4o", "o200k paths", "path/to/file.txt\n\n  indented\tline",
+            {"path", "/to", "/file", ".txt", "\n\n", " ", " indented", "\tline"});
+        row("gpt-4o", "o200k unicode", QString::fromUtf8("na\xC3\xAFve caf\xC3\xA9 \xE2\x80\x94 \xE6\x9D\xB1\xE4\xBA\xAC 2024\xE5\xB9\xB4"),
+            {QString::fromUtf8("na\xC3\xAFve"), QString::fromUtf8(" caf\xC3\xA9"), QString::fromUtf8(" \xE2\x80\x94"),
+             QString::fromUtf8(" \xE6\x9D\xB1\xE4\xBA\xAC"), " ", "202", "4", QString::fromUtf8("\xE5\xB9\xB4")});
+        row("gpt-4o", "o200k caps", "I'M DONE. You're right: it's 3.14159!",
+            {"I'M", " DONE", ".", " You're", " right", ":", " it's", " ", "3", ".", "141", "59", "!"});
         row("llama-bpe", "l3 words", "Hello world", {"Hello", " world"});
         row("llama-bpe", "l3 contractions", "I've been 'told' HE'LL DON'T",
             {"I", "'ve", " been", " '", "told", "'", " HE", "'LL", " DON", "'T"});
