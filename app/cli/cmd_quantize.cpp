@@ -37,8 +37,9 @@ int cmd_quantize(int argc, char** argv) {
            "  q2-experts   as q4-experts with routed experts Q2_K (down projections Q3_K)\n"
            "  demo         the demo model's: routed experts Q8_0, embeddings F16, the rest F32\n"
            "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"}}.\n"
-           "--imatrix: llama.cpp's importance matrix (llama-imatrix's .dat): q4_0, q4_K and q6_K matrices with an\n"
-           "entry are quantized with it, as llama-quantize --imatrix does (the same bytes); other types without it.\n"
+           "--imatrix: llama.cpp's importance matrix (llama-imatrix's .dat): q4_0, q4_1, q5_0, q5_1 and q2_K..q6_K\n"
+           "matrices with an entry are quantized with it, as llama-quantize --imatrix does (the same bytes); q8_0 and\n"
+           "float types take none.\n"
            "--calibration: Strata collects the same statistics itself: IN runs over the prompts (one per line, as\n"
            "eval reads them) and every matrix's input channels are averaged (per expert over the tokens routed to\n"
            "it); --save-imatrix keeps them in llama.cpp's imatrix format for --imatrix (or llama-quantize) later.");

@@ -21,9 +21,10 @@ namespace strata::quant {
 struct QuantizeOptions {
     Recipe recipe;
     int threads = 1;
-    // Importance per input channel (llama.cpp's imatrix): q4_0, q4_K and q6_K
-    // matrices with an entry are quantized with it (the bytes llama-quantize
-    // --imatrix writes); other types, and tensors without an entry, without.
+    // Importance per input channel (llama.cpp's imatrix): q4_0, q4_1, q5_0,
+    // q5_1 and q2_K..q6_K matrices with an entry are quantized with it (the
+    // bytes llama-quantize --imatrix writes); other types, and tensors without
+    // an entry, without.
     const ImportanceMatrix* importance = nullptr;
     // Called as tensors are converted, with the source bytes done and in all;
     // return false to cancel (quantize_file then throws strata::Cancelled).

@@ -209,7 +209,8 @@ private Q_SLOTS:
     void importance_weighted_quantizers_lower_the_weighted_error() {
         std::mt19937 rng(3);
         std::normal_distribution<float> g(0.f, 1.f);
-        for (WeightType t : {WeightType::Q4_K, WeightType::Q6_K, WeightType::Q4_0}) {
+        for (WeightType t : {WeightType::Q4_K, WeightType::Q6_K, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                             WeightType::Q5_1, WeightType::Q5_K, WeightType::Q2_K, WeightType::Q3_K}) {
             QVERIFY(kernels::has_weighted_quantizer(t));
             const int64_t n = 1024;
             double plain = 0, weighted = 0;
