@@ -132,7 +132,8 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
         experts::ExpertStoreSettings hs;
         hs.slots = eng.plan_.host_slots;
         hs.policy = settings.policy == "pinned" ? "lru" : settings.policy;
-        hs.pinned = pinned;
+        // No pins here: a layer takes all its missing experts at once, and
+        // pinned slots of other layers would leave too few for it.
         hs.direct_io = settings.direct_io;
         hs.io_threads = settings.io_threads;
         hs.repack = false;  // the GPU reads the file's layout

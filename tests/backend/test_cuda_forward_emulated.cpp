@@ -462,6 +462,23 @@ private Q_SLOTS:
                      memory::expert_slots_bytes(g->host_cache->slot_bytes(), g->host_cache->experts_total(), host));
             if (k.cpu_layers) QVERIFY(g->device->expert_stats().cpu_computed > 0);
         }
+#ifndef STRATA_TEST_REAL_GPU
+        // A step that fails midway gives the experts it took back to the host
+        // cache (else the next layer, finding the cache full, would wait forever).
+        {
+            auto g = gpu_context(*m, total / 4, 256, 64, 0, 0, nullptr, host);
+            g->ctx->clear();
+            kernels::cuda::emulated_gemm_failure_in = 7;  // inside the first layer's experts
+            bool threw = false;
+            try {
+                g->ctx->decode(prompt, false);
+            } catch (const Error&) {
+                threw = true;
+            }
+            QVERIFY(threw);
+            QVERIFY2(greedy(*g->ctx, prompt, 24, c.n_vocab) == want, "after a failed step");
+        }
+#endif
         // A host cache that cannot hold one layer's experts is refused, saying so.
         QString what;
         try {

@@ -216,7 +216,9 @@ private:
     // layer being computed that VRAM lacks are taken from it (host_mats_
     // points into its slots meanwhile) and released after the layer.
     experts::ExpertStore* host_cache_ = nullptr;
-    std::vector<int32_t> taken_;
+    std::vector<int32_t> taken_;          // the experts taken from it and not given back yet
+    int64_t taken_layer_ = -1;            // their layer
+    size_t needed_from_host_ = 0;
     std::vector<int32_t> slot_of_;        // per key: its slot, or -1
     std::vector<uint32_t> key_of_slot_;   // per slot: its key, or UINT32_MAX
     std::vector<int32_t> free_slots_;
@@ -421,6 +423,9 @@ CudaForward::~CudaForward() {
     // Work in flight may still read the buffers: let it end before they go.
     compute_.synchronize_quietly();
     copy_.synchronize_quietly();
+    // Experts a failed step took from the host cache go back to it.
+    if (host_cache_)
+        for (const int32_t e : taken_) host_cache_->release(taken_layer_, e);
 }
 
 const void* CudaForward::upload_bytes(const void* host, uint64_t bytes, Account a, const char* what) {
@@ -775,9 +780,12 @@ void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) 
     if (host_cache_ && layer >= 0) {
         // Three tiers: the predicted experts move up the slower hop, file to host RAM.
         h_keys_.clear();
-        for (int64_t i = 0; i < n; ++i)
-            if (experts_in[i] >= 0 && experts_in[i] < cfg_.n_expert)
-                h_keys_.push_back(static_cast<uint32_t>(layer * cfg_.n_expert + experts_in[i]));
+        // Only experts host RAM will serve: a CPU layer's, or a cached layer's missing from VRAM.
+        for (int64_t i = 0; i < n; ++i) {
+            if (experts_in[i] < 0 || experts_in[i] >= cfg_.n_expert) continue;
+            const auto k = static_cast<uint32_t>(layer * cfg_.n_expert + experts_in[i]);
+            if (cpu_layer_[static_cast<size_t>(layer)] || (cached_ && slot_of_[k] < 0)) h_keys_.push_back(k);
+        }
         host_cache_->prefetch(h_keys_);
         return;
     }
@@ -858,12 +866,14 @@ void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t lay
         copied = true;
     }
     if (copied) {
-        copies_done_->record(copy_);
+        // The timing's end before copies_done_, which the compute stream waits
+        // for: the end is complete once the step's compute is.
         if (timing.begin) {
             timing.end = std::make_unique<Event>(true);
             timing.end->record(copy_);
             link_timings_.push_back(std::move(timing));
         }
+        copies_done_->record(copy_);
         auto begin = std::make_unique<Event>(true), end = std::make_unique<Event>(true);
         begin->record(compute_);
         copies_done_->wait_on(compute_);
@@ -995,19 +1005,27 @@ void CudaForward::place_experts(int64_t li) {
 
 void CudaForward::take_from_host_cache(int64_t li) {
     const int64_t E = cfg_.n_expert;
-    taken_.clear();
+    // Experts an earlier layer took and did not give back (its step failed midway).
+    if (!taken_.empty()) release_to_host_cache(taken_layer_);
+    taken_layer_ = li;
+    std::vector<int32_t>& needed = h_cpu_;  // (free while ordering is done)
+    needed.clear();
     for (const int32_t e : h_order_) {
         const auto k = static_cast<size_t>(li * E + e);
-        if (cpu_layer_[static_cast<size_t>(li)] || (cached_ && slot_of_[k] < 0)) taken_.push_back(e);
+        if (cpu_layer_[static_cast<size_t>(li)] || (cached_ && slot_of_[k] < 0)) needed.push_back(e);
     }
-    if (taken_.empty()) return;
-    host_cache_->demand(li, taken_);
+    needed_from_host_ = needed.size();
+    if (needed.empty()) return;
+    host_cache_->demand(li, needed);
     model::FfnMatrices f;
     size_t got = 0;
-    for (int32_t e; (e = host_cache_->take(li, &f)) >= 0; ++got) host_mats_[static_cast<size_t>(li * E + e)] = f;
-    if (got != taken_.size())
+    for (int32_t e; (e = host_cache_->take(li, &f)) >= 0; ++got) {
+        host_mats_[static_cast<size_t>(li * E + e)] = f;
+        taken_.push_back(e);
+    }
+    if (got != needed_from_host_)
         throw Error("internal: the host expert cache handed over " + std::to_string(got) + " of " +
-                    std::to_string(taken_.size()) + " experts of layer " + std::to_string(li));
+                    std::to_string(needed_from_host_) + " experts of layer " + std::to_string(li));
 }
 
 void CudaForward::release_to_host_cache(int64_t li) {
@@ -1036,13 +1054,9 @@ bool CudaForward::miss_goes_to_cpu(uint32_t k, const model::FfnMatrices& f, int6
     const double reuse = double(std::popcount(earlier & ((1u << (kReuseWindow + 1)) - 2u)));
     const double cpu1 = roofline_s(bytes, params, 1, rates_.cpu_bps, rates_.cpu_flops);
     const double gpu1 = roofline_s(bytes, params, 1, rates_.gpu_bps, rates_.gpu_flops);
-    if (reuse * (cpu1 - gpu1) > now.link_s && backlog_s_ + now.link_s <= last_step_s_) {
-        backlog_s_ += now.link_s;
-        background_.push_back(k);
-        ++stats_.miss_both;
-    } else {
-        ++stats_.miss_cpu;
-    }
+    // Counted as "both" (and its link time queued) once copy_in_background makes the copy.
+    if (reuse * (cpu1 - gpu1) > now.link_s && backlog_s_ + now.link_s <= last_step_s_) background_.push_back(k);
+    else ++stats_.miss_cpu;
     return true;
 }
 
@@ -1059,8 +1073,12 @@ void CudaForward::routed_experts(const DevLayer& L, int64_t n, int64_t rows, int
         experts_on_gpu(L, gpu_groups_);
     }
     // Queued behind the GPU's experts: the copies run while the CPU computes.
-    if (!background_.empty()) copy_in_background(li);
+    // From a host cache's slots (pageable memory) a copy may hold the calling
+    // thread until the copy stream reaches it, behind this layer's GPU work:
+    // there the copies go after the CPU's experts instead.
+    if (!background_.empty() && !host_cache_) copy_in_background(li);
     if (rows > gpu_rows) experts_on_host(li, gpu_rows, rows);
+    if (!background_.empty() && host_cache_) copy_in_background(li);
 
     // Combine in router-rank order, as the CPU does.
     ok(kc::get_rows(kc::QType::F32, ye_, d * 4, d, rank_src_, combine_rows, yr_, compute_.get()), "ordering expert outputs", li);
@@ -1196,8 +1214,11 @@ void CudaForward::copy_in_background(int64_t li) {
             s = slot_of_[*v];
             slot_of_[*v] = -1;
         } else {
-            break;
+            ++stats_.miss_cpu;  // no slot to give: computed on the CPU only
+            continue;
         }
+        ++stats_.miss_both;
+        backlog_s_ += double(ffn_bytes(host_mats_[k])) / rates_.link_bps;
         copy_into_slot(k, s, host_mats_[k]);
         slot_ready_[static_cast<size_t>(s)]->record(copy_);
         slot_prefetched_[static_cast<size_t>(s)] = kBackground;
