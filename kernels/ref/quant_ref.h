@@ -316,6 +316,15 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // bytes; else the row's importance weights each sub-block's scale search.
 void quantize_row_q6_K_impl_ref(const float* x, block_q6_K* y, int64_t n, const float* qw);
 
+// Shared by the reference and the importance-weighted quantizers:
+// q2_K's / q3_K's 2-bit planes (byte l of each 32 holds levels l, l+32, l+64, l+96);
+void pack_2bit_planes(const uint8_t* L, uint8_t* qs);
+// q5_K's 5-bit levels into qh (the fifth bits) and ql (the low nibbles);
+void pack_q5_K_quants(const uint8_t* L, uint8_t* qh, uint8_t* ql);
+// q3_K's levels (0..7, in L) from x under y's scales and d, then y's hmask and
+// qs. L keeps its value where a sub-block's scale is 0, as ggml's does.
+void quantize_q3_K_levels(const float* x, block_q3_K& y, int8_t* L);
+
 // 8 six-bit scales and 8 six-bit mins into q4_K/q5_K's 12 bytes (the inverse of get_scale_min_k4).
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[K_SCALE_SIZE]);
 

@@ -378,8 +378,6 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // ---------------------------------------------------------------------------
 // Quantizers
 
-namespace {
-
 // 2-bit planes of 128 elements: byte l of a 32-byte group holds elements
 // l, l+32, l+64, l+96 at bit offsets 0, 2, 4, 6 (q2_K and the low bits of q3_K).
 void pack_2bit_planes(const uint8_t* L, uint8_t* qs) {
@@ -391,7 +389,54 @@ void pack_2bit_planes(const uint8_t* L, uint8_t* qs) {
     }
 }
 
-}  // namespace
+void pack_q5_K_quants(const uint8_t* L, uint8_t* qh, uint8_t* ql) {
+    std::memset(qh, 0, QK_K / 8);
+    uint8_t m1 = 1, m2 = 2;
+    for (int c = 0; c < QK_K; c += 64) {
+        for (int j = 0; j < 32; ++j) {
+            int l1 = L[c + j];
+            if (l1 > 15) {
+                l1 -= 16;
+                qh[j] = static_cast<uint8_t>(qh[j] | m1);
+            }
+            int l2 = L[c + j + 32];
+            if (l2 > 15) {
+                l2 -= 16;
+                qh[j] = static_cast<uint8_t>(qh[j] | m2);
+            }
+            ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+        }
+        m1 = static_cast<uint8_t>(m1 << 2);
+        m2 = static_cast<uint8_t>(m2 << 2);
+        ql += 32;
+    }
+}
+
+void quantize_q3_K_levels(const float* x, block_q3_K& y, int8_t* L) {
+    int8_t sc[16];
+    unpack_q3_K_scales(y.scales, sc);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        const float d = fp16_to_fp32_ref(y.d) * sc[j];
+        if (d == 0.0f) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int(x[16 * j + ii] / d);
+            l = std::max(-4, std::min(3, l));
+            L[16 * j + ii] = static_cast<int8_t>(l + 4);
+        }
+    }
+    // The high bit of level j goes to hmask[j % 32], bit j / 32.
+    std::memset(y.hmask, 0, QK_K / 8);
+    uint8_t Lu[QK_K];
+    for (int j = 0; j < QK_K; ++j) {
+        int l = L[j];
+        if (l > 3) {
+            y.hmask[j % (QK_K / 8)] = static_cast<uint8_t>(y.hmask[j % (QK_K / 8)] | (1u << (j / (QK_K / 8))));
+            l -= 4;
+        }
+        Lu[j] = static_cast<uint8_t>(l);
+    }
+    pack_2bit_planes(Lu, y.qs);
+}
 
 // The 6-bit (scale, min) pairs of q4_K/q5_K: the inverse of get_scale_min_k4.
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[K_SCALE_SIZE]) {
@@ -548,30 +593,7 @@ void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n) {
             y[i].d = fp32_to_fp16_ref(0.f);
         }
 
-        int8_t sc[16];
-        unpack_q3_K_scales(y[i].scales, sc);
-        for (int j = 0; j < QK_K / 16; ++j) {
-            const float d = fp16_to_fp32_ref(y[i].d) * sc[j];
-            if (d == 0.0f) continue;
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = nearest_int(x[16 * j + ii] / d);
-                l = std::max(-4, std::min(3, l));
-                L[16 * j + ii] = static_cast<int8_t>(l + 4);
-            }
-        }
-
-        // The high bit of level j goes to hmask[j % 32], bit j / 32.
-        std::memset(y[i].hmask, 0, QK_K / 8);
-        uint8_t Lu[QK_K];
-        for (int j = 0; j < QK_K; ++j) {
-            int l = L[j];
-            if (l > 3) {
-                y[i].hmask[j % (QK_K / 8)] = static_cast<uint8_t>(y[i].hmask[j % (QK_K / 8)] | (1u << (j / (QK_K / 8))));
-                l -= 4;
-            }
-            Lu[j] = static_cast<uint8_t>(l);
-        }
-        pack_2bit_planes(Lu, y[i].qs);
+        quantize_q3_K_levels(x, y[i], L);
     }
 }
 
@@ -595,28 +617,7 @@ void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n) {
     uint8_t L[QK_K];
     for (int64_t i = 0; i < nb; ++i, x += QK_K) {
         quantize_k4_scales(x, 31, -0.5f, 0.1f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        uint8_t* qh = y[i].qh;
-        uint8_t* ql = y[i].qs;
-        std::memset(qh, 0, QK_K / 8);
-        uint8_t m1 = 1, m2 = 2;
-        for (int c = 0; c < QK_K; c += 64) {
-            for (int j = 0; j < 32; ++j) {
-                int l1 = L[c + j];
-                if (l1 > 15) {
-                    l1 -= 16;
-                    qh[j] = static_cast<uint8_t>(qh[j] | m1);
-                }
-                int l2 = L[c + j + 32];
-                if (l2 > 15) {
-                    l2 -= 16;
-                    qh[j] = static_cast<uint8_t>(qh[j] | m2);
-                }
-                ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
-            }
-            m1 = static_cast<uint8_t>(m1 << 2);
-            m2 = static_cast<uint8_t>(m2 << 2);
-            ql += 32;
-        }
+        pack_q5_K_quants(L, y[i].qh, y[i].qs);
     }
 }
 

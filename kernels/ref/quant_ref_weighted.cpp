@@ -82,52 +82,54 @@ float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* q
     return sumlx / suml2;
 }
 
+// q4_K and q5_K's scale search with importance (ggml's quantize_row_q4_K_impl
+// and _q5_K_impl are the same up to nmax and the packing): each sub-block's
+// scale and minimum, their 6-bit codes and the block's d/dmin into y, and the
+// levels (0..nmax) under the rounded scales into L.
+template <class Block>
+void weighted_k4_levels(const float* x, Block& y, const float* qw_block, int nmax, uint8_t* L) {
+    uint8_t Laux[32], Ls[QK_K / 32], Lm[QK_K / 32];
+    float weights[32], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
+    float sum_x2 = 0;
+    for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
+    const float sigma2 = 2 * sum_x2 / QK_K;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        const float* qw = qw_block + 32 * j;
+        for (int l = 0; l < 32; ++l) weights[l] = qw[l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 32; ++l) sumw += weights[l];
+        sw[j] = sumw;
+        // ggml calls make_qkx3_quants here: with weights given it is make_qkx2_quants.
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+    }
+    const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
+    const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
+    pack_scale_min_k4(Ls, Lm, y.scales);
+    y.d = fp32_to_fp16_ref(d_block);
+    y.dmin = fp32_to_fp16_ref(m_block);
+    uint8_t sc, m;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        get_scale_min_k4(j, y.scales, &sc, &m);
+        const float d = fp16_to_fp32_ref(y.d) * sc;
+        if (!d) continue;
+        const float dm = fp16_to_fp32_ref(y.dmin) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            const int l = nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = static_cast<uint8_t>(l < 0 ? 0 : l > nmax ? nmax : l);
+        }
+    }
+}
+
 void quantize_row_q4_K_weighted(const float* x, block_q4_K* y, int64_t n_per_row, const float* quant_weights) {
     assert(n_per_row % QK_K == 0);
-    const int64_t nb = n_per_row / QK_K;
     uint8_t L[QK_K];
-    uint8_t Laux[32];
-    uint8_t Ls[QK_K / 32];
-    uint8_t Lm[QK_K / 32];
-    float weights[32];
-    float sw[QK_K / 32];
-    float mins[QK_K / 32];
-    float scales[QK_K / 32];
-    for (int64_t i = 0; i < nb; i++) {
-        float sum_x2 = 0;
-        for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
-        const float sigma2 = 2 * sum_x2 / QK_K;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            const float* qw = quant_weights + QK_K * i + 32 * j;
-            for (int l = 0; l < 32; ++l) weights[l] = qw[l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
-            float sumw = 0;
-            for (int l = 0; l < 32; ++l) sumw += weights[l];
-            sw[j] = sumw;
-            // ggml calls make_qkx3_quants here: with weights given it is make_qkx2_quants.
-            scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
-        }
-        const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
-        const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
-        pack_scale_min_k4(Ls, Lm, y[i].scales);
-        y[i].d = fp32_to_fp16_ref(d_block);
-        y[i].dmin = fp32_to_fp16_ref(m_block);
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            get_scale_min_k4(j, y[i].scales, &sc, &m);
-            const float d = fp16_to_fp32_ref(y[i].d) * sc;
-            if (!d) continue;
-            const float dm = fp16_to_fp32_ref(y[i].dmin) * m;
-            for (int ii = 0; ii < 32; ++ii) {
-                int l = nearest_int((x[32 * j + ii] + dm) / d);
-                L[32 * j + ii] = static_cast<uint8_t>(l < 0 ? 0 : l > 15 ? 15 : l);
-            }
-        }
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        weighted_k4_levels(x, y[i], quant_weights + QK_K * i, 15, L);
         uint8_t* q = y[i].qs;
         for (int j = 0; j < QK_K; j += 64) {
             for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
             q += 32;
         }
-        x += QK_K;
     }
 }
 
@@ -146,6 +148,18 @@ void quantize_row_q4_0_weighted(const float* x, block_q4_0* y, int64_t n_per_row
         y[ib].d = fp32_to_fp16_ref(d);
         for (int j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
     }
+}
+
+// q5_0 / q5_1's 32 levels (0..31): low nibbles in qs (element j and j + 16
+// per byte), fifth bits in the little-endian uint32 qh.
+void pack_q5_32(const uint8_t* L, uint8_t qs[16], uint8_t qh_bytes[4]) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = static_cast<uint8_t>((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
+        qh |= static_cast<uint32_t>((L[j] & 0x10u) >> 4) << j;
+        qh |= static_cast<uint32_t>((L[j + 16] & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(qh_bytes, &qh, sizeof qh);
 }
 
 // q4_1 and q5_1: the scale and minimum of each block of 32 searched with the
@@ -169,13 +183,7 @@ void quantize_row_qx1_weighted(const float* x, Block* y, int64_t n_per_row, cons
         if constexpr (Nmax == 15) {
             for (int j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
         } else {
-            uint32_t qh = 0;
-            for (int j = 0; j < 16; ++j) {
-                y[ib].qs[j] = static_cast<uint8_t>((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
-                qh |= static_cast<uint32_t>((L[j] & 0x10u) >> 4) << j;
-                qh |= static_cast<uint32_t>((L[j + 16] & 0x10u) >> 4) << (j + 16);
-            }
-            std::memcpy(y[ib].qh, &qh, sizeof qh);
+            pack_q5_32(L, y[ib].qs, y[ib].qh);
         }
     }
 }
@@ -193,66 +201,16 @@ void quantize_row_q5_0_weighted(const float* x, block_q5_0* y, int64_t n_per_row
         for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
         const float d = make_qx_quants(32, 16, xb, L, 1, weight);
         y[ib].d = fp32_to_fp16_ref(d);
-        uint32_t qh = 0;
-        for (int j = 0; j < 16; ++j) {
-            const auto a = static_cast<uint8_t>(L[j]), b = static_cast<uint8_t>(L[j + 16]);
-            y[ib].qs[j] = static_cast<uint8_t>((a & 0x0F) | ((b & 0x0F) << 4));
-            qh |= static_cast<uint32_t>((a & 0x10u) >> 4) << j;
-            qh |= static_cast<uint32_t>((b & 0x10u) >> 4) << (j + 16);
-        }
-        std::memcpy(y[ib].qh, &qh, sizeof qh);
+        pack_q5_32(reinterpret_cast<const uint8_t*>(L), y[ib].qs, y[ib].qh);
     }
 }
 
-// q5_K: as q4_K with 5-bit quants (nmax 31); the fifth bits in qh.
+// q5_K: as q4_K with 5-bit levels (nmax 31); the fifth bits in qh.
 void quantize_row_q5_K_weighted(const float* x, block_q5_K* y, int64_t n_per_row, const float* quant_weights) {
-    const int64_t nb = n_per_row / QK_K;
-    uint8_t L[QK_K], Laux[32], Ls[QK_K / 32], Lm[QK_K / 32];
-    float weights[32], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
-    for (int64_t i = 0; i < nb; i++) {
-        float sum_x2 = 0;
-        for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
-        const float sigma2 = 2 * sum_x2 / QK_K;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            const float* qw = quant_weights + QK_K * i + 32 * j;
-            for (int l = 0; l < 32; ++l) weights[l] = qw[l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
-            float sumw = 0;
-            for (int l = 0; l < 32; ++l) sumw += weights[l];
-            sw[j] = sumw;
-            scales[j] = make_qkx2_quants(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
-        }
-        const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
-        const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
-        pack_scale_min_k4(Ls, Lm, y[i].scales);
-        y[i].d = fp32_to_fp16_ref(d_block);
-        y[i].dmin = fp32_to_fp16_ref(m_block);
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            get_scale_min_k4(j, y[i].scales, &sc, &m);
-            const float d = fp16_to_fp32_ref(y[i].d) * sc;
-            if (!d) continue;
-            const float dm = fp16_to_fp32_ref(y[i].dmin) * m;
-            for (int ii = 0; ii < 32; ++ii) {
-                const int l = nearest_int((x[32 * j + ii] + dm) / d);
-                L[32 * j + ii] = static_cast<uint8_t>(l < 0 ? 0 : l > 31 ? 31 : l);
-            }
-        }
-        uint8_t* qh = y[i].qh;
-        uint8_t* ql = y[i].qs;
-        std::memset(qh, 0, QK_K / 8);
-        uint8_t m1 = 1, m2 = 2;
-        for (int n = 0; n < QK_K; n += 64) {
-            for (int j = 0; j < 32; ++j) {
-                int l1 = L[n + j], l2 = L[n + j + 32];
-                if (l1 > 15) l1 -= 16, qh[j] |= m1;
-                if (l2 > 15) l2 -= 16, qh[j] |= m2;
-                ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
-            }
-            m1 = static_cast<uint8_t>(m1 << 2);
-            m2 = static_cast<uint8_t>(m2 << 2);
-            ql += 32;
-        }
-        x += QK_K;
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        weighted_k4_levels(x, y[i], quant_weights + QK_K * i, 31, L);
+        pack_q5_K_quants(L, y[i].qh, y[i].qs);
     }
 }
 
@@ -288,10 +246,7 @@ void quantize_row_q2_K_weighted(const float* x, block_q2_K* y, int64_t n_per_row
                 L[16 * j + ii] = static_cast<uint8_t>(l < 0 ? 0 : l > 3 ? 3 : l);
             }
         }
-        for (int j = 0; j < QK_K; j += 128)
-            for (int l = 0; l < 32; ++l)
-                y[i].qs[j / 4 + l] =
-                    static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        pack_2bit_planes(L, y[i].qs);
         x += QK_K;
     }
 }
@@ -323,33 +278,7 @@ void quantize_row_q3_K_weighted(const float* x, block_q3_K* y, int64_t n_per_row
             y[i].scales[j % 4 + 8] = static_cast<uint8_t>(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
         }
         y[i].d = fp32_to_fp16_ref(d_block);
-        for (int j = 0; j < QK_K / 16; ++j) {
-            int sc = j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4;
-            sc = (sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-            const float d = fp16_to_fp32_ref(y[i].d) * static_cast<float>(static_cast<int8_t>(sc));
-            if (!d) continue;
-            for (int ii = 0; ii < 16; ++ii) {
-                const int l = nearest_int(x[16 * j + ii] / d);
-                L[16 * j + ii] = static_cast<int8_t>((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
-            }
-        }
-        std::memset(y[i].hmask, 0, QK_K / 8);
-        int m = 0;
-        uint8_t hm = 1;
-        for (int j = 0; j < QK_K; ++j) {
-            if (L[j] > 3) {
-                y[i].hmask[m] |= hm;
-                L[j] -= 4;
-            }
-            if (++m == QK_K / 8) {
-                m = 0;
-                hm = static_cast<uint8_t>(hm << 1);
-            }
-        }
-        for (int j = 0; j < QK_K; j += 128)
-            for (int l = 0; l < 32; ++l)
-                y[i].qs[j / 4 + l] =
-                    static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        quantize_q3_K_levels(x, y[i], L);
         x += QK_K;
     }
 }
