@@ -81,6 +81,13 @@ double roofline_s(double bytes, double params, int64_t tokens, double bps, doubl
     return std::max(bytes / bps, 2.0 * params * double(tokens) / flops);
 }
 
+// Lets go every expert but those in `keys` (the ones a step still needs).
+struct KeysSpared final : experts::EvictableFilter {
+    explicit KeysSpared(const std::vector<uint32_t>& k) : keys(k) {}
+    bool evictable(experts::ExpertKey k) const override { return std::find(keys.begin(), keys.end(), k) == keys.end(); }
+    const std::vector<uint32_t>& keys;
+};
+
 // Steps that count as "recent" for an expert's expected reuse (as the
 // simulator's reuse window, experts/hybrid_sim.h).
 constexpr uint64_t kReuseWindow = 16;
@@ -141,6 +148,9 @@ private:
     // matrices; `keys` must fit the slots together.
     void make_resident(const int32_t* experts, size_t n, int64_t layer, std::vector<DevFfn>* out);
     int32_t take_slot(const std::vector<uint32_t>& in_use);
+    // A free slot, else the slot of the policy's victim among the experts
+    // `filter` lets go (now out of the cache); -1 when there is none.
+    int32_t free_or_evict(const experts::EvictableFilter& filter);
     // Copies key k from its host RAM copy `f` (host_mats_[k]) into slot s on
     // the copy stream (after the compute queued so far, which may still read
     // the slot's old expert).
@@ -731,24 +741,23 @@ void CudaForward::lookahead(const DevLayer& next, const model::DeviceChunk& c, c
     for (int64_t t = 0; t < n; ++t) obs(model::LookaheadEvent{next.index, c.pos[t], h_look_.data() + t * E, E, c.seqs[t]});
 }
 
-int32_t CudaForward::take_slot(const std::vector<uint32_t>& in_use) {
+int32_t CudaForward::free_or_evict(const experts::EvictableFilter& filter) {
     if (!free_slots_.empty()) {
         const int32_t s = free_slots_.back();
         free_slots_.pop_back();
         return s;
     }
-    struct Filter final : experts::EvictableFilter {
-        const std::vector<uint32_t>* in_use;
-        bool evictable(experts::ExpertKey k) const override {
-            return std::find(in_use->begin(), in_use->end(), k) == in_use->end();
-        }
-    } filter;
-    filter.in_use = &in_use;
     const std::optional<experts::ExpertKey> victim = policy_->victim(filter);
-    if (!victim) throw Error("the VRAM expert cache has no slot to give: every slot holds an expert this step needs");
+    if (!victim) return -1;
     policy_->on_remove(*victim);
     const int32_t s = slot_of_[*victim];
     slot_of_[*victim] = -1;
+    return s;
+}
+
+int32_t CudaForward::take_slot(const std::vector<uint32_t>& in_use) {
+    const int32_t s = free_or_evict(KeysSpared(in_use));
+    if (s < 0) throw Error("the VRAM expert cache has no slot to give: every slot holds an expert this step needs");
     return s;
 }
 
@@ -807,17 +816,8 @@ void CudaForward::prefetch(int64_t layer, const int32_t* experts_in, int64_t n) 
         if (experts_in[i] < 0 || experts_in[i] >= E) continue;
         const uint32_t k = static_cast<uint32_t>(layer * E + experts_in[i]);
         if (slot_of_[k] >= 0) continue;
-        int32_t s = -1;
-        if (!free_slots_.empty()) {
-            s = free_slots_.back();
-            free_slots_.pop_back();
-        } else if (const std::optional<experts::ExpertKey> v = policy_->victim(filter)) {
-            policy_->on_remove(*v);
-            s = slot_of_[*v];
-            slot_of_[*v] = -1;
-        } else {
-            return;  // every slot holds an expert that is needed now
-        }
+        const int32_t s = free_or_evict(filter);
+        if (s < 0) return;  // every slot holds an expert that is needed now
         copy_into_slot(k, s, host_mats_[k]);
         slot_ready_[static_cast<size_t>(s)]->record(copy_);
         slot_prefetched_[static_cast<size_t>(s)] = kPrefetched;
@@ -1197,23 +1197,10 @@ void CudaForward::experts_on_host(int64_t li, int64_t row0, int64_t rows) {
 // into VRAM slots, on the copy stream behind the demand copies; the compute
 // stream waits for one only when it first reads it.
 void CudaForward::copy_in_background(int64_t li) {
-    struct Filter final : experts::EvictableFilter {
-        const std::vector<uint32_t>* spare;
-        bool evictable(experts::ExpertKey k) const override {
-            return std::find(spare->begin(), spare->end(), k) == spare->end();
-        }
-    } filter;
-    filter.spare = &gpu_keys_;
+    const KeysSpared filter(gpu_keys_);
     for (const uint32_t k : background_) {
-        int32_t s = -1;
-        if (!free_slots_.empty()) {
-            s = free_slots_.back();
-            free_slots_.pop_back();
-        } else if (const std::optional<experts::ExpertKey> v = policy_->victim(filter)) {
-            policy_->on_remove(*v);
-            s = slot_of_[*v];
-            slot_of_[*v] = -1;
-        } else {
+        const int32_t s = free_or_evict(filter);
+        if (s < 0) {
             ++stats_.miss_cpu;  // no slot to give: computed on the CPU only
             continue;
         }
