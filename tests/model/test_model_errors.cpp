@@ -12,6 +12,7 @@
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "small_moe.h"
 #include "test_support.h"
 
 using namespace strata;
@@ -180,15 +181,7 @@ private Q_SLOTS:
     // gpt-oss files without what it needs: each error names the key or tensor.
     void gpt_oss_missing_keys_and_tensors() {
         QTemporaryDir dir;
-        model::MakeModelSpec s;
-        s.arch = "gpt-oss";
-        s.layers = 2;
-        s.dim = 64;
-        s.heads = 4;
-        s.kv_heads = 2;
-        s.experts = 4;
-        s.used = 2;
-        s.expert_ff = 32;
+        model::MakeModelSpec s = test::small_moe_spec(kernels::WeightType::F32, "gpt-oss");
         s.threads = 1;
         const std::string base = (dir.path() + "/oss.gguf").toStdString();
         model::make_model(s, base);
