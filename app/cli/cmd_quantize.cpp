@@ -1,4 +1,4 @@
-// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--threads N]
+// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--awq] [--gptq] [--threads N]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +13,7 @@
 #include "common.h"
 #include "model/model.h"
 #include "quant/activation_stats.h"
+#include "quant/gptq.h"
 #include "quant/quantize.h"
 
 namespace strata::cli {
@@ -26,7 +27,7 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 int cmd_quantize(int argc, char** argv) {
     std::string recipes;
     for (const std::string& n : quant::builtin_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
-    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--threads N]",
+    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--awq] [--gptq] [--threads N]",
            "Writes OUT.gguf with each tensor in the type its class gets in the recipe (router, attention Q/K/V/O,\n"
            "shared experts, routed experts, dense FFN, embeddings, output head), using ggml's reference quantizers:\n"
            "a standard GGUF that llama.cpp reads. Deterministic; OUT appears complete or not at all (Ctrl-C leaves\n"
@@ -42,7 +43,16 @@ int cmd_quantize(int argc, char** argv) {
            "float types take none.\n"
            "--calibration: Strata collects the same statistics itself: IN runs over the prompts (one per line, as\n"
            "eval reads them) and every matrix's input channels are averaged (per expert over the tokens routed to\n"
-           "it); --save-imatrix keeps them in llama.cpp's imatrix format for --imatrix (or llama-quantize) later.");
+           "it); --save-imatrix keeps them in llama.cpp's imatrix format for --imatrix (or llama-quantize) later.\n"
+           "Two compensations, whose results are still standard GGUF:\n"
+           "--awq: activation-aware channel scaling. The input channels that carry the most signal get more of the\n"
+           "grid: the columns of the matrices reading an RMSNorm's output (Q/K/V; router and experts' gate/up) are\n"
+           "multiplied by s and the norm's weight divided by it; a down projection's columns likewise, with the\n"
+           "division folded into up's rows, per expert. s = RMS^alpha, alpha searched per group (0 included) on the\n"
+           "importance-weighted error. Needs --imatrix or --calibration.\n"
+           "--gptq: error compensation fitted on the calibration text (GPTQ): each column's rounding error is\n"
+           "pushed onto the columns not yet rounded, so that W X is kept rather than W. Needs --calibration (the\n"
+           "inputs' full second moments are collected: cols^2 doubles per matrix and expert).");
     a.positional("IN", "the source GGUF (F32/F16/BF16; a quantized one is re-quantized, with a warning)");
     a.positional("OUT", "the GGUF to write");
     a.option("--recipe", "-r", "NAME|FILE", "the recipe", "q4-experts");
@@ -50,6 +60,8 @@ int cmd_quantize(int argc, char** argv) {
     a.option("--calibration", "", "PROMPTS", "collect the importance matrix from these prompts (a prompts file)");
     a.option("--calibration-tokens", "", "N", "tokens of each calibration prompt at most", "512");
     a.option("--save-imatrix", "", "FILE", "with --calibration: also write the statistics as an imatrix file");
+    a.flag("--awq", "activation-aware channel scaling folded into the norms and up projections");
+    a.flag("--gptq", "error compensation fitted on the calibration prompts (needs --calibration)");
     a.option("--threads", "-t", "N", "threads", "2");
     a.flag("--quiet", "no progress bar");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -63,12 +75,19 @@ int cmd_quantize(int argc, char** argv) {
         throw UsageError("--imatrix and --calibration both give the importance matrix: use one");
     if (a.has("--save-imatrix") && !a.has("--calibration"))
         throw UsageError("--save-imatrix saves what --calibration collects: give the calibration prompts too");
+    const bool awq = a.flag_set("--awq"), gptq = a.flag_set("--gptq");
+    if (awq && !a.has("--imatrix") && !a.has("--calibration"))
+        throw UsageError("--awq scales channels by their activations: give --calibration PROMPTS or --imatrix FILE");
+    if (gptq && !a.has("--calibration"))
+        throw UsageError("--gptq fits its compensation on the inputs' second moments, which an imatrix file does not "
+                         "hold: give --calibration PROMPTS");
     if (a.has("--imatrix")) {
         imatrix = quant::read_llama_imatrix(a.str("--imatrix"));
         imatrix_from = a.str("--imatrix");
         opt.importance = &imatrix;
     }
     const bool quiet = a.flag_set("--quiet");
+    quant::ActivationStats st;
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
     if (a.has("--calibration")) {
@@ -78,12 +97,18 @@ int cmd_quantize(int argc, char** argv) {
         quant::CalibrationOptions co;
         co.threads = opt.threads;
         co.max_tokens_per_prompt = a.integer("--calibration-tokens", 2, 1 << 20);
+        if (gptq)
+            co.covariance = [&](const std::string& name) {
+                const gguf::TensorInfo* t = model->file().tensor(name);
+                std::string note;
+                const kernels::WeightType to = t ? quant::target_type(opt.recipe, *t, &note) : kernels::WeightType::F32;
+                return t && t->n_dims >= 2 && to != t->type && quant::gptq_supports(to);
+            };
         co.progress = [&](int64_t done, int64_t total) {
             if (!quiet) std::fprintf(stderr, "\rcalibration: prompt %lld of %lld", static_cast<long long>(done),
                                      static_cast<long long>(total));
             return !g_interrupted.load();
         };
-        quant::ActivationStats st;
         try {
             st = quant::collect_activation_stats(*model, prompts, co);
         } catch (const Cancelled&) {
@@ -104,6 +129,24 @@ int cmd_quantize(int argc, char** argv) {
         }
         imatrix_from = "calibration " + a.str("--calibration");
         opt.importance = &imatrix;
+        if (gptq) opt.second_moments = &st;
+    }
+    quant::ChannelScaling scaling;
+    if (awq) {
+        auto in = gguf::File::open(a.pos("IN"));
+        quant::AwqOptions ao;
+        ao.threads = opt.threads;
+        scaling = quant::awq_search(*in, opt.recipe, imatrix, ao);
+        double before = 0, after = 0;
+        int scaled = 0;
+        for (const auto& g : scaling.groups) {
+            before += g.error_before;
+            after += g.error_after;
+            scaled += g.alpha > 0;
+        }
+        std::printf("activation-aware scaling: %d of %zu groups scaled, their weighted quantization error %.1f%% lower\n",
+                    scaled, scaling.groups.size(), before > 0 ? 100.0 * (before - after) / before : 0.0);
+        opt.scaling = &scaling;
     }
     int shown = -1;
     opt.progress = [&](uint64_t done, uint64_t total) {
@@ -151,6 +194,15 @@ int cmd_quantize(int argc, char** argv) {
         std::printf("importance matrix %s (%zu entries, %d chunks%s%s): %ld tensors quantized with it\n", imatrix_from.c_str(),
                     imatrix.values.size(), imatrix.chunks, imatrix.dataset.empty() ? "" : ", from ",
                     imatrix.dataset.c_str(), static_cast<long>(weighted));
+    }
+    if (awq || gptq) {
+        long scaled = 0, compensated = 0;
+        for (const quant::TensorReport& t : rep.tensors) {
+            scaled += t.scaled;
+            compensated += t.compensated;
+        }
+        if (awq) std::printf("channel scaling applied to %ld tensors (norms, routers and matrices)\n", scaled);
+        if (gptq) std::printf("error compensation: %ld matrices (experts counted one by one)\n", compensated);
     }
     std::printf("%-14s %7s %12s %12s  %s\n", "class", "tensors", "in", "out", "types");
     for (const auto& [name, s] : by_class) {

@@ -55,6 +55,19 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
             const model::FfnMatrices f = L.expert(0);
             for (const model::Matrix* x : {&f.gate, &f.up, &f.down}) slabs[std::string(x->name)] = L.n_experts();
         }
+    if (o.covariance) {
+        // The second moments' size, known from the file before anything runs.
+        uint64_t bytes = 0;
+        for (const gguf::TensorInfo& t : m.file().tensors())
+            if (t.n_dims >= 2 && o.covariance(t.name))
+                bytes += static_cast<uint64_t>(t.ne[0]) * static_cast<uint64_t>(t.ne[0]) * sizeof(double) *
+                         static_cast<uint64_t>(t.n_dims >= 3 ? t.ne[2] : 1);
+        if (bytes > o.max_covariance_bytes)
+            throw Error("calibration: the inputs' second moments for error compensation would take " +
+                        std::to_string(bytes >> 20) + " MiB (over the limit of " +
+                        std::to_string(o.max_covariance_bytes >> 20) +
+                        " MiB); quantize without --gptq, or compensate fewer tensor classes");
+    }
     ctx.set_activation_observer([&](const model::Matrix& W, const float* X, int64_t n, int32_t expert) {
         auto it = st.entries.find(W.name);
         if (it == st.entries.end()) {
@@ -64,6 +77,8 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
             const int64_t k = s != slabs.end() ? s->second : 1;
             e.sum_sq.assign(static_cast<size_t>(k * W.cols), 0.0);
             e.tokens.assign(static_cast<size_t>(k), 0);
+            if (o.covariance && o.covariance(std::string(W.name)))
+                e.cov.assign(static_cast<size_t>(k * W.cols * W.cols), 0.0);
             it = st.entries.emplace(std::string(W.name), std::move(e)).first;
         }
         ActivationStats::Entry& e = it->second;
@@ -72,6 +87,20 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
         for (int64_t t = 0; t < n; ++t) {
             const float* x = X + t * W.cols;
             for (int64_t c = 0; c < W.cols; ++c) acc[c] += double(x[c]) * double(x[c]);
+        }
+        if (!e.cov.empty()) {
+            double* cov = e.cov.data() + slab * e.cols * e.cols;
+            std::vector<double> xd(static_cast<size_t>(e.cols));
+            for (int64_t t = 0; t < n; ++t) {
+                const float* x = X + t * W.cols;
+                for (int64_t c = 0; c < W.cols; ++c) xd[static_cast<size_t>(c)] = x[c];
+                for (int64_t i = 0; i < e.cols; ++i) {
+                    const double xi = xd[static_cast<size_t>(i)];
+                    if (xi == 0.0) continue;
+                    double* row = cov + i * e.cols;  // the upper triangle: the matrix is symmetric
+                    for (int64_t j = i; j < e.cols; ++j) row[j] += xi * xd[static_cast<size_t>(j)];
+                }
+            }
         }
         e.tokens[static_cast<size_t>(slab)] += n;
     });

@@ -26,6 +26,10 @@ struct ActivationStats {
         int64_t cols = 0;              // input channels of one matrix
         std::vector<double> sum_sq;    // cols per slab (expert), summed over tokens
         std::vector<int64_t> tokens;   // per slab: the tokens that reached it
+        // With CalibrationOptions::covariance: per slab the cols x cols sums
+        // of x x^T (the input's second moments, for error compensation);
+        // only the upper triangle (j >= i) is summed.
+        std::vector<double> cov;
     };
     std::map<std::string, Entry, std::less<>> entries;  // by tensor name
     int64_t prompts = 0, tokens = 0;
@@ -39,6 +43,11 @@ struct ActivationStats {
 struct CalibrationOptions {
     int threads = 1;
     int64_t max_tokens_per_prompt = 512;   // longer prompts are cut (each is one chunk)
+    // Tensors whose inputs' full second moments (x x^T) are also collected
+    // (quantize --gptq); null: none. They take cols^2 doubles per matrix, so
+    // more than max_covariance_bytes in all is refused up front.
+    std::function<bool(const std::string& tensor)> covariance;
+    uint64_t max_covariance_bytes = uint64_t{8} << 30;
     // Called after each prompt with prompts done and in all; false cancels
     // (collect_activation_stats then throws strata::Cancelled).
     std::function<bool(int64_t done, int64_t total)> progress;

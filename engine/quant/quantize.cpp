@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "kernels/ref/quant_ref.h"
+#include "quant/gptq.h"
 
 namespace strata::quant {
 namespace {
@@ -55,7 +56,110 @@ const float* importance_for(const ImportanceMatrix* m, const gguf::TensorInfo& t
     return it->second.data();
 }
 
+// What channel scaling does to one tensor (null members: nothing).
+struct Transform {
+    const std::vector<float>* columns = nullptr;  // multiply column j of slab e
+    const std::vector<float>* rows = nullptr;     // divide row i of slab e
+    const std::vector<float>* norm = nullptr;     // divide element j (1-D)
+    bool any() const { return columns || rows || norm; }
+};
+
+Transform transform_for(const QuantizeOptions& opt, const gguf::TensorInfo& t) {
+    Transform tf;
+    if (!opt.scaling) return tf;
+    auto find = [&](const std::map<std::string, std::vector<float>>& m) -> const std::vector<float>* {
+        const auto it = m.find(t.name);
+        return it != m.end() ? &it->second : nullptr;
+    };
+    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    if (t.n_dims >= 2) {
+        tf.columns = find(opt.scaling->columns);
+        tf.rows = find(opt.scaling->rows);
+        if (tf.columns && static_cast<int64_t>(tf.columns->size()) != t.ne[0] * slabs) tf.columns = nullptr;
+        if (tf.rows && static_cast<int64_t>(tf.rows->size()) != t.ne[1] * slabs) tf.rows = nullptr;
+    } else {
+        tf.norm = find(opt.scaling->norms);
+        if (tf.norm && static_cast<int64_t>(tf.norm->size()) != t.ne[0]) tf.norm = nullptr;
+    }
+    return tf;
+}
+
+// The input's second moments of t's slab e for error compensation, or null.
+const double* second_moments_for(const QuantizeOptions& opt, const gguf::TensorInfo& t, WeightType want, int64_t slab) {
+    if (!opt.second_moments || !gptq_supports(want)) return nullptr;
+    const auto it = opt.second_moments->entries.find(t.name);
+    if (it == opt.second_moments->entries.end()) return nullptr;
+    const ActivationStats::Entry& e = it->second;
+    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    if (e.cols != t.ne[0] || static_cast<int64_t>(e.tokens.size()) != slabs ||
+        e.cov.size() != static_cast<size_t>(slabs * e.cols * e.cols) || e.tokens[static_cast<size_t>(slab)] == 0)
+        return nullptr;
+    return e.cov.data() + slab * e.cols * e.cols;
+}
+
+// Tensor t converted to `want`, slab by slab (the experts of a 3-D tensor),
+// with its channel scaling, importance and error compensation.
+std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const Transform& tf, const QuantizeOptions& opt,
+                             cpu::ThreadPool& pool, TensorReport* tr, QuantizeReport* rep) {
+    const int64_t row = t.ne[0];
+    const int64_t rows = t.n_elements() / row;
+    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    const int64_t rows_per_slab = rows / slabs;
+    const int64_t in_row = kernels::row_bytes(t.type, row), out_row = kernels::row_bytes(want, row);
+    std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
+    std::vector<float> scratch(static_cast<size_t>(row * pool.size()));
+    const float* imp_all = importance_for(opt.importance, t, want, tr, rep);
+    std::vector<float> imp_scaled, U;
+    for (int64_t e = 0; e < slabs; ++e) {
+        const float* col = tf.columns ? tf.columns->data() + e * row : nullptr;
+        const float* rsc = tf.rows ? tf.rows->data() + e * rows_per_slab : nullptr;
+        // Scaled columns carry 1/s^2 of the importance: x_j / s_j is their input now.
+        const float* imp = imp_all ? imp_all + e * row : nullptr;
+        if (imp && col) {
+            imp_scaled.assign(imp, imp + row);
+            for (int64_t j = 0; j < row; ++j) imp_scaled[static_cast<size_t>(j)] /= col[j] * col[j];
+            imp = imp_scaled.data();
+        }
+        const double* H = second_moments_for(opt, t, want, e);
+        const bool gptq = H && gptq_factor(H, row, col, opt.gptq_damp, &U);
+        if (H && !gptq) rep->warnings.push_back(t.name + ": its inputs' second moments are singular; quantized without "
+                                                          "error compensation");
+        if (gptq) ++tr->compensated;
+        if (gptq && !imp && kernels::has_weighted_quantizer(want)) {
+            // No importance matrix given: the second moments' diagonal is one.
+            imp_scaled.resize(static_cast<size_t>(row));
+            for (int64_t j = 0; j < row; ++j)
+                imp_scaled[static_cast<size_t>(j)] = static_cast<float>(H[j * row + j]) / (col ? col[j] * col[j] : 1.0f);
+            imp = imp_scaled.data();
+        }
+        pool.parallel_for(rows_per_slab, 16, [&](int64_t r0, int64_t r1, int ti) {
+            float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
+            for (int64_t r = e * rows_per_slab + r0; r < e * rows_per_slab + r1; ++r) {
+                kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
+                if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];
+                if (rsc) for (int64_t j = 0; j < row; ++j) f[j] /= rsc[r - e * rows_per_slab];
+                if (tf.norm) for (int64_t j = 0; j < row; ++j) f[j] /= (*tf.norm)[static_cast<size_t>(j)];
+                uint8_t* dst = out.data() + r * out_row;
+                if (gptq)
+                    gptq_quantize_row(want, f, row, U.data(), imp, dst);
+                else if (!imp || !kernels::quantize_row_weighted_ref(want, f, dst, row, imp))
+                    kernels::quantize_row(want, f, dst, row);
+            }
+        });
+    }
+    return out;
+}
+
 }  // namespace
+
+WeightType target_type(const Recipe& recipe, const gguf::TensorInfo& t, std::string* note) {
+    if (t.n_dims < 2) return t.type;
+    int64_t layer = -1;
+    const TensorClass cls = classify(t.name, &layer);
+    const bool down = t.name.find("ffn_down_exps") != std::string::npos;
+    const WeightType want = recipe.type_for(cls, layer, down, t.type);
+    return want != t.type ? fit_row(want, t.ne[0], note) : want;
+}
 
 QuantizeReport quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& opt) {
     std::error_code ec;
@@ -82,42 +186,23 @@ QuantizeReport quantize_file(const std::string& in_path, const std::string& out_
 
     cpu::ThreadPool pool(std::max(1, opt.threads));
     uint64_t done = 0;
-    std::vector<float> scratch;
     for (const gguf::TensorInfo& t : in->tensors()) {
         TensorReport tr;
         tr.name = t.name;
         int64_t layer = -1;
         tr.cls = classify(t.name, &layer);
         tr.from = t.type;
-        const bool matrix = t.n_dims >= 2;
-        const bool down = t.name.find("ffn_down_exps") != std::string::npos;
-        WeightType want = matrix ? opt.recipe.type_for(tr.cls, layer, down, t.type) : t.type;
-        if (want != t.type) want = fit_row(want, t.ne[0], &tr.note);
+        const WeightType want = target_type(opt.recipe, t, &tr.note);
         tr.to = want;
         tr.bytes_in = t.nbytes;
+        const Transform tf = transform_for(opt, t);
         std::vector<int64_t> ne(t.ne, t.ne + std::max<uint32_t>(1, t.n_dims));
-        if (want == t.type) {
+        if (want == t.type && !tf.any()) {
             w.add_tensor_view(t.name, t.type, ne, t.data, t.nbytes);  // copied as it is
             tr.bytes_out = t.nbytes;
         } else {
-            const int64_t row = t.ne[0];
-            const int64_t rows = t.n_elements() / row;
-            const int64_t in_row = kernels::row_bytes(t.type, row), out_row = kernels::row_bytes(want, row);
-            std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
-            const int n_threads = pool.size();
-            scratch.assign(static_cast<size_t>(row * n_threads), 0.0f);
-            const float* imp = importance_for(opt.importance, t, want, &tr, &rep);
-            // A 3-D tensor (the experts) has one importance vector per matrix.
-            const int64_t rows_per_matrix = t.n_dims >= 3 ? t.ne[1] : rows;
-            pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int ti) {
-                float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
-                for (int64_t r = r0; r < r1; ++r) {
-                    kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
-                    uint8_t* dst = out.data() + r * out_row;
-                    if (!imp || !kernels::quantize_row_weighted_ref(want, f, dst, row, imp + (r / rows_per_matrix) * row))
-                        kernels::quantize_row(want, f, dst, row);
-                }
-            });
+            tr.scaled = tf.any();
+            std::vector<uint8_t> out = convert(t, want, tf, opt, pool, &tr, &rep);
             tr.bytes_out = out.size();
             w.add_tensor(t.name, want, ne, std::move(out));
         }

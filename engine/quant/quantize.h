@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
+#include "quant/activation_stats.h"
+#include "quant/awq.h"
 #include "quant/importance.h"
 #include "quant/recipe.h"
 
@@ -26,6 +29,14 @@ struct QuantizeOptions {
     // bytes llama-quantize --imatrix writes); other types, and tensors without
     // an entry, without.
     const ImportanceMatrix* importance = nullptr;
+    // Activation-aware channel scaling (awq_search's result) applied to the
+    // tensors it names before they are quantized; null: none.
+    const ChannelScaling* scaling = nullptr;
+    // Error compensation (gptq.h) for the matrices whose inputs' second
+    // moments are here (ActivationStats::Entry::cov), in types that support it;
+    // null: none.
+    const ActivationStats* second_moments = nullptr;
+    double gptq_damp = 0.01;   // GPTQ's dampening, a fraction of the mean diagonal
     // Called as tensors are converted, with the source bytes done and in all;
     // return false to cancel (quantize_file then throws strata::Cancelled).
     std::function<bool(uint64_t done, uint64_t total)> progress;
@@ -38,6 +49,8 @@ struct TensorReport {
     uint64_t bytes_in = 0, bytes_out = 0;
     std::string note;  // why the type differs from the recipe's, if it does
     bool weighted = false;  // quantized with the importance matrix
+    bool scaled = false;    // channel scaling applied
+    int64_t compensated = 0;  // matrices (experts) quantized with error compensation
 };
 
 struct QuantizeReport {
@@ -47,6 +60,11 @@ struct QuantizeReport {
     bool input_quantized = false;           // some source tensor was already quantized
     std::vector<std::string> warnings;
 };
+
+// The type tensor t gets under the recipe: its class's type, or a fallback
+// (with the reason in *note) for rows that do not fit its blocks, as
+// llama-quantize falls back; t's own type for 1-D tensors and kept classes.
+kernels::WeightType target_type(const Recipe& recipe, const gguf::TensorInfo& t, std::string* note);
 
 // Throws strata::Error (unreadable input, unsupported source type, a write
 // that failed) or strata::Cancelled.

@@ -346,6 +346,13 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
 bool quantize_row_weighted_ref(WeightType t, const float* x, void* y, int64_t n, const float* importance);
 bool has_weighted_quantizer(WeightType t);
 
+// A block's level codes under the scales it has (kernels/ref/quant_ref_levels.cpp),
+// for error compensation that rounds element by element to a block's grid:
+// codes 0 .. block_levels(t)-1 (q8_0's code c is the int8 c - 127), each
+// element's value affine in its code. 0 / false for a type without them.
+int block_levels(WeightType t);
+bool set_block_levels_ref(WeightType t, void* block, const uint8_t* levels);
+
 // The 6-bit signed scales of q3_K (16 values in 12 bytes), unpacked to
 // scale6 - 32 in [-32, 31].
 void unpack_q3_K_scales(const uint8_t packed[12], int8_t out[QK_K / 16]);

@@ -108,6 +108,17 @@ private Q_SLOTS:
         const Run again = cli({"quantize", in, dir.path() + "/q2.gguf", "--recipe", "q8", "--imatrix", dat, "--quiet"});
         QVERIFY2(again.code == 0, qPrintable(again.err));
         QVERIFY2(again.out.contains("importance matrix " + dat), qPrintable(again.out));
+        // The compensations: each needs its statistics, and says what it did.
+        const QString comp = dir.path() + "/comp.gguf";
+        expect_one_line_error(cli({"quantize", in, comp, "--gptq", "--imatrix", dat}), 2, "--calibration");
+        expect_one_line_error(cli({"quantize", in, comp, "--awq"}), 2, "--calibration");
+        QVERIFY(!QFile::exists(comp));
+        const Run c = cli({"quantize", in, comp, "--recipe", "q4-experts", "--calibration", dir.path() + "/prompts.txt",
+                           "--awq", "--gptq", "--quiet"});
+        QVERIFY2(c.code == 0, qPrintable(c.err));
+        QVERIFY2(c.out.contains("activation-aware scaling:"), qPrintable(c.out));
+        QVERIFY2(c.out.contains("error compensation:"), qPrintable(c.out));
+        QVERIFY(cli({"run", comp, "-p", "Once", "-n", "4", "--temp", "0"}).code == 0);
     }
 
     void make_model_inspect_run() {
