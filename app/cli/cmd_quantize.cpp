@@ -35,6 +35,7 @@ int cmd_quantize(int argc, char** argv) {
            "  q8           every matrix Q8_0 (router F32)\n"
            "  q4-experts   router F32, attention, shared experts and dense FFN Q8_0, routed experts Q4_K,\n"
            "               embeddings and head Q6_K\n"
+           "  q4-experts-small  as q4-experts with attention, shared experts and dense FFN Q6_K (about Q4_K_M's size)\n"
            "  q2-experts   as q4-experts with routed experts Q2_K (down projections Q3_K)\n"
            "  demo         the demo model's: routed experts Q8_0, embeddings F16, the rest F32\n"
            "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"}}.\n"

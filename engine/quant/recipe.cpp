@@ -43,17 +43,24 @@ Recipe builtin(const std::string& name) {
              {TensorClass::RoutedExpert, WeightType::Q8_0}, {TensorClass::DenseFfn, WeightType::Q8_0},
              {TensorClass::Embedding, WeightType::Q8_0},    {TensorClass::OutputHead, WeightType::Q8_0}};
         r.file_type = 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
-    } else if (name == "q4-experts" || name == "q2-experts") {
+    } else if (name == "q4-experts" || name == "q2-experts" || name == "q4-experts-small") {
         t = {{TensorClass::Router, WeightType::F32},      {TensorClass::AttnQ, WeightType::Q8_0},
              {TensorClass::AttnK, WeightType::Q8_0},      {TensorClass::AttnV, WeightType::Q8_0},
              {TensorClass::AttnOutput, WeightType::Q8_0}, {TensorClass::SharedExpert, WeightType::Q8_0},
              {TensorClass::DenseFfn, WeightType::Q8_0},   {TensorClass::Embedding, WeightType::Q6_K},
              {TensorClass::OutputHead, WeightType::Q6_K}};
-        t[TensorClass::RoutedExpert] = name == "q4-experts" ? WeightType::Q4_K : WeightType::Q2_K;
-        r.file_type = name == "q4-experts" ? 15 : 10;  // MOSTLY_Q4_K_M, MOSTLY_Q2_K
+        t[TensorClass::RoutedExpert] = name != "q2-experts" ? WeightType::Q4_K : WeightType::Q2_K;
+        r.file_type = name != "q2-experts" ? 15 : 10;  // MOSTLY_Q4_K_M, MOSTLY_Q2_K
         // At 2 bits the down projections get 3: they carry the most error, as
         // in llama.cpp's Q2_K mixes, which also give ffn_down more bits.
         if (name == "q2-experts") r.expert_down = WeightType::Q3_K;
+        // Attention, shared experts and dense FFN at 6 bits instead of 8: a
+        // file about llama.cpp's Q4_K_M size where the vocabulary is a large
+        // share of the model (Q4_K_M itself keeps attention mostly at 4 bits).
+        if (name == "q4-experts-small")
+            for (const TensorClass c : {TensorClass::AttnQ, TensorClass::AttnK, TensorClass::AttnV, TensorClass::AttnOutput,
+                                        TensorClass::SharedExpert, TensorClass::DenseFfn})
+                t[c] = WeightType::Q6_K;
     } else if (name == "demo") {
         t = {{TensorClass::Router, WeightType::F32},      {TensorClass::AttnQ, WeightType::F32},
              {TensorClass::AttnK, WeightType::F32},       {TensorClass::AttnV, WeightType::F32},
@@ -191,7 +198,7 @@ WeightType Recipe::type_for(TensorClass c, int64_t layer, bool down, WeightType 
     return it == types.end() ? source : it->second;
 }
 
-std::vector<std::string> builtin_recipe_names() { return {"q8", "q4-experts", "q2-experts", "demo"}; }
+std::vector<std::string> builtin_recipe_names() { return {"q8", "q4-experts", "q4-experts-small", "q2-experts", "demo"}; }
 
 Recipe load_recipe(const std::string& name_or_path) {
     for (const std::string& n : builtin_recipe_names())

@@ -77,6 +77,7 @@ std::string file_type_label(const gguf::File& f);
 //   q8           every matrix Q8_0 (router F32)
 //   q4-experts   router F32, attention Q8_0, shared experts and dense FFN Q8_0,
 //                routed experts Q4_K, embeddings and head Q6_K
+//   q4-experts-small  as q4-experts with attention, shared experts and dense FFN Q6_K
 //   q2-experts   as q4-experts, routed experts Q2_K (down projections Q3_K)
 //   demo         the demo model's: routed experts Q8_0, embeddings F16, the rest F32
 std::vector<std::string> builtin_recipe_names();

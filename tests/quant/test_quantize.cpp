@@ -114,6 +114,10 @@ private Q_SLOTS:
         QCOMPARE(q4.type_for(quant::TensorClass::Router, 0, false, WeightType::F32), WeightType::F32);
         QCOMPARE(q4.type_for(quant::TensorClass::AttnQ, 0, false, WeightType::F32), WeightType::Q8_0);
         QCOMPARE(q4.type_for(quant::TensorClass::Embedding, -1, false, WeightType::F32), WeightType::Q6_K);
+        const quant::Recipe q4s = quant::load_recipe("q4-experts-small");
+        QCOMPARE(q4s.type_for(quant::TensorClass::AttnV, 0, false, WeightType::F32), WeightType::Q6_K);
+        QCOMPARE(q4s.type_for(quant::TensorClass::RoutedExpert, 0, true, WeightType::F32), WeightType::Q4_K);
+        QCOMPARE(q4s.type_for(quant::TensorClass::Router, 0, false, WeightType::F32), WeightType::F32);
         const quant::Recipe q2 = quant::load_recipe("q2-experts");
         QCOMPARE(q2.type_for(quant::TensorClass::RoutedExpert, 1, false, WeightType::F32), WeightType::Q2_K);
         QCOMPARE(q2.type_for(quant::TensorClass::RoutedExpert, 1, true, WeightType::F32), WeightType::Q3_K);
