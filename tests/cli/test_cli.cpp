@@ -4,7 +4,9 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QElapsedTimer>
 #include <QProcess>
+#include <QThread>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -119,6 +121,45 @@ private Q_SLOTS:
         QVERIFY2(c.out.contains("activation-aware scaling:"), qPrintable(c.out));
         QVERIFY2(c.out.contains("error compensation:"), qPrintable(c.out));
         QVERIFY(cli({"run", comp, "-p", "Once", "-n", "4", "--temp", "0"}).code == 0);
+    }
+
+    // A quantization killed at any moment (SIGKILL: no handler runs) leaves
+    // OUT absent or whole, never a truncated file: the output is written to a
+    // temporary name, synced and renamed into place.
+    void quantize_killed_leaves_no_half_file() {
+        QTemporaryDir dir;
+        const QString in = dir.path() + "/f32.gguf", ref = dir.path() + "/ref.gguf";
+        QCOMPARE(cli({"make-model", in, "--layers", "4", "--dim", "512", "--heads", "8", "--kv-heads", "2", "--experts",
+                      "8", "--used", "2", "--expert-ff", "512", "--type", "f32"})
+                     .code,
+                 0);
+        QElapsedTimer clock;
+        clock.start();
+        QCOMPARE(cli({"quantize", in, ref, "--recipe", "q4-experts", "--threads", "1", "--quiet"}).code, 0);
+        const qint64 full_ms = clock.elapsed();
+        QFile whole(ref);
+        QVERIFY(whole.open(QIODevice::ReadOnly));
+        const QByteArray want = whole.readAll();
+        int absent = 0, complete = 0;
+        for (const double at : {0.1, 0.3, 0.5, 0.7, 0.85, 0.95, 1.05}) {
+            const QString out = dir.path() + QStringLiteral("/killed-%1.gguf").arg(static_cast<int>(at * 100));
+            QProcess p;
+            p.start(QStringLiteral(STRATA_CLI), {"quantize", in, out, "--recipe", "q4-experts", "--threads", "1", "--quiet"});
+            QVERIFY(p.waitForStarted());
+            QThread::msleep(static_cast<unsigned long>(at * static_cast<double>(full_ms)));
+            p.kill();  // SIGKILL
+            p.waitForFinished();
+            QFile f(out);
+            if (!f.exists()) {
+                ++absent;
+                continue;
+            }
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QVERIFY2(f.readAll() == want, qPrintable(out + " is there but not whole"));
+            ++complete;
+        }
+        qInfo("killed quantizations: %d left no file, %d a whole one (a full run %lld ms)", absent, complete, full_ms);
+        QVERIFY(absent > 0);
     }
 
     void make_model_inspect_run() {
