@@ -53,7 +53,8 @@ int cmd_quantize(int argc, char** argv) {
            "importance-weighted error. Needs --imatrix or --calibration.\n"
            "--gptq: error compensation fitted on the calibration text (GPTQ): each column's rounding error is\n"
            "pushed onto the columns not yet rounded, so that W X is kept rather than W. Needs --calibration (the\n"
-           "inputs' full second moments are collected: cols^2 doubles per matrix and expert).");
+           "inputs' full second moments are collected: cols^2 doubles per matrix and expert, refused above 8 GiB;\n"
+           "experts reached by fewer than max(32, cols/4) calibration tokens are rounded plainly).");
     a.positional("IN", "the source GGUF (F32/F16/BF16; a quantized one is re-quantized, with a warning)");
     a.positional("OUT", "the GGUF to write");
     a.option("--recipe", "-r", "NAME|FILE", "the recipe", "q4-experts");
@@ -103,7 +104,7 @@ int cmd_quantize(int argc, char** argv) {
                 const gguf::TensorInfo* t = model->file().tensor(name);
                 std::string note;
                 const kernels::WeightType to = t ? quant::target_type(opt.recipe, *t, &note) : kernels::WeightType::F32;
-                return t && t->n_dims >= 2 && to != t->type && quant::gptq_supports(to);
+                return t && t->n_dims >= 2 && to != t->type && quant::gptq_supports(to) && name != "token_embd.weight";
             };
         co.progress = [&](int64_t done, int64_t total) {
             if (!quiet) std::fprintf(stderr, "\rcalibration: prompt %lld of %lld", static_cast<long long>(done),
@@ -141,9 +142,10 @@ int cmd_quantize(int argc, char** argv) {
         double before = 0, after = 0;
         int scaled = 0;
         for (const auto& g : scaling.groups) {
+            if (g.alpha <= 0) continue;
             before += g.error_before;
             after += g.error_after;
-            scaled += g.alpha > 0;
+            ++scaled;
         }
         std::printf("activation-aware scaling: %d of %zu groups scaled, their weighted quantization error %.1f%% lower\n",
                     scaled, scaling.groups.size(), before > 0 ? 100.0 * (before - after) / before : 0.0);

@@ -51,8 +51,9 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
     // The stacked tensors' slab counts, so an entry knows its experts up front.
     std::map<std::string, int64_t, std::less<>> slabs;
     for (const model::LayerWeights& L : m.weights().layers)
-        if (L.n_experts() > 0) {
-            const model::FfnMatrices f = L.expert(0);
+        if (L.n_experts() > 0 && L.experts_stacked.gate.data) {
+            // Split experts (ffn_gate.N.weight) are tensors of one slab each.
+            const model::FfnMatrices& f = L.experts_stacked;
             for (const model::Matrix* x : {&f.gate, &f.up, &f.down}) slabs[std::string(x->name)] = L.n_experts();
         }
     if (o.covariance) {
@@ -66,7 +67,8 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
             throw Error("calibration: the inputs' second moments for error compensation would take " +
                         std::to_string(bytes >> 20) + " MiB (over the limit of " +
                         std::to_string(o.max_covariance_bytes >> 20) +
-                        " MiB); quantize without --gptq, or compensate fewer tensor classes");
+                        " MiB): too large a model for --gptq on this machine; quantize without it (--awq and the importance "
+                        "matrix need one value per channel)");
     }
     ctx.set_activation_observer([&](const model::Matrix& W, const float* X, int64_t n, int32_t expert) {
         auto it = st.entries.find(W.name);

@@ -184,7 +184,14 @@ ChannelScaling awq_search(const gguf::File& in, const Recipe& recipe, const Impo
                 WeightType to{};
                 const gguf::TensorInfo* t = quantized(blk(L, r), &to);
                 if (!t) {
-                    if (in.tensor(blk(L, r))) fits = false;  // a 1-D reader (a shared expert's gate): not folded
+                    // A 1-D reader: qwen2moe's shared-expert gate, a vector
+                    // dotted with the input, is multiplied by s too (exactly
+                    // in F32); anything else 1-D is not folded.
+                    const gguf::TensorInfo* v = in.tensor(blk(L, r));
+                    if (v && (std::string(r) != "ffn_gate_inp_shexp" || v->type != WeightType::F32 || v->ne[0] != n))
+                        fits = false;
+                    else if (v)
+                        readers.push_back(v);
                     continue;
                 }
                 if (t->ne[0] != n) fits = false;
@@ -195,13 +202,16 @@ ChannelScaling awq_search(const gguf::File& in, const Recipe& recipe, const Impo
                 for (int64_t e = 0; e < slabs; ++e)
                     samples.push_back(sample_rows(*t, to, e, o.sample_rows, importance_of(imp, *t, e, mean_sq)));
             }
+            // Files with split experts (blk.L.ffn_gate.N.weight, older
+            // Mixtral conversions) have readers under other names: not folded.
+            if (in.tensor(blk(L, "ffn_gate.0")) || in.tensor(blk(L, "ffn_up.0"))) fits = false;
             if (!any_quantized || !fits) continue;
             Choice c = search(samples, mean_sq, o, pool);
             out.groups.push_back({"blk." + std::to_string(L) + " " + g.what, static_cast<float>(c.alpha), c.before, c.after});
             if (c.alpha == 0) continue;
             out.norms[g.norm] = c.scale;
             for (const gguf::TensorInfo* t : readers) {
-                const int64_t slabs = t->n_dims >= 3 ? t->ne[2] : 1;
+                const int64_t slabs = t->n_dims >= 3 ? t->ne[2] : 1;  // 1-D and 2-D: one
                 std::vector<float>& v = out.columns[t->name];
                 for (int64_t e = 0; e < slabs; ++e) v.insert(v.end(), c.scale.begin(), c.scale.end());
             }

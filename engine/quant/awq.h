@@ -9,8 +9,9 @@
 // gives the salient channels more of the grid. The division is folded where
 // it costs nothing:
 //   - into the RMSNorm weight before attention (Q/K/V read it) and before the
-//     FFN (the router, the routed and shared experts' gate and up read it; the
-//     router is kept in float, so its columns are scaled exactly);
+//     FFN (the router, the routed and shared experts' gate and up read it; a
+//     router kept in F32, as every built-in recipe keeps it, is scaled
+//     exactly; F16/BF16 norms and readers take one more rounding);
 //   - into an FFN's up-projection rows before its down projection (SwiGLU is
 //     linear in up), per expert.
 // s_j = m_j^alpha (normalised), m_j the channel's RMS activation over the
@@ -40,7 +41,8 @@ struct ChannelScaling {
     std::map<std::string, std::vector<float>> columns;
     // Matrices: row i of slab e divided by rows[name][e * rows + i].
     std::map<std::string, std::vector<float>> rows;
-    // 1-D tensors (norm weights): element j divided by norms[name][j].
+    // 1-D tensors (norm weights): element j divided by norms[name][j]. A 1-D
+    // tensor in `columns` (qwen2moe's shared-expert gate) is multiplied.
     std::map<std::string, std::vector<float>> norms;
 
     struct Group {

@@ -82,14 +82,17 @@ void gptq_quantize_row(WeightType t, float* w, int64_t n, const float* U, const 
     const int64_t B = tr->block_elems;
     const int64_t block_bytes = kernels::row_bytes(t, B);
     const int levels = kernels::block_levels(t);
-    std::vector<uint8_t> probe(static_cast<size_t>(block_bytes));
+    std::vector<uint8_t> probe(static_cast<size_t>(block_bytes)), whole(static_cast<size_t>(kernels::row_bytes(t, n)));
     std::vector<uint8_t> codes(static_cast<size_t>(B));
     std::vector<float> base(static_cast<size_t>(B)), step(static_cast<size_t>(B));
     for (int64_t c0 = 0; c0 < n; c0 += B) {
         uint8_t* blk = out + (c0 / B) * block_bytes;
-        // The block's scales, chosen on the row as compensated so far.
-        if (!importance || !kernels::quantize_row_weighted_ref(t, w + c0, blk, B, importance + c0))
-            kernels::quantize_row(t, w + c0, blk, B);
+        // The block's scales, chosen on the row as compensated so far. The
+        // whole row is quantized (the weighted quantizers weigh each element
+        // by statistics of the row, as ggml's do) and this block taken.
+        if (!importance || !kernels::quantize_row_weighted_ref(t, w, whole.data(), n, importance))
+            kernels::quantize_row(t, w, whole.data(), n);
+        std::memcpy(blk, whole.data() + (c0 / B) * block_bytes, static_cast<size_t>(block_bytes));
         // Each element's grid: value = step * code + base.
         std::memcpy(probe.data(), blk, static_cast<size_t>(block_bytes));
         std::fill(codes.begin(), codes.end(), uint8_t{0});
@@ -102,8 +105,9 @@ void gptq_quantize_row(WeightType t, float* w, int64_t n, const float* U, const 
             const int64_t c = c0 + j;
             const float a = step[static_cast<size_t>(j)] - base[static_cast<size_t>(j)];
             const float b = base[static_cast<size_t>(j)];
-            int q = a != 0.0f ? static_cast<int>(std::lround((w[c] - b) / a)) : 0;
-            q = std::clamp(q, 0, levels - 1);
+            // Clamped as a float, so a huge ratio or a NaN cannot wrap an int.
+            const float v = a != 0.0f ? (w[c] - b) / a : 0.0f;
+            const int q = std::isfinite(v) ? static_cast<int>(std::clamp(std::nearbyint(v), 0.0f, float(levels - 1))) : 0;
             codes[static_cast<size_t>(j)] = static_cast<uint8_t>(q);
             const float* u = U + c * n;
             const float e = (w[c] - (a * static_cast<float>(q) + b)) / u[c];

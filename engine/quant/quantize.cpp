@@ -56,6 +56,8 @@ const float* importance_for(const ImportanceMatrix* m, const gguf::TensorInfo& t
     return it->second.data();
 }
 
+constexpr int64_t kMinCompensationTokens = 32;
+
 // What channel scaling does to one tensor (null members: nothing).
 struct Transform {
     const std::vector<float>* columns = nullptr;  // multiply column j of slab e
@@ -72,28 +74,33 @@ Transform transform_for(const QuantizeOptions& opt, const gguf::TensorInfo& t) {
         return it != m.end() ? &it->second : nullptr;
     };
     const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
-    if (t.n_dims >= 2) {
-        tf.columns = find(opt.scaling->columns);
-        tf.rows = find(opt.scaling->rows);
-        if (tf.columns && static_cast<int64_t>(tf.columns->size()) != t.ne[0] * slabs) tf.columns = nullptr;
-        if (tf.rows && static_cast<int64_t>(tf.rows->size()) != t.ne[1] * slabs) tf.rows = nullptr;
-    } else {
-        tf.norm = find(opt.scaling->norms);
-        if (tf.norm && static_cast<int64_t>(tf.norm->size()) != t.ne[0]) tf.norm = nullptr;
-    }
+    tf.columns = find(opt.scaling->columns);
+    if (t.n_dims >= 2) tf.rows = find(opt.scaling->rows);
+    else tf.norm = find(opt.scaling->norms);
+    // A scaling that does not fit its tensor would change the model's function
+    // (the norm is divided all the same): an error, never skipped.
+    if ((tf.columns && static_cast<int64_t>(tf.columns->size()) != t.ne[0] * slabs) ||
+        (tf.rows && static_cast<int64_t>(tf.rows->size()) != t.ne[1] * slabs) ||
+        (tf.norm && static_cast<int64_t>(tf.norm->size()) != t.ne[0]))
+        throw Error(t.name + ": the channel scaling does not match the tensor's shape " + t.shape_string());
     return tf;
 }
 
 // The input's second moments of t's slab e for error compensation, or null.
 const double* second_moments_for(const QuantizeOptions& opt, const gguf::TensorInfo& t, WeightType want, int64_t slab) {
-    if (!opt.second_moments || !gptq_supports(want)) return nullptr;
+    // The token embeddings are looked up, not multiplied (a tied head's
+    // inputs are observed under their name): compensation would only add error.
+    if (!opt.second_moments || !gptq_supports(want) || t.name == "token_embd.weight") return nullptr;
     const auto it = opt.second_moments->entries.find(t.name);
     if (it == opt.second_moments->entries.end()) return nullptr;
     const ActivationStats::Entry& e = it->second;
     const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
     if (e.cols != t.ne[0] || static_cast<int64_t>(e.tokens.size()) != slabs ||
-        e.cov.size() != static_cast<size_t>(slabs * e.cols * e.cols) || e.tokens[static_cast<size_t>(slab)] == 0)
+        e.cov.size() != static_cast<size_t>(slabs * e.cols * e.cols))
         return nullptr;
+    // Too few tokens give second moments of low rank: compensation would push
+    // error into directions the calibration never saw. Plain rounding then.
+    if (e.tokens[static_cast<size_t>(slab)] < std::max<int64_t>(kMinCompensationTokens, e.cols / 4)) return nullptr;
     return e.cov.data() + slab * e.cols * e.cols;
 }
 
@@ -136,7 +143,7 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const T
             float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
             for (int64_t r = e * rows_per_slab + r0; r < e * rows_per_slab + r1; ++r) {
                 kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
-                if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];
+                if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];  // also a 1-D gate vector
                 if (rsc) for (int64_t j = 0; j < row; ++j) f[j] /= rsc[r - e * rows_per_slab];
                 if (tf.norm) for (int64_t j = 0; j < row; ++j) f[j] /= (*tf.norm)[static_cast<size_t>(j)];
                 uint8_t* dst = out.data() + r * out_row;

@@ -282,10 +282,13 @@ private Q_SLOTS:
         const quant::ChannelScaling cs = quant::awq_search(*in, recipe, imp, ao);
         QVERIFY(!cs.groups.empty());
         bool ffn_scaled = false;
-        for (const auto& g : cs.groups) {
-            QVERIFY2(g.error_after <= g.error_before, g.what.c_str());
-            if (g.what.find("ffn input") != std::string::npos && g.alpha > 0) ffn_scaled = true;
-        }
+        for (const auto& g : cs.groups)
+            if (g.what.find("ffn input") != std::string::npos && g.alpha > 0) {
+                ffn_scaled = true;
+                // Loud channels: scaling lowers the weighted error clearly.
+                QVERIFY2(g.error_after < 0.97 * g.error_before, qPrintable(QString("%1: %2 against %3")
+                                                                             .arg(g.what.c_str()).arg(g.error_after).arg(g.error_before)));
+            }
         QVERIFY(ffn_scaled);
         QVERIFY(cs.norms.count("blk.0.ffn_norm.weight"));
         QVERIFY(cs.columns.count("blk.0.ffn_gate_inp.weight"));  // the router follows its norm
