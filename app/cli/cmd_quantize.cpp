@@ -13,7 +13,6 @@
 #include "common.h"
 #include "model/model.h"
 #include "quant/activation_stats.h"
-#include "quant/gptq.h"
 #include "quant/quantize.h"
 
 namespace strata::cli {
@@ -102,9 +101,7 @@ int cmd_quantize(int argc, char** argv) {
         if (gptq)
             co.covariance = [&](const std::string& name) {
                 const gguf::TensorInfo* t = model->file().tensor(name);
-                std::string note;
-                const kernels::WeightType to = t ? quant::target_type(opt.recipe, *t, &note) : kernels::WeightType::F32;
-                return t && t->n_dims >= 2 && to != t->type && quant::gptq_supports(to) && name != "token_embd.weight";
+                return t && quant::compensated_by_gptq(opt.recipe, *t);
             };
         co.progress = [&](int64_t done, int64_t total) {
             if (!quiet) std::fprintf(stderr, "\rcalibration: prompt %lld of %lld", static_cast<long long>(done),

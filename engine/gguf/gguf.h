@@ -107,6 +107,8 @@ struct TensorInfo {
     const uint8_t* data = nullptr;    // into the mapping
 
     int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    // Matrices stacked in the tensor: ne[2] of a 3-D tensor (the experts), else 1.
+    int64_t n_matrices() const { return n_dims >= 3 ? ne[2] : 1; }
     std::string shape_string() const;  // "[128, 256, 8]"
 };
 

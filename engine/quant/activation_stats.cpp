@@ -62,7 +62,7 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
         for (const gguf::TensorInfo& t : m.file().tensors())
             if (t.n_dims >= 2 && o.covariance(t.name))
                 bytes += static_cast<uint64_t>(t.ne[0]) * static_cast<uint64_t>(t.ne[0]) * sizeof(double) *
-                         static_cast<uint64_t>(t.n_dims >= 3 ? t.ne[2] : 1);
+                         static_cast<uint64_t>(t.n_matrices());
         if (bytes > o.max_covariance_bytes)
             throw Error("calibration: the inputs' second moments for error compensation would take " +
                         std::to_string(bytes >> 20) + " MiB (over the limit of " +

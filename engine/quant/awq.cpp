@@ -14,8 +14,6 @@ namespace {
 
 using kernels::WeightType;
 
-bool is_float(WeightType t) { return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16; }
-
 // Some rows of one matrix (one expert's, for a 3-D tensor), dequantized, with
 // the importance of its columns: what the search quantizes for each alpha.
 struct Sample {
@@ -30,7 +28,7 @@ struct Sample {
 std::vector<float> importance_of(const ImportanceMatrix& imp, const gguf::TensorInfo& t, int64_t slab,
                                  const std::vector<float>& fallback) {
     const auto it = imp.values.find(t.name);
-    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    const int64_t slabs = t.n_matrices();
     if (it == imp.values.end() || static_cast<int64_t>(it->second.size()) != t.ne[0] * slabs) return fallback;
     const float* v = it->second.data() + slab * t.ne[0];
     return std::vector<float>(v, v + t.ne[0]);
@@ -166,7 +164,7 @@ ChannelScaling awq_search(const gguf::File& in, const Recipe& recipe, const Impo
         };
         for (const NormGroup& g : norm_groups) {
             const gguf::TensorInfo* norm = in.tensor(g.norm);
-            if (!norm || norm->n_dims != 1 || !is_float(norm->type)) continue;
+            if (!norm || norm->n_dims != 1 || !is_float_type(norm->type)) continue;
             const int64_t n = norm->ne[0];
             std::vector<float> mean_sq;
             for (const char* s : g.stats) {
@@ -196,9 +194,9 @@ ChannelScaling awq_search(const gguf::File& in, const Recipe& recipe, const Impo
                 }
                 if (t->ne[0] != n) fits = false;
                 readers.push_back(t);
-                if (is_float(to)) continue;  // scaled exactly: no error to weigh
+                if (is_float_type(to)) continue;  // scaled exactly: no error to weigh
                 any_quantized = true;
-                const int64_t slabs = t->n_dims >= 3 ? t->ne[2] : 1;
+                const int64_t slabs = t->n_matrices();
                 for (int64_t e = 0; e < slabs; ++e)
                     samples.push_back(sample_rows(*t, to, e, o.sample_rows, importance_of(imp, *t, e, mean_sq)));
             }
@@ -211,7 +209,7 @@ ChannelScaling awq_search(const gguf::File& in, const Recipe& recipe, const Impo
             if (c.alpha == 0) continue;
             out.norms[g.norm] = c.scale;
             for (const gguf::TensorInfo* t : readers) {
-                const int64_t slabs = t->n_dims >= 3 ? t->ne[2] : 1;  // 1-D and 2-D: one
+                const int64_t slabs = t->n_matrices();
                 std::vector<float>& v = out.columns[t->name];
                 for (int64_t e = 0; e < slabs; ++e) v.insert(v.end(), c.scale.begin(), c.scale.end());
             }
@@ -226,11 +224,11 @@ ChannelScaling awq_search(const gguf::File& in, const Recipe& recipe, const Impo
             WeightType down_to{}, up_to{};
             const gguf::TensorInfo* down = quantized(blk(L, down_name), &down_to);
             const gguf::TensorInfo* up = quantized(blk(L, up_name), &up_to);
-            if (!down || !up || is_float(down_to) || up->ne[1] != down->ne[0] ||
+            if (!down || !up || is_float_type(down_to) || up->ne[1] != down->ne[0] ||
                 in.tensor("blk." + std::to_string(L) + "." + up_name + ".bias"))
                 continue;
             const auto stats = imp.values.find(down->name);
-            const int64_t slabs = down->n_dims >= 3 ? down->ne[2] : 1;
+            const int64_t slabs = down->n_matrices();
             const int64_t n = down->ne[0];
             if (stats == imp.values.end() || static_cast<int64_t>(stats->second.size()) != n * slabs) continue;
             ChannelScaling::Group g{"blk." + std::to_string(L) + " " + down_name + " input", 0, 0, 0};

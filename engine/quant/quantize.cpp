@@ -16,8 +16,6 @@ namespace {
 
 using kernels::WeightType;
 
-bool is_float(WeightType t) { return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16; }
-
 // A row length the type cannot hold (blocks of 32 or 256) falls back as
 // llama-quantize falls back (llama_tensor_get_type): Q2_K/Q3_K to Q4_0, Q4_K
 // to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; a row that fits no 32-block, to F16.
@@ -46,7 +44,7 @@ const float* importance_for(const ImportanceMatrix* m, const gguf::TensorInfo& t
     if (!m || !kernels::has_weighted_quantizer(want)) return nullptr;
     const auto it = m->values.find(t.name);
     if (it == m->values.end()) return nullptr;
-    const int64_t matrices = t.n_dims >= 3 ? t.ne[2] : 1;
+    const int64_t matrices = t.n_matrices();
     if (static_cast<int64_t>(it->second.size()) != t.ne[0] * matrices) {
         rep->warnings.push_back("importance matrix entry '" + t.name + "' has " + std::to_string(it->second.size()) +
                                 " values for " + std::to_string(t.ne[0] * matrices) + " columns: quantized without it");
@@ -73,7 +71,7 @@ Transform transform_for(const QuantizeOptions& opt, const gguf::TensorInfo& t) {
         const auto it = m.find(t.name);
         return it != m.end() ? &it->second : nullptr;
     };
-    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    const int64_t slabs = t.n_matrices();
     tf.columns = find(opt.scaling->columns);
     if (t.n_dims >= 2) tf.rows = find(opt.scaling->rows);
     else tf.norm = find(opt.scaling->norms);
@@ -87,14 +85,12 @@ Transform transform_for(const QuantizeOptions& opt, const gguf::TensorInfo& t) {
 }
 
 // The input's second moments of t's slab e for error compensation, or null.
-const double* second_moments_for(const QuantizeOptions& opt, const gguf::TensorInfo& t, WeightType want, int64_t slab) {
-    // The token embeddings are looked up, not multiplied (a tied head's
-    // inputs are observed under their name): compensation would only add error.
-    if (!opt.second_moments || !gptq_supports(want) || t.name == "token_embd.weight") return nullptr;
+const double* second_moments_for(const QuantizeOptions& opt, const gguf::TensorInfo& t, int64_t slab) {
+    if (!opt.second_moments || !compensated_by_gptq(opt.recipe, t)) return nullptr;
     const auto it = opt.second_moments->entries.find(t.name);
     if (it == opt.second_moments->entries.end()) return nullptr;
     const ActivationStats::Entry& e = it->second;
-    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    const int64_t slabs = t.n_matrices();
     if (e.cols != t.ne[0] || static_cast<int64_t>(e.tokens.size()) != slabs ||
         e.cov.size() != static_cast<size_t>(slabs * e.cols * e.cols))
         return nullptr;
@@ -110,7 +106,7 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const T
                              cpu::ThreadPool& pool, TensorReport* tr, QuantizeReport* rep) {
     const int64_t row = t.ne[0];
     const int64_t rows = t.n_elements() / row;
-    const int64_t slabs = t.n_dims >= 3 ? t.ne[2] : 1;
+    const int64_t slabs = t.n_matrices();
     const int64_t rows_per_slab = rows / slabs;
     const int64_t in_row = kernels::row_bytes(t.type, row), out_row = kernels::row_bytes(want, row);
     std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
@@ -127,7 +123,7 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const T
             for (int64_t j = 0; j < row; ++j) imp_scaled[static_cast<size_t>(j)] /= col[j] * col[j];
             imp = imp_scaled.data();
         }
-        const double* H = second_moments_for(opt, t, want, e);
+        const double* H = second_moments_for(opt, t, e);
         const bool gptq = H && gptq_factor(H, row, col, opt.gptq_damp, &U);
         if (H && !gptq) rep->warnings.push_back(t.name + ": its inputs' second moments are singular; quantized without "
                                                           "error compensation");
@@ -159,6 +155,17 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const T
 
 }  // namespace
 
+bool is_float_type(WeightType t) { return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16; }
+
+bool compensated_by_gptq(const Recipe& recipe, const gguf::TensorInfo& t) {
+    // The token embeddings are looked up, not multiplied (a tied head's
+    // inputs are observed under their name): compensation would only add error.
+    if (t.n_dims < 2 || t.name == "token_embd.weight") return false;
+    std::string note;
+    const WeightType to = target_type(recipe, t, &note);
+    return to != t.type && gptq_supports(to);
+}
+
 WeightType target_type(const Recipe& recipe, const gguf::TensorInfo& t, std::string* note) {
     if (t.n_dims < 2) return t.type;
     int64_t layer = -1;
@@ -180,7 +187,7 @@ QuantizeReport quantize_file(const std::string& in_path, const std::string& out_
             throw Error(in_path + ": tensor '" + t.name + "' has a type Strata cannot read (raw type " +
                         std::to_string(t.raw_type) + ")");
         total += t.nbytes;
-        if (!is_float(t.type)) rep.input_quantized = true;
+        if (!is_float_type(t.type)) rep.input_quantized = true;
     }
     if (rep.input_quantized)
         rep.warnings.push_back(in_path + " is already quantized: its quantized tensors are de-quantized and quantized "

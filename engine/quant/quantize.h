@@ -66,6 +66,14 @@ struct QuantizeReport {
 // llama-quantize falls back; t's own type for 1-D tensors and kept classes.
 kernels::WeightType target_type(const Recipe& recipe, const gguf::TensorInfo& t, std::string* note);
 
+// F32, F16 or BF16.
+bool is_float_type(kernels::WeightType t);
+
+// Whether --gptq compensates tensor t under the recipe: a matrix (not the
+// looked-up token embeddings) converted to a type with block levels. The
+// calibration collects second moments for exactly these.
+bool compensated_by_gptq(const Recipe& recipe, const gguf::TensorInfo& t);
+
 // Throws strata::Error (unreadable input, unsupported source type, a write
 // that failed) or strata::Cancelled.
 QuantizeReport quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& opt);

@@ -326,8 +326,7 @@ private Q_SLOTS:
         co.threads = 2;
         co.covariance = [&](const std::string& name) {
             const gguf::TensorInfo* t = m->file().tensor(name);
-            std::string note;
-            return t && quant::gptq_supports(quant::target_type(recipe, *t, &note));
+            return t && quant::compensated_by_gptq(recipe, *t);
         };
         const quant::ActivationStats st = quant::collect_activation_stats(
             *m, {"Once upon a time there was a little dog.", "The cat sat on the mat and looked at the bird."}, co);
