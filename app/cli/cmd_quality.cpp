@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -12,7 +13,8 @@ namespace strata::cli {
 int cmd_quality(int argc, char** argv) {
     Args a("quality", "BASE.gguf QUANT.gguf --prompts FILE [--json] [--threads N]",
            "What quantization did: runs each prompt of FILE (one per line; a literal \\n is a newline; the\n"
-           "format of 'eval') through both models, teacher-forced, and reports the perplexity of each,\n"
+           "format of 'eval') through both models, teacher-forced, and reports the perplexity of each (the\n"
+           "rise with its standard error over positions: a rise within two of them is noise),\n"
            "KL(base || quant) of the next-token distributions per position (mean, p95, p99, max), top-1\n"
            "agreement, and for every MoE layer the routing drift: the share of tokens whose top-k expert sets\n"
            "are equal, their mean Jaccard overlap, and the mean KL between the router probabilities.");
@@ -39,7 +41,8 @@ int cmd_quality(int argc, char** argv) {
         os.precision(6);
         os << "{\"base\": \"" << json_escape(a.pos("BASE.gguf")) << "\", \"quant\": \"" << json_escape(a.pos("QUANT.gguf"))
            << "\", \"prompts\": " << r.prompts << ", \"positions\": " << r.positions << ", \"ppl_base\": " << r.ppl_base
-           << ", \"ppl_quant\": " << r.ppl_quant << ", \"kl_mean\": " << r.kl_mean << ", \"kl_p95\": " << r.kl_p95
+           << ", \"ppl_quant\": " << r.ppl_quant << ", \"ln_ppl_ratio\": " << r.ln_ppl_ratio
+           << ", \"ln_ppl_ratio_se\": " << r.ln_ppl_ratio_se << ", \"kl_mean\": " << r.kl_mean << ", \"kl_p95\": " << r.kl_p95
            << ", \"kl_p99\": " << r.kl_p99 << ", \"kl_max\": " << r.kl_max << ", \"top1\": " << r.top1 << ", \"layers\": [";
         for (size_t i = 0; i < r.layers.size(); ++i) {
             const quant::LayerDrift& d = r.layers[i];
@@ -51,8 +54,9 @@ int cmd_quality(int argc, char** argv) {
         return 0;
     }
     std::printf("%lld prompts, %lld positions\n", static_cast<long long>(r.prompts), static_cast<long long>(r.positions));
-    std::printf("perplexity      base %.4f, quant %.4f (%+.2f%%)\n", r.ppl_base, r.ppl_quant,
-                r.ppl_base > 0 ? 100.0 * (r.ppl_quant / r.ppl_base - 1.0) : 0.0);
+    // The rise in percent with one standard error (the ratio is the exp of a mean NLL difference).
+    std::printf("perplexity      base %.4f, quant %.4f (%+.3f%% +- %.3f%%)\n", r.ppl_base, r.ppl_quant,
+                100.0 * std::expm1(r.ln_ppl_ratio), 100.0 * std::exp(r.ln_ppl_ratio) * r.ln_ppl_ratio_se);
     std::printf("KL(base||quant) mean %.5f, p95 %.5f, p99 %.5f, max %.5f\n", r.kl_mean, r.kl_p95, r.kl_p99, r.kl_max);
     std::printf("top-1 agreement %.4f\n", r.top1);
     if (!r.layers.empty()) {

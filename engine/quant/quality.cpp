@@ -79,7 +79,7 @@ QualityReport measure_quality(const model::Model& base, const model::Model& quan
     QualityReport rep;
     const int64_t V = cb.n_vocab;
     std::vector<double> lb, lq, kls;
-    double nll_b = 0, nll_q = 0;
+    double nll_b = 0, nll_q = 0, diff_sq = 0;  // diff_sq: sum of squared per-position NLL differences
     int64_t agree = 0;
     std::map<int64_t, LayerDrift> drift;
     for (const std::vector<int32_t>& toks : lists) {
@@ -108,8 +108,10 @@ QualityReport measure_quality(const model::Model& base, const model::Model& quan
             agree += ab == aq;
             ++rep.positions;
             if (i + 1 < toks.size()) {
-                nll_b -= lb[static_cast<size_t>(toks[i + 1])];
-                nll_q -= lq[static_cast<size_t>(toks[i + 1])];
+                const double b = lb[static_cast<size_t>(toks[i + 1])], q = lq[static_cast<size_t>(toks[i + 1])];
+                nll_b -= b;
+                nll_q -= q;
+                diff_sq += (b - q) * (b - q);
                 ++rep.predicted;
             }
         }
@@ -141,6 +143,10 @@ QualityReport measure_quality(const model::Model& base, const model::Model& quan
     if (rep.predicted > 0) {
         rep.ppl_base = std::exp(nll_b / double(rep.predicted));
         rep.ppl_quant = std::exp(nll_q / double(rep.predicted));
+        const double n = double(rep.predicted), mean = (nll_q - nll_b) / n;
+        rep.ln_ppl_ratio = mean;
+        if (rep.predicted > 1)
+            rep.ln_ppl_ratio_se = std::sqrt(std::max(0.0, (diff_sq / n - mean * mean) * n / (n - 1)) / n);
     }
     for (auto& [layer, d] : drift) {
         d.exact_set /= double(d.tokens);

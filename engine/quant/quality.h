@@ -1,6 +1,7 @@
 // What quantization did to a model (strata-cli quality BASE QUANT): the same
 // prompts through both, teacher-forced, compared position by position:
-//   - perplexity of each over the prompts' next tokens;
+//   - perplexity of each over the prompts' next tokens, and the log of their
+//     ratio with its standard error;
 //   - KL(base || quant) of the next-token distributions: mean, p95, p99;
 //   - top-1 agreement;
 //   - per MoE layer, routing drift: how often the top-k expert sets agree
@@ -32,6 +33,11 @@ struct LayerDrift {
 struct QualityReport {
     int64_t prompts = 0, positions = 0, predicted = 0;  // predicted: positions with a next token
     double ppl_base = 0, ppl_quant = 0;
+    // ln(ppl_quant / ppl_base), the mean over predicted positions of the
+    // per-position NLL difference, and that mean's standard error (positions
+    // taken as independent, as llama-perplexity's "Mean ln(PPL(Q)/PPL(base))"
+    // does): a rise within about two of these is not told apart from none.
+    double ln_ppl_ratio = 0, ln_ppl_ratio_se = 0;
     double kl_mean = 0, kl_p95 = 0, kl_p99 = 0, kl_max = 0;
     double top1 = 0;
     std::vector<LayerDrift> layers;  // MoE layers, in order

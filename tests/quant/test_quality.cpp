@@ -5,6 +5,7 @@
 // refused.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 
 #include "common/error.h"
 #include "model/make_model.h"
@@ -57,6 +58,8 @@ private Q_SLOTS:
         QCOMPARE(r.prompts, int64_t(4));
         QCOMPARE(r.positions, int64_t(100));
         QCOMPARE(r.ppl_base, r.ppl_quant);
+        QCOMPARE(r.ln_ppl_ratio, 0.0);
+        QCOMPARE(r.ln_ppl_ratio_se, 0.0);
         QCOMPARE(r.kl_mean, 0.0);
         QCOMPARE(r.top1, 1.0);
         QCOMPARE(r.layers.size(), size_t(3));
@@ -79,6 +82,13 @@ private Q_SLOTS:
         QVERIFY(r2.kl_mean > r8.kl_mean);
         QVERIFY(r2.kl_p99 >= r2.kl_p95 && r2.kl_max >= r2.kl_p99);
         QVERIFY(r2.top1 <= r8.top1);
+        // The log ratio is the perplexities' (both are exps of mean NLLs); its
+        // standard error is positive, and larger where the damage is.
+        for (const quant::QualityReport* r : {&r8, &r2}) {
+            QVERIFY(std::abs(r->ln_ppl_ratio - std::log(r->ppl_quant / r->ppl_base)) < 1e-9);
+            QVERIFY(r->ln_ppl_ratio_se > 0.0);
+        }
+        QVERIFY(r2.ln_ppl_ratio_se > r8.ln_ppl_ratio_se);
         double drift8 = 0, drift2 = 0;
         for (size_t i = 0; i < r8.layers.size(); ++i) {
             drift8 += r8.layers[i].router_kl;
