@@ -12,68 +12,91 @@ namespace {
 
 using kernels::WeightType;
 
+// A dot product with four running sums: the compiler cannot reorder a
+// floating-point sum itself, and one chain of dependent adds would leave the
+// factorisation latency-bound. Deterministic: the order is fixed.
+double dot(const double* a, const double* b, int64_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < n; ++k) s0 += a[k] * b[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
 // In-place lower Cholesky factor of the symmetric positive definite A (n x n):
-// A = L L^T, L in the lower triangle. False if a pivot is not positive.
+// A = L L^T, L in the lower triangle (row-major, so each step is a dot product
+// of two rows). False if a pivot is not positive.
 bool cholesky_lower(std::vector<double>& A, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
         double* aj = A.data() + j * n;
-        double d = aj[j];
-        for (int64_t k = 0; k < j; ++k) d -= aj[k] * aj[k];
-        if (!(d > 0.0)) return false;
-        d = std::sqrt(d);
+        const double d2 = aj[j] - dot(aj, aj, j);
+        if (!(d2 > 0.0)) return false;
+        const double d = std::sqrt(d2);
         aj[j] = d;
         for (int64_t i = j + 1; i < n; ++i) {
             double* ai = A.data() + i * n;
-            double s = ai[j];
-            for (int64_t k = 0; k < j; ++k) s -= ai[k] * aj[k];
-            ai[j] = s / d;
+            ai[j] = (ai[j] - dot(ai, aj, j)) / d;
         }
     }
     return true;
+}
+
+// The inverse of the lower triangular L (in A's lower triangle), row by row:
+// row i of L^-1 is (e_i - sum_{k<i} L_ik row k of L^-1) / L_ii, so every
+// update runs along contiguous rows.
+std::vector<double> invert_lower(const std::vector<double>& L, int64_t n) {
+    std::vector<double> Li(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+        double* row = Li.data() + i * n;
+        const double* li = L.data() + i * n;
+        for (int64_t k = 0; k < i; ++k) {
+            const double f = li[k];
+            const double* rk = Li.data() + k * n;
+            for (int64_t c = 0; c <= k; ++c) row[c] -= f * rk[c];
+        }
+        row[i] += 1.0;
+        const double inv = 1.0 / li[i];
+        for (int64_t c = 0; c <= i; ++c) row[c] *= inv;
+    }
+    return Li;
 }
 
 }  // namespace
 
 bool gptq_supports(WeightType t) { return kernels::block_levels(t) > 0; }
 
+// U is upper with U^T U = A^-1, so A = R R^T with R = U^-1 upper: the
+// Cholesky factor of A with the order of the channels reversed (J A J =
+// L L^T with J the reversal gives R = J L J), and U = J L^-1 J. One
+// factorisation and one triangular inverse instead of inverting A and
+// factoring the inverse: a third of the work.
 bool gptq_factor(const double* H, int64_t n, const float* column_scale, double damp, std::vector<float>* U) {
-    std::vector<double> A(static_cast<size_t>(n * n));
+    // B = J A J, A the scaled, mended and damped H (only H's upper triangle is read).
+    std::vector<double> B(static_cast<size_t>(n * n));
+    const auto rev = [n](int64_t i) { return n - 1 - i; };
     for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i; j < n; ++j) A[i * n + j] = A[j * n + i] = H[i * n + j];
-    if (column_scale)
-        for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j) A[i * n + j] /= double(column_scale[i]) * double(column_scale[j]);
+        for (int64_t j = i; j < n; ++j) {
+            double h = H[i * n + j];
+            if (column_scale) h /= double(column_scale[i]) * double(column_scale[j]);
+            B[rev(i) * n + rev(j)] = B[rev(j) * n + rev(i)] = h;
+        }
     double mean = 0.0;
     for (int64_t j = 0; j < n; ++j) {
-        if (A[j * n + j] <= 0.0) A[j * n + j] = 1.0;  // a channel nothing reached
-        mean += A[j * n + j];
+        if (B[j * n + j] <= 0.0) B[j * n + j] = 1.0;  // a channel nothing reached
+        mean += B[j * n + j];
     }
     mean /= static_cast<double>(n);
-    for (int64_t j = 0; j < n; ++j) A[j * n + j] += damp * mean;
-    if (!cholesky_lower(A, n)) return false;
-    // Linv = L^-1 (lower), by forward substitution column by column.
-    std::vector<double> Li(static_cast<size_t>(n * n), 0.0);
-    for (int64_t c = 0; c < n; ++c) {
-        Li[c * n + c] = 1.0 / A[c * n + c];
-        for (int64_t i = c + 1; i < n; ++i) {
-            double s = 0.0;
-            for (int64_t k = c; k < i; ++k) s += A[i * n + k] * Li[k * n + c];
-            Li[i * n + c] = -s / A[i * n + i];
-        }
-    }
-    // H^-1 = Linv^T Linv.
-    std::vector<double> Hi(static_cast<size_t>(n * n), 0.0);
-    for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j <= i; ++j) {
-            double s = 0.0;
-            for (int64_t k = i; k < n; ++k) s += Li[k * n + i] * Li[k * n + j];
-            Hi[i * n + j] = Hi[j * n + i] = s;
-        }
-    // U = the upper factor of H^-1 (H^-1 = U^T U): the lower factor, transposed.
-    if (!cholesky_lower(Hi, n)) return false;
+    for (int64_t j = 0; j < n; ++j) B[j * n + j] += damp * mean;
+    if (!cholesky_lower(B, n)) return false;
+    const std::vector<double> Li = invert_lower(B, n);
     U->assign(static_cast<size_t>(n * n), 0.0f);
     for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j <= i; ++j) (*U)[static_cast<size_t>(j * n + i)] = static_cast<float>(Hi[i * n + j]);
+        for (int64_t j = 0; j <= i; ++j) (*U)[static_cast<size_t>(rev(i) * n + rev(j))] = static_cast<float>(Li[i * n + j]);
     return true;
 }
 
