@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -192,6 +193,15 @@ public:
     // Same, without copying: the caller keeps `data` alive until write() returns.
     void add_tensor_view(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
                          const uint8_t* data, uint64_t nbytes);
+    // Same, with the bytes made while write()/to_bytes() runs, in tensor order:
+    // a file of any size is written with one produced tensor in memory at a
+    // time. `produce` must return exactly row_bytes(type, ne[0]) * rows bytes
+    // (else the write fails, naming the tensor); it is called once per
+    // write()/to_bytes() (byte_size() does not call it) and may throw, which
+    // leaves no file behind.
+    using Producer = std::function<std::vector<uint8_t>()>;
+    void add_tensor_produced(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
+                             uint64_t nbytes, Producer produce);
     // Copies every metadata entry (in file order) and every tensor (as a view into
     // the mapping, in file order) of `file`; `file` must outlive write()/to_bytes().
     // Reading a file this writer produced and copying it back yields the same bytes.
@@ -200,7 +210,8 @@ public:
     size_t tensor_count() const { return tensors_.size(); }
     // Size in bytes of what write()/to_bytes() produce.
     uint64_t byte_size() const;
-    // Writes atomically (temp file + rename). Throws strata::Error.
+    // Writes atomically: an unnamed file (O_TMPFILE) or a temporary name,
+    // synced, then renamed into place. Throws strata::Error.
     void write(const std::string& path) const;
     // Serialises to memory (tests).
     std::vector<uint8_t> to_bytes() const;
@@ -212,8 +223,12 @@ private:
         std::vector<int64_t> ne;
         std::vector<uint8_t> owned;
         const uint8_t* view = nullptr;
+        Producer produce;
         uint64_t nbytes = 0;
     };
+    // Checks a tensor's name, type, shape and size; throws strata::Error naming it.
+    PendingTensor checked(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
+                          uint64_t nbytes) const;
     uint64_t alignment() const;
     template <class Sink> void serialise(Sink& sink) const;
 

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/error.h"
 #include "gguf/gguf.h"
@@ -307,6 +308,24 @@ void Writer::add_tensor(const std::string& name, kernels::WeightType type, std::
 
 void Writer::add_tensor_view(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
                              const uint8_t* data, uint64_t nbytes) {
+    PendingTensor t = checked(name, type, std::move(ne), nbytes);
+    if (!data) fail_tensor(name, "data pointer is null");
+    t.view = data;
+    tensor_index_.emplace(name, tensors_.size());
+    tensors_.push_back(std::move(t));
+}
+
+void Writer::add_tensor_produced(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
+                                 uint64_t nbytes, Producer produce) {
+    PendingTensor t = checked(name, type, std::move(ne), nbytes);
+    if (!produce) fail_tensor(name, "no producer for its bytes");
+    t.produce = std::move(produce);
+    tensor_index_.emplace(name, tensors_.size());
+    tensors_.push_back(std::move(t));
+}
+
+Writer::PendingTensor Writer::checked(const std::string& name, kernels::WeightType type, std::vector<int64_t> ne,
+                                      uint64_t nbytes) const {
     if (name.empty()) throw Error("gguf writer: tensor name is empty");
     if (name.size() > kMaxWrittenTensorNameBytes) {
         fail_tensor(name, "name is " + std::to_string(name.size()) + " bytes, longer than the limit of " +
@@ -346,16 +365,12 @@ void Writer::add_tensor_view(const std::string& name, kernels::WeightType type, 
         fail_tensor(name, "shape " + shape + " of type " + tr->name + " needs " + std::to_string(expected) +
                               " bytes of data, found " + std::to_string(nbytes));
     }
-    if (!data) fail_tensor(name, "data pointer is null");
-
     PendingTensor t;
     t.name = name;
     t.type = type;
     t.ne = std::move(ne);
-    t.view = data;
     t.nbytes = nbytes;
-    tensor_index_.emplace(name, tensors_.size());
-    tensors_.push_back(std::move(t));
+    return t;
 }
 
 void Writer::copy_from(const File& file) {
@@ -395,8 +410,17 @@ template <class Sink> void Writer::serialise(Sink& sink) const {
     // ggml does. The reader accepts both; follow gguf-py so those round-trip too.
     if (!tensors_.empty()) put_zeros(out, align_up(out.n, align) - out.n);
     for (const PendingTensor& t : tensors_) {
-        const uint8_t* p = t.owned.empty() ? t.view : t.owned.data();
-        out.write(p, t.nbytes);
+        if (!t.produce) {
+            out.write(t.owned.empty() ? t.view : t.owned.data(), t.nbytes);
+        } else if constexpr (std::is_same_v<Sink, CountingSink>) {
+            out.write(nullptr, t.nbytes);  // counting only: nothing is produced
+        } else {
+            const std::vector<uint8_t> bytes = t.produce();
+            if (bytes.size() != t.nbytes)
+                fail_tensor(t.name, "its producer made " + std::to_string(bytes.size()) + " bytes, not the " +
+                                        std::to_string(t.nbytes) + " its shape and type need");
+            out.write(bytes.data(), t.nbytes);
+        }
         put_zeros(out, align_up(t.nbytes, align) - t.nbytes);
     }
 }
@@ -432,22 +456,28 @@ void Writer::write(const std::string& path) const {
     const uint64_t total = byte_size();
     static std::atomic<uint64_t> counter{0};
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    // The file is written unnamed (O_TMPFILE) where the file system allows and
+    // /proc can name it afterwards: a process killed mid-write (SIGKILL, the
+    // OOM killer; a long quantization streams through here) leaves nothing
+    // behind. Elsewhere a temporary name, removed on every failure we see.
+    int fd = ::access("/proc/self/fd", X_OK) == 0 ? ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666) : -1;
+    const bool unnamed = fd >= 0;
+    if (!unnamed) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         const int err = errno;
         throw Error(path + ": cannot create " + tmp + ": " + describe_errno(err, path));
     }
-    // Removes the temp file on every failure, whatever throws.
     struct Guard {
         int fd;
         const std::string& tmp;
+        bool named;  // tmp exists on disk
         bool done = false;
         ~Guard() {
             if (done) return;
             if (fd >= 0) ::close(fd);
-            ::unlink(tmp.c_str());
+            if (named) ::unlink(tmp.c_str());
         }
-    } guard{fd, tmp};
+    } guard{fd, tmp, !unnamed};
 
     FdSink sink(fd, path, total);
     serialise(sink);
@@ -456,6 +486,16 @@ void Writer::write(const std::string& path) const {
         const int err = errno;
         throw Error(path + ": cannot write: " + describe_errno(err, path) + " (while syncing " +
                     std::to_string(total) + " bytes to disk)");
+    }
+    if (unnamed) {
+        // Named only now that it is whole, then renamed over `path` (linkat
+        // cannot replace a file).
+        const std::string self = "/proc/self/fd/" + std::to_string(fd);
+        if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+            const int err = errno;
+            throw Error(path + ": cannot name the written file " + tmp + ": " + describe_errno(err, path));
+        }
+        guard.named = true;
     }
     const int rc = ::close(fd);
     guard.fd = -1;

@@ -265,7 +265,9 @@ Raw small_raw(uint32_t version = 3) {
     return r;
 }
 
-Writer small_writer() {
+// With `calls`: a.weight and c.weight are produced during the write (each
+// call counted) instead of owned.
+Writer small_writer(int* calls = nullptr) {
     Writer w;
     w.set("general.architecture", Value::make_string("llama"));
     w.set("general.description", Value::make_string(kDescription));
@@ -275,6 +277,12 @@ Writer small_writer() {
                                                                Value::make_array(ValueType::UINT8, {})}));
     w.set("test.flag", Value::make_bool(true));
     w.set("test.f", Value::make_f32(0.5f));
+    if (calls) {
+        w.add_tensor_produced("a.weight", WeightType::F32, {4, 2}, kT0.size(), [calls] { ++*calls; return kT0; });
+        w.add_tensor("b.weight", WeightType::Q8_0, {32}, kT1);
+        w.add_tensor_produced("c.weight", WeightType::F16, {3, 1, 2, 2}, kT2.size(), [calls] { ++*calls; return kT2; });
+        return w;
+    }
     w.add_tensor("a.weight", WeightType::F32, {4, 2}, kT0);
     w.add_tensor("b.weight", WeightType::Q8_0, {32}, kT1);
     w.add_tensor("c.weight", WeightType::F16, {3, 1, 2, 2}, kT2);
@@ -433,6 +441,7 @@ private Q_SLOTS:
     // ---- writer validation and files ----
     void writerRejectsBadInput();
     void writeFileAtomically();
+    void producedTensorsStream();
     void writeFileErrors();
     void openErrors();
     // ---- broken-file corpus ----
@@ -872,6 +881,35 @@ void TestGguf::writeFileAtomically() {
     small_writer().write("rel.gguf");
     QDir::setCurrent(old);
     QVERIFY(read_file(tmp.path("rel.gguf")) == small_raw().b);
+}
+
+// Tensors made during the write give the same bytes as owned ones; a
+// producer that fails or makes the wrong size leaves no file and no temp.
+void TestGguf::producedTensorsStream() {
+    TempDir tmp;
+    int calls = 0;
+    const Writer w = small_writer(&calls);
+    QCOMPARE(w.byte_size(), uint64_t(small_raw().b.size()));
+    QCOMPARE(calls, 0);  // sizing makes nothing
+    const std::string p = tmp.path("made.gguf");
+    w.write(p);
+    QCOMPARE(calls, 2);
+    QVERIFY(read_file(p) == small_raw().b);
+
+    Writer more;
+    EXPECT_THROWS_WITH(more.add_tensor_produced("d.weight", WeightType::F32, {4}, 15, [] { return std::vector<uint8_t>(15); }),
+                       "needs 16 bytes");
+    Writer wrong;
+    wrong.add_tensor_produced("short.weight", WeightType::F32, {4}, 16, [] { return std::vector<uint8_t>(12); });
+    EXPECT_THROWS_WITH(wrong.write(tmp.path("wrong.gguf")), "'short.weight'");
+    Writer failing;
+    failing.add_tensor("first.weight", WeightType::F32, {4, 2}, kT0);
+    failing.add_tensor_produced("fails.weight", WeightType::F32, {4}, 16, []() -> std::vector<uint8_t> {
+        throw Error("producer failed");
+    });
+    EXPECT_THROWS_WITH(failing.write(tmp.path("failing.gguf")), "producer failed");
+    const QStringList left = QDir(tmp.dir.path()).entryList(QDir::Files | QDir::Hidden);
+    QVERIFY2(left == QStringList{"made.gguf"}, qPrintable(left.join(", ")));
 }
 
 void TestGguf::writeFileErrors() {
