@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include "commands.h"
 #include "common/error.h"
@@ -14,6 +15,7 @@
 #include "model/model.h"
 #include "quant/activation_stats.h"
 #include "quant/quantize.h"
+#include "quant/second_moments.h"
 
 namespace strata::cli {
 namespace {
@@ -52,7 +54,8 @@ int cmd_quantize(int argc, char** argv) {
            "importance-weighted error. Needs --imatrix or --calibration.\n"
            "--gptq: error compensation fitted on the calibration text (GPTQ): each column's rounding error is\n"
            "pushed onto the columns not yet rounded, so that W X is kept rather than W. Needs --calibration (the\n"
-           "inputs' full second moments are collected: cols^2 doubles per matrix and expert, refused above 8 GiB;\n"
+           "inputs' full second moments are collected: cols^2 doubles per matrix and expert; what does not fit in\n"
+           "--gptq-memory is collected by further passes over the prompts, one group of tensors at a time;\n"
            "experts reached by fewer than max(32, cols/4) calibration tokens are rounded plainly).");
     a.positional("IN", "the source GGUF (F32/F16/BF16; a quantized one is re-quantized, with a warning)");
     a.positional("OUT", "the GGUF to write");
@@ -63,6 +66,7 @@ int cmd_quantize(int argc, char** argv) {
     a.option("--save-imatrix", "", "FILE", "with --calibration: also write the statistics as an imatrix file");
     a.flag("--awq", "activation-aware channel scaling folded into the norms and up projections");
     a.flag("--gptq", "error compensation fitted on the calibration prompts (needs --calibration)");
+    a.option("--gptq-memory", "", "MIB", "memory for --gptq's second moments; more passes over the prompts when over", "8192");
     a.option("--threads", "-t", "N", "threads", "2");
     a.flag("--quiet", "no progress bar");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -88,26 +92,45 @@ int cmd_quantize(int argc, char** argv) {
         opt.importance = &imatrix;
     }
     const bool quiet = a.flag_set("--quiet");
+    const uint64_t gptq_mib = static_cast<uint64_t>(a.integer("--gptq-memory", 1, int64_t{1} << 30));
     quant::ActivationStats st;
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
+    std::unique_ptr<model::Model> model;              // runs the calibration passes
+    std::unique_ptr<quant::SecondMomentPasses> moments;  // --gptq's sums, pass by pass
     if (a.has("--calibration")) {
         // Read before anything is run, so a bad prompts file costs nothing.
         const std::vector<std::string> prompts = read_prompt_file(a.str("--calibration"));
-        auto model = model::Model::load(a.pos("IN"));
+        model = model::Model::load(a.pos("IN"));
         quant::CalibrationOptions co;
         co.threads = opt.threads;
         co.max_tokens_per_prompt = a.integer("--calibration-tokens", 2, 1 << 20);
-        if (gptq)
-            co.covariance = [&](const std::string& name) {
+        int64_t pass = 1;
+        co.progress = [&](int64_t done, int64_t total) {
+            if (!quiet) {
+                const std::string of = moments && moments->runs() > 1
+                                           ? " (pass " + std::to_string(pass) + " of " + std::to_string(moments->runs()) + ")"
+                                           : "";
+                // Later passes run while the progress bar is drawn: a line of their own.
+                if (pass > 1 && done == 1) std::fprintf(stderr, "\n");
+                std::fprintf(stderr, "\rcalibration%s: prompt %lld of %lld", of.c_str(), static_cast<long long>(done),
+                             static_cast<long long>(total));
+                if (pass > 1 && done == total) std::fprintf(stderr, "\n");
+            }
+            if (done == total) ++pass;
+            return !g_interrupted.load();
+        };
+        if (gptq) {
+            quant::CalibrationOptions all = co;
+            all.covariance = [&](const std::string& name) {
                 const gguf::TensorInfo* t = model->file().tensor(name);
                 return t && quant::compensated_by_gptq(opt.recipe, *t);
             };
-        co.progress = [&](int64_t done, int64_t total) {
-            if (!quiet) std::fprintf(stderr, "\rcalibration: prompt %lld of %lld", static_cast<long long>(done),
-                                     static_cast<long long>(total));
-            return !g_interrupted.load();
-        };
+            moments = std::make_unique<quant::SecondMomentPasses>(
+                *model, prompts, all, gptq_mib << 20);
+            co.covariance = moments->first_run();
+            co.max_covariance_bytes = gptq_mib << 20;
+        }
         try {
             st = quant::collect_activation_stats(*model, prompts, co);
         } catch (const Cancelled&) {
@@ -128,7 +151,14 @@ int cmd_quantize(int argc, char** argv) {
         }
         imatrix_from = "calibration " + a.str("--calibration");
         opt.importance = &imatrix;
-        if (gptq) opt.second_moments = &st;
+        if (gptq) {
+            if (moments->runs() > 1)
+                std::printf("error compensation: the second moments in %lld passes over the calibration prompts (at most "
+                            "%lld MiB each; --gptq-memory)\n",
+                            static_cast<long long>(moments->runs()), static_cast<long long>(gptq_mib));
+            moments->adopt_first_run(std::move(st));
+            opt.second_moments = [&](const std::string& name) { return moments->find(name); };
+        }
     }
     quant::ChannelScaling scaling;
     if (awq) {

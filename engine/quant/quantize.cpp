@@ -84,20 +84,23 @@ Transform transform_for(const QuantizeOptions& opt, const gguf::TensorInfo& t) {
     return tf;
 }
 
-// The input's second moments of t's slab e for error compensation, or null.
-const double* second_moments_for(const QuantizeOptions& opt, const gguf::TensorInfo& t, int64_t slab) {
+// The input's second moments of t for error compensation, or null.
+const ActivationStats::Entry* second_moments_for(const QuantizeOptions& opt, const gguf::TensorInfo& t) {
     if (!opt.second_moments || !compensated_by_gptq(opt.recipe, t)) return nullptr;
-    const auto it = opt.second_moments->entries.find(t.name);
-    if (it == opt.second_moments->entries.end()) return nullptr;
-    const ActivationStats::Entry& e = it->second;
+    const ActivationStats::Entry* e = opt.second_moments(t.name);
     const int64_t slabs = t.n_matrices();
-    if (e.cols != t.ne[0] || static_cast<int64_t>(e.tokens.size()) != slabs ||
-        e.cov.size() != static_cast<size_t>(slabs * e.cols * e.cols))
+    if (!e || e->cols != t.ne[0] || static_cast<int64_t>(e->tokens.size()) != slabs ||
+        e->cov.size() != static_cast<size_t>(slabs * e->cols * e->cols))
         return nullptr;
-    // Too few tokens give second moments of low rank: compensation would push
-    // error into directions the calibration never saw. Plain rounding then.
-    if (e.tokens[static_cast<size_t>(slab)] < std::max<int64_t>(kMinCompensationTokens, e.cols / 4)) return nullptr;
-    return e.cov.data() + slab * e.cols * e.cols;
+    return e;
+}
+
+// Slab e's share of them, or null where too few tokens reached it: second
+// moments of low rank would push error into directions the calibration never
+// saw. Plain rounding then.
+const double* slab_second_moments(const ActivationStats::Entry* e, int64_t slab) {
+    if (!e || e->tokens[static_cast<size_t>(slab)] < std::max<int64_t>(kMinCompensationTokens, e->cols / 4)) return nullptr;
+    return e->cov.data() + slab * e->cols * e->cols;
 }
 
 // Tensor t converted to `want`, slab by slab (the experts of a 3-D tensor),
@@ -112,48 +115,75 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const T
     std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
     std::vector<float> scratch(static_cast<size_t>(row * pool.size()));
     const float* imp_all = importance_for(opt.importance, t, want, tr, rep);
-    std::vector<float> imp_scaled, U;
-    for (int64_t e = 0; e < slabs; ++e) {
-        const float* col = tf.columns ? tf.columns->data() + e * row : nullptr;
-        const float* rsc = tf.rows ? tf.rows->data() + e * rows_per_slab : nullptr;
-        // Scaled columns carry 1/s^2 of the importance: x_j / s_j is their input now.
-        const float* imp = imp_all ? imp_all + e * row : nullptr;
-        if (imp && col) {
-            imp_scaled.assign(imp, imp + row);
-            for (int64_t j = 0; j < row; ++j) imp_scaled[static_cast<size_t>(j)] /= col[j] * col[j];
-            imp = imp_scaled.data();
-        }
-        const double* H = second_moments_for(opt, t, e);
-        const bool gptq = H && gptq_factor(H, row, col, opt.gptq_damp, &U);
-        if (H && !gptq) rep->warnings.push_back(t.name + ": its inputs' second moments are singular; quantized without "
-                                                          "error compensation");
-        if (gptq) ++tr->compensated;
-        if (gptq && !imp && kernels::has_weighted_quantizer(want)) {
-            // No importance matrix given: the second moments' diagonal is one.
-            imp_scaled.resize(static_cast<size_t>(row));
-            for (int64_t j = 0; j < row; ++j)
-                imp_scaled[static_cast<size_t>(j)] = static_cast<float>(H[j * row + j]) / (col ? col[j] * col[j] : 1.0f);
-            imp = imp_scaled.data();
-        }
-        pool.parallel_for(rows_per_slab, 16, [&](int64_t r0, int64_t r1, int ti) {
-            float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
-            for (int64_t r = e * rows_per_slab + r0; r < e * rows_per_slab + r1; ++r) {
-                kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
-                if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];  // also a 1-D gate vector
-                if (rsc) for (int64_t j = 0; j < row; ++j) f[j] /= rsc[r - e * rows_per_slab];
-                if (tf.norm) for (int64_t j = 0; j < row; ++j) f[j] /= (*tf.norm)[static_cast<size_t>(j)];
-                uint8_t* dst = out.data() + r * out_row;
-                if (gptq)
-                    gptq_quantize_row(want, f, row, U.data(), imp, dst);
-                else if (!imp || !kernels::quantize_row_weighted_ref(want, f, dst, row, imp))
-                    kernels::quantize_row(want, f, dst, row);
+    const ActivationStats::Entry* moments = second_moments_for(opt, t);
+    // The compensation's factors (an O(cols^3) step per expert) are computed
+    // for a batch of slabs at once, one slab per thread; each slab's rows are
+    // then quantized by all threads.
+    const int64_t batch = std::max<int64_t>(1, pool.size());
+    std::vector<std::vector<float>> factors(static_cast<size_t>(batch));
+    std::vector<char> factored(static_cast<size_t>(batch));
+    std::vector<float> imp_scaled;
+    for (int64_t e0 = 0; e0 < slabs; e0 += batch) {
+        const int64_t e1 = std::min(slabs, e0 + batch);
+        pool.parallel_for(e1 - e0, 1, [&](int64_t b0, int64_t b1, int) {
+            for (int64_t b = b0; b < b1; ++b) {
+                const int64_t e = e0 + b;
+                const double* H = slab_second_moments(moments, e);
+                const float* col = tf.columns ? tf.columns->data() + e * row : nullptr;
+                factored[static_cast<size_t>(b)] = H && gptq_factor(H, row, col, opt.gptq_damp, &factors[static_cast<size_t>(b)]);
             }
         });
+        for (int64_t e = e0; e < e1; ++e) {
+            const float* col = tf.columns ? tf.columns->data() + e * row : nullptr;
+            const float* rsc = tf.rows ? tf.rows->data() + e * rows_per_slab : nullptr;
+            // Scaled columns carry 1/s^2 of the importance: x_j / s_j is their input now.
+            const float* imp = imp_all ? imp_all + e * row : nullptr;
+            if (imp && col) {
+                imp_scaled.assign(imp, imp + row);
+                for (int64_t j = 0; j < row; ++j) imp_scaled[static_cast<size_t>(j)] /= col[j] * col[j];
+                imp = imp_scaled.data();
+            }
+            const double* H = slab_second_moments(moments, e);
+            const bool gptq = factored[static_cast<size_t>(e - e0)] != 0;
+            const float* U = factors[static_cast<size_t>(e - e0)].data();
+            if (H && !gptq)
+                rep->warnings.push_back(t.name + ": its inputs' second moments are singular; quantized without "
+                                                 "error compensation");
+            if (gptq) ++tr->compensated;
+            if (gptq && !imp && kernels::has_weighted_quantizer(want)) {
+                // No importance matrix given: the second moments' diagonal is one.
+                imp_scaled.resize(static_cast<size_t>(row));
+                for (int64_t j = 0; j < row; ++j)
+                    imp_scaled[static_cast<size_t>(j)] = static_cast<float>(H[j * row + j]) / (col ? col[j] * col[j] : 1.0f);
+                imp = imp_scaled.data();
+            }
+            pool.parallel_for(rows_per_slab, 16, [&](int64_t r0, int64_t r1, int ti) {
+                float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
+                for (int64_t r = e * rows_per_slab + r0; r < e * rows_per_slab + r1; ++r) {
+                    kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
+                    if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];  // also a 1-D gate vector
+                    if (rsc) for (int64_t j = 0; j < row; ++j) f[j] /= rsc[r - e * rows_per_slab];
+                    if (tf.norm) for (int64_t j = 0; j < row; ++j) f[j] /= (*tf.norm)[static_cast<size_t>(j)];
+                    uint8_t* dst = out.data() + r * out_row;
+                    if (gptq)
+                        gptq_quantize_row(want, f, row, U, imp, dst);
+                    else if (!imp || !kernels::quantize_row_weighted_ref(want, f, dst, row, imp))
+                        kernels::quantize_row(want, f, dst, row);
+                }
+            });
+        }
     }
     return out;
 }
 
 }  // namespace
+
+std::function<const ActivationStats::Entry*(const std::string&)> second_moments_of(const ActivationStats& stats) {
+    return [&stats](const std::string& name) -> const ActivationStats::Entry* {
+        const auto it = stats.entries.find(name);
+        return it != stats.entries.end() && !it->second.cov.empty() ? &it->second : nullptr;
+    };
+}
 
 bool is_float_type(WeightType t) { return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16; }
 
@@ -199,6 +229,10 @@ QuantizeReport quantize_file(const std::string& in_path, const std::string& out_
     w.set("general.quantization_version", gguf::Value::make_u32(2));
 
     cpu::ThreadPool pool(std::max(1, opt.threads));
+    // Converted tensors are made while the writer streams the file, one at a
+    // time, so the output is never held in memory whole (a model larger than
+    // RAM quantizes). The reports are filled in as they are made.
+    rep.tensors.reserve(in->tensors().size());
     uint64_t done = 0;
     for (const gguf::TensorInfo& t : in->tensors()) {
         TensorReport tr;
@@ -211,22 +245,27 @@ QuantizeReport quantize_file(const std::string& in_path, const std::string& out_
         tr.bytes_in = t.nbytes;
         const Transform tf = transform_for(opt, t);
         std::vector<int64_t> ne(t.ne, t.ne + std::max<uint32_t>(1, t.n_dims));
+        done += t.nbytes;
         if (want == t.type && !tf.any()) {
             w.add_tensor_view(t.name, t.type, ne, t.data, t.nbytes);  // copied as it is
             tr.bytes_out = t.nbytes;
         } else {
             tr.scaled = tf.any();
-            std::vector<uint8_t> out = convert(t, want, tf, opt, pool, &tr, &rep);
-            tr.bytes_out = out.size();
-            w.add_tensor(t.name, want, ne, std::move(out));
+            tr.bytes_out = static_cast<uint64_t>(kernels::row_bytes(want, t.ne[0])) *
+                           static_cast<uint64_t>(t.n_elements() / t.ne[0]);
+            const size_t index = rep.tensors.size();
+            w.add_tensor_produced(t.name, want, ne, tr.bytes_out, [&, index, want, tf, done, tp = &t] {
+                std::vector<uint8_t> out = convert(*tp, want, tf, opt, pool, &rep.tensors[index], &rep);
+                if (opt.progress && !opt.progress(done, total)) throw Cancelled("quantization cancelled; nothing was written");
+                return out;
+            });
         }
         rep.bytes_in += tr.bytes_in;
         rep.bytes_out += tr.bytes_out;
         rep.tensors.push_back(std::move(tr));
-        done += t.nbytes;
-        if (opt.progress && !opt.progress(done, total)) throw Cancelled("quantization cancelled; nothing was written");
     }
     w.write(out_path);
+    if (opt.progress) opt.progress(total, total);
     rep.file_bytes = w.byte_size();
     return rep;
 }

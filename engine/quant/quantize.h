@@ -33,9 +33,11 @@ struct QuantizeOptions {
     // tensors it names before they are quantized; null: none.
     const ChannelScaling* scaling = nullptr;
     // Error compensation (gptq.h) for the matrices whose inputs' second
-    // moments are here (ActivationStats::Entry::cov), in types that support it;
-    // null: none.
-    const ActivationStats* second_moments = nullptr;
+    // moments this finds (an entry with cov), in types that support it; null:
+    // none. Called from one thread, in file order, once per tensor:
+    // SecondMomentPasses::find collects them pass by pass, or see
+    // second_moments_of for statistics already collected.
+    std::function<const ActivationStats::Entry*(const std::string& tensor)> second_moments;
     double gptq_damp = 0.01;   // GPTQ's dampening, a fraction of the mean diagonal
     // Called as tensors are converted, with the source bytes done and in all;
     // return false to cancel (quantize_file then throws strata::Cancelled).
@@ -73,6 +75,10 @@ bool is_float_type(kernels::WeightType t);
 // looked-up token embeddings) converted to a type with block levels. The
 // calibration collects second moments for exactly these.
 bool compensated_by_gptq(const Recipe& recipe, const gguf::TensorInfo& t);
+
+// QuantizeOptions::second_moments from statistics collected with
+// CalibrationOptions::covariance (kept by reference).
+std::function<const ActivationStats::Entry*(const std::string&)> second_moments_of(const ActivationStats& stats);
 
 // Throws strata::Error (unreadable input, unsupported source type, a write
 // that failed) or strata::Cancelled.

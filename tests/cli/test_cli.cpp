@@ -1,11 +1,15 @@
 // strata-cli as a user runs it: every command has --help, every error is one
 // clear line and a non-zero exit, and eval writes the fixtures' layout.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QElapsedTimer>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QThread>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -123,6 +127,40 @@ private Q_SLOTS:
         QVERIFY(cli({"run", comp, "-p", "Once", "-n", "4", "--temp", "0"}).code == 0);
     }
 
+    // --gptq's second moments over its memory budget are collected in more
+    // passes over the prompts, with the same result; a single tensor over it
+    // is refused, naming it.
+    void quantize_gptq_in_passes() {
+        QTemporaryDir dir;
+        const QString in = dir.path() + "/f32.gguf", prompts = dir.path() + "/prompts.txt";
+        QCOMPARE(cli({"make-model", in, "--layers", "2", "--dim", "512", "--heads", "8", "--kv-heads", "2", "--experts",
+                      "4", "--used", "2", "--expert-ff", "512", "--type", "f32"})
+                     .code,
+                 0);
+        {
+            QFile f(prompts);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            for (int i = 0; i < 4; ++i)
+                f.write("Once upon a time there was a little dog who lived by the sea, and every morning it ran along the "
+                        "sand to find what the night had left there: shells, wood, a bottle with a letter in it.\n");
+        }
+        // 2 MiB of sums per attention matrix, 8 MiB per stacked expert tensor.
+        const QString one = dir.path() + "/one.gguf", many = dir.path() + "/many.gguf";
+        const Run a = cli({"quantize", in, one, "--calibration", prompts, "--gptq", "--quiet"});
+        QVERIFY2(a.code == 0, qPrintable(a.err));
+        const Run b = cli({"quantize", in, many, "--calibration", prompts, "--gptq", "--gptq-memory", "20", "--quiet"});
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        QVERIFY2(b.out.contains(QRegularExpression("second moments in [3-9] passes")), qPrintable(b.out));
+        QVERIFY2(a.out.contains(QRegularExpression("error compensation: [1-9][0-9]* matrices")), qPrintable(a.out));
+        QFile fa(one), fb(many);
+        QVERIFY(fa.open(QIODevice::ReadOnly) && fb.open(QIODevice::ReadOnly));
+        QVERIFY(fa.readAll() == fb.readAll());
+        const QString none = dir.path() + "/none.gguf";
+        expect_one_line_error(cli({"quantize", in, none, "--calibration", prompts, "--gptq", "--gptq-memory", "7"}), 1,
+                              "blk.0.ffn_gate_exps.weight");
+        QVERIFY(!QFile::exists(none));
+    }
+
     // A quantization killed at any moment (SIGKILL: no handler runs) leaves
     // OUT absent or whole, never a truncated file: the output is written to a
     // temporary name, synced and renamed into place.
@@ -168,6 +206,16 @@ private Q_SLOTS:
         }
         qInfo("killed quantizations: %d left no file, %d a whole one (a full run %lld ms)", absent, complete, full_ms);
         QVERIFY(absent > 0);
+        // Where the file system writes unnamed files (O_TMPFILE), a kill leaves
+        // no temporary file behind either.
+        const int probe = ::open(QFile::encodeName(dir.path()).constData(), O_TMPFILE | O_WRONLY, 0600);
+        if (probe >= 0) {
+            ::close(probe);
+            const QStringList left = QDir(dir.path()).entryList({"*.tmp-*"}, QDir::Files | QDir::Hidden);
+            QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
+        } else {
+            qInfo("%s cannot hold unnamed files: a killed write may leave its temporary name", qPrintable(dir.path()));
+        }
     }
 
     void make_model_inspect_run() {

@@ -17,6 +17,7 @@
 #include "quant/awq.h"
 #include "quant/gptq.h"
 #include "quant/quantize.h"
+#include "quant/second_moments.h"
 #include "small_moe.h"
 #include "test_support.h"
 
@@ -342,7 +343,7 @@ private Q_SLOTS:
         opt.recipe = recipe;
         opt.importance = &imp;
         opt.scaling = &cs;
-        opt.second_moments = &st;
+        opt.second_moments = quant::second_moments_of(st);
         const std::string a = tmp_path("comp1.gguf"), b = tmp_path("comp2.gguf");
         opt.threads = 1;
         const quant::QuantizeReport rep = quant::quantize_file(in, a, opt);
@@ -355,9 +356,44 @@ private Q_SLOTS:
         QCOMPARE(fa->file_size(), fb->file_size());
         QVERIFY(std::memcmp(fa->base(), fb->base(), fa->file_size()) == 0);
         QVERIFY(model::Model::load(a) != nullptr);
+
+        // The same sums collected pass by pass under a budget that holds about
+        // two tensors' give the same bytes; each run is collected once.
+        const std::vector<std::string> prompts = {"Once upon a time there was a little dog.",
+                                                  "The cat sat on the mat and looked at the bird."};
+        std::string largest;  // the tensor with the most sums
+        uint64_t most = 0;
+        for (const auto& [name, entry] : st.entries)
+            if (entry.cov.size() * sizeof(double) > most) {
+                most = entry.cov.size() * sizeof(double);
+                largest = name;
+            }
+        const uint64_t budget = 2 * most;
+        quant::SecondMomentPasses passes(*m, prompts, co, budget);
+        QVERIFY2(passes.runs() >= 3, qPrintable(QString::number(passes.runs())));
+        quant::CalibrationOptions first = co;
+        first.covariance = passes.first_run();
+        passes.adopt_first_run(quant::collect_activation_stats(*m, prompts, first));
+        opt.second_moments = [&](const std::string& name) { return passes.find(name); };
+        const std::string c = tmp_path("comp3.gguf");
+        quant::quantize_file(in, c, opt);
+        QCOMPARE(passes.passes_run(), passes.runs() - 1);
+        auto fc = gguf::File::open(c);
+        QCOMPARE(fc->file_size(), fa->file_size());
+        QVERIFY(std::memcmp(fa->base(), fc->base(), fa->file_size()) == 0);
         std::filesystem::remove(a);
         std::filesystem::remove(b);
-        // Over the limit: refused before anything runs.
+        std::filesystem::remove(c);
+
+        // One tensor's sums over the budget: refused, naming it.
+        try {
+            quant::SecondMomentPasses tight(*m, prompts, co, most - 1);
+            QFAIL("a budget below one tensor's sums was accepted");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find(largest) != std::string::npos, e.what());
+            QVERIFY2(std::string(e.what()).find("--gptq-memory") != std::string::npos, e.what());
+        }
+        // Over the limit in one pass: refused before anything runs.
         co.max_covariance_bytes = 1024;
         QVERIFY_THROWS_EXCEPTION(Error, quant::collect_activation_stats(*m, {"Once"}, co));
     }
