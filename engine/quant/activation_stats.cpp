@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/cpu/thread_pool.h"
 #include "common/error.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -37,6 +38,38 @@ ImportanceMatrix ActivationStats::importance(int64_t* unreached) const {
     if (unreached) *unreached = missing;
     return m;
 }
+
+namespace {
+
+// cov (n x n, upper triangle) += X^T X for the `tokens` rows of X. The rows
+// of cov are taken in blocks that stay in cache while every token passes
+// over them (one token at a time over all of cov would stream its cols^2
+// doubles from memory once per token), and the blocks are shared among the
+// threads. Each element still sums the tokens in order: the same result
+// whatever the blocking and the thread count.
+void accumulate_second_moments(double* cov, const float* X, int64_t tokens, int64_t cols, cpu::ThreadPool& pool,
+                               std::vector<double>& xd) {
+    xd.resize(static_cast<size_t>(tokens * cols));
+    for (int64_t k = 0; k < tokens * cols; ++k) xd[static_cast<size_t>(k)] = X[k];
+    constexpr int64_t kRowsPerBlock = 16;
+    const int64_t blocks = (cols + kRowsPerBlock - 1) / kRowsPerBlock;
+    pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
+        for (int64_t b = b0; b < b1; ++b) {
+            const int64_t i0 = b * kRowsPerBlock, i1 = std::min(cols, i0 + kRowsPerBlock);
+            for (int64_t t = 0; t < tokens; ++t) {
+                const double* x = xd.data() + t * cols;
+                for (int64_t i = i0; i < i1; ++i) {
+                    const double xi = x[i];
+                    if (xi == 0.0) continue;
+                    double* row = cov + i * cols;  // the upper triangle: the matrix is symmetric
+                    for (int64_t j = i; j < cols; ++j) row[j] += xi * x[j];
+                }
+            }
+        }
+    });
+}
+
+}  // namespace
 
 ActivationStats collect_activation_stats(const model::Model& m, const std::vector<std::string>& prompts,
                                          const CalibrationOptions& o) {
@@ -70,6 +103,10 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
                         " MiB): too large a model for --gptq on this machine; quantize without it (--awq and the importance "
                         "matrix need one value per channel)");
     }
+    // The second moments' sums run between the forward pass's products, when
+    // its threads are idle: a pool of as many threads shares them.
+    cpu::ThreadPool pool(o.covariance ? std::max(1, o.threads) : 1);
+    std::vector<double> xd;
     ctx.set_activation_observer([&](const model::Matrix& W, const float* X, int64_t n, int32_t expert) {
         auto it = st.entries.find(W.name);
         if (it == st.entries.end()) {
@@ -90,20 +127,7 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
             const float* x = X + t * W.cols;
             for (int64_t c = 0; c < W.cols; ++c) acc[c] += double(x[c]) * double(x[c]);
         }
-        if (!e.cov.empty()) {
-            double* cov = e.cov.data() + slab * e.cols * e.cols;
-            std::vector<double> xd(static_cast<size_t>(e.cols));
-            for (int64_t t = 0; t < n; ++t) {
-                const float* x = X + t * W.cols;
-                for (int64_t c = 0; c < W.cols; ++c) xd[static_cast<size_t>(c)] = x[c];
-                for (int64_t i = 0; i < e.cols; ++i) {
-                    const double xi = xd[static_cast<size_t>(i)];
-                    if (xi == 0.0) continue;
-                    double* row = cov + i * e.cols;  // the upper triangle: the matrix is symmetric
-                    for (int64_t j = i; j < e.cols; ++j) row[j] += xi * xd[static_cast<size_t>(j)];
-                }
-            }
-        }
+        if (!e.cov.empty()) accumulate_second_moments(e.cov.data() + slab * e.cols * e.cols, X, n, e.cols, pool, xd);
         e.tokens[static_cast<size_t>(slab)] += n;
     });
     const int64_t total = static_cast<int64_t>(prompts.size());
