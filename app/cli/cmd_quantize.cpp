@@ -1,4 +1,4 @@
-// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--awq] [--gptq] [--threads N]
+// strata-cli quantize IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--awq] [--gptq [--gptq-memory MIB]] [--threads N]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,7 +28,7 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 int cmd_quantize(int argc, char** argv) {
     std::string recipes;
     for (const std::string& n : quant::builtin_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + n;
-    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--awq] [--gptq] [--threads N]",
+    Args a("quantize", "IN.gguf OUT.gguf [--recipe NAME|FILE] [--imatrix FILE | --calibration PROMPTS] [--awq] [--gptq [--gptq-memory MIB]] [--threads N]",
            "Writes OUT.gguf with each tensor in the type its class gets in the recipe (router, attention Q/K/V/O,\n"
            "shared experts, routed experts, dense FFN, embeddings, output head), using ggml's reference quantizers:\n"
            "a standard GGUF that llama.cpp reads. Deterministic; OUT appears complete or not at all (Ctrl-C leaves\n"
@@ -39,7 +39,9 @@ int cmd_quantize(int argc, char** argv) {
            "  q4-experts-small  as q4-experts with attention, shared experts and dense FFN Q6_K (about Q4_K_M's size)\n"
            "  q2-experts   as q4-experts with routed experts Q2_K (down projections Q3_K)\n"
            "  demo         the demo model's: routed experts Q8_0, embeddings F16, the rest F32\n"
-           "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"}}.\n"
+           "A recipe file is JSON: {\"types\": {\"routed_expert\": \"q4_k\", ...}, \"expert_layers\": {\"0\": \"q8_0\"},\n"
+           "\"expert_down\": \"q5_k\", \"layers\": {\"2\": {\"attn_v\": \"q6_k\", \"expert_down\": \"q6_k\"}}} (classes: router,\n"
+           "attn_q, attn_k, attn_v, attn_output, shared_expert, routed_expert, dense_ffn, embedding, output).\n"
            "--imatrix: llama.cpp's importance matrix (llama-imatrix's .dat): q4_0, q4_1, q5_0, q5_1 and q2_K..q6_K\n"
            "matrices with an entry are quantized with it, as llama-quantize --imatrix does (the same bytes); q8_0 and\n"
            "float types take none.\n"

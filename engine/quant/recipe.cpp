@@ -190,6 +190,10 @@ TensorClass classify(const std::string& tensor_name, int64_t* layer) {
 }
 
 WeightType Recipe::type_for(TensorClass c, int64_t layer, bool down, WeightType source) const {
+    if (const auto l = layers.find(layer); l != layers.end()) {
+        if (c == TensorClass::RoutedExpert && down && l->second.expert_down) return *l->second.expert_down;
+        if (const auto t = l->second.types.find(c); t != l->second.types.end()) return t->second;
+    }
     if (c == TensorClass::RoutedExpert) {
         if (auto it = expert_layers.find(layer); it != expert_layers.end()) return it->second;
         if (down && expert_down) return *expert_down;
@@ -216,8 +220,10 @@ Recipe load_recipe(const std::string& name_or_path) {
     Recipe r;
     r.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>() : name_or_path;
     for (const auto& [key, value] : j.items()) {
-        if (key != "name" && key != "types" && key != "expert_layers" && key != "expert_down" && key != "file_type")
-            throw Error(name_or_path + ": unknown key '" + key + "' (name, types, expert_layers, expert_down, file_type)");
+        if (key != "name" && key != "types" && key != "expert_layers" && key != "expert_down" && key != "layers" &&
+            key != "file_type")
+            throw Error(name_or_path + ": unknown key '" + key +
+                        "' (name, types, expert_layers, expert_down, layers, file_type)");
     }
     if (!j.contains("types") || !j["types"].is_object()) throw Error(name_or_path + ": 'types' (an object) is missing");
     for (const auto& [key, value] : j["types"].items()) {
@@ -230,19 +236,42 @@ Recipe load_recipe(const std::string& name_or_path) {
         if (!value.is_string()) throw Error(name_or_path + ": the type of '" + key + "' must be a string");
         r.types[*c] = type_named(value.get<std::string>(), name_or_path + ": types." + key);
     }
+    const auto layer_number = [&](const std::string& key, const std::string& where) {
+        int64_t layer = -1;
+        try {
+            size_t used = 0;
+            layer = std::stoll(key, &used);
+            if (used != key.size()) layer = -1;
+        } catch (const std::exception&) {
+        }
+        if (layer < 0) throw Error(name_or_path + ": " + where + " key '" + key + "' is not a layer number");
+        return layer;
+    };
     if (j.contains("expert_layers")) {
         if (!j["expert_layers"].is_object()) throw Error(name_or_path + ": 'expert_layers' must be an object");
         for (const auto& [key, value] : j["expert_layers"].items()) {
-            int64_t layer = -1;
-            try {
-                size_t used = 0;
-                layer = std::stoll(key, &used);
-                if (used != key.size()) layer = -1;
-            } catch (const std::exception&) {
-            }
-            if (layer < 0) throw Error(name_or_path + ": expert_layers key '" + key + "' is not a layer number");
+            const int64_t layer = layer_number(key, "expert_layers");
             if (!value.is_string()) throw Error(name_or_path + ": expert_layers." + key + " must be a type name");
             r.expert_layers[layer] = type_named(value.get<std::string>(), name_or_path + ": expert_layers." + key);
+        }
+    }
+    if (j.contains("layers")) {
+        if (!j["layers"].is_object()) throw Error(name_or_path + ": 'layers' must be an object (layer -> {class: type})");
+        for (const auto& [key, value] : j["layers"].items()) {
+            const int64_t layer = layer_number(key, "layers");
+            if (!value.is_object()) throw Error(name_or_path + ": layers." + key + " must be an object ({class: type})");
+            Recipe::LayerTypes& lt = r.layers[layer];
+            for (const auto& [cls, type] : value.items()) {
+                const std::string where = name_or_path + ": layers." + key + "." + cls;
+                if (!type.is_string()) throw Error(where + " must be a type name");
+                if (cls == "expert_down") {
+                    lt.expert_down = type_named(type.get<std::string>(), where);
+                    continue;
+                }
+                const std::optional<TensorClass> c = parse_class(cls);
+                if (!c) throw Error(where + ": unknown tensor class (the classes of 'types', or expert_down)");
+                lt.types[*c] = type_named(type.get<std::string>(), where);
+            }
         }
     }
     if (j.contains("expert_down")) {

@@ -48,6 +48,14 @@ struct Recipe {
     std::map<int64_t, kernels::WeightType> expert_layers;
     // The routed experts' down projections, when they differ (q2-experts).
     std::optional<kernels::WeightType> expert_down;
+    // Per layer, types that override all of the above for that layer's
+    // tensors of a class, and for its experts' down projections (llama.cpp's
+    // mixes give some layers' attn_v and ffn_down more bits).
+    struct LayerTypes {
+        std::map<TensorClass, kernels::WeightType> types;
+        std::optional<kernels::WeightType> expert_down;
+    };
+    std::map<int64_t, LayerTypes> layers;
     // llama.cpp's general.file_type for the result (its LLAMA_FTYPE), -1: not set.
     int64_t file_type = -1;
 

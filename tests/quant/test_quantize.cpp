@@ -129,12 +129,27 @@ private Q_SLOTS:
         QCOMPARE(r.type_for(quant::TensorClass::RoutedExpert, 0, false, WeightType::F32), WeightType::Q8_0);
         QCOMPARE(r.type_for(quant::TensorClass::RoutedExpert, 1, false, WeightType::F32), WeightType::Q5_K);
         QCOMPARE(r.type_for(quant::TensorClass::AttnQ, 1, false, WeightType::F16), WeightType::F16);  // kept
+        // Per-layer types, as llama.cpp's Q4_K_M gives some layers' attn_v and ffn_down more bits.
+        std::ofstream(path) << R"({"types":{"attn_v":"q4_k","routed_expert":"q4_k"},"expert_down":"q5_k",)"
+                               R"("layers":{"2":{"attn_v":"q6_k","expert_down":"q6_k"},"3":{"routed_expert":"q8_0"}}})";
+        const quant::Recipe l = quant::load_recipe(path);
+        QCOMPARE(l.type_for(quant::TensorClass::AttnV, 1, false, WeightType::F32), WeightType::Q4_K);
+        QCOMPARE(l.type_for(quant::TensorClass::AttnV, 2, false, WeightType::F32), WeightType::Q6_K);
+        QCOMPARE(l.type_for(quant::TensorClass::RoutedExpert, 1, true, WeightType::F32), WeightType::Q5_K);
+        QCOMPARE(l.type_for(quant::TensorClass::RoutedExpert, 2, true, WeightType::F32), WeightType::Q6_K);
+        QCOMPARE(l.type_for(quant::TensorClass::RoutedExpert, 2, false, WeightType::F32), WeightType::Q4_K);
+        QCOMPARE(l.type_for(quant::TensorClass::RoutedExpert, 3, true, WeightType::F32), WeightType::Q8_0);
+        QCOMPARE(l.type_for(quant::TensorClass::AttnQ, 2, false, WeightType::F16), WeightType::F16);  // kept
 
         const std::pair<const char*, const char*> bad[] = {
             {R"({"types":{"rooter":"f16"}})", "unknown tensor class 'rooter'"},
             {R"({"types":{"router":"q9_9"}})", "not a weight type"},
             {R"({"types":{"router":"f16"},"extra":1})", "unknown key 'extra'"},
             {R"({"types":{"router":"f16"},"expert_layers":{"x":"q8_0"}})", "not a layer number"},
+            {R"({"types":{},"layers":{"-1":{"attn_v":"q6_k"}}})", "not a layer number"},
+            {R"({"types":{},"layers":{"1":{"atn_v":"q6_k"}}})", "layers.1.atn_v: unknown tensor class"},
+            {R"({"types":{},"layers":{"1":{"attn_v":"q7_k"}}})", "not a weight type"},
+            {R"({"types":{},"layers":{"1":"q6_k"}})", "layers.1 must be an object"},
             {R"({"types":[1]})", "'types' (an object) is missing"},
             {R"({"types":)", "JSON error"},
         };
