@@ -103,18 +103,70 @@ const double* slab_second_moments(const ActivationStats::Entry* e, int64_t slab)
     return e->cov.data() + slab * e->cols * e->cols;
 }
 
+// One tensor's conversion: its shape, target and what is applied to it.
+struct Conversion {
+    const gguf::TensorInfo& t;
+    WeightType want;
+    const Transform& tf;
+    int64_t row = 0, rows_per_slab = 0, in_row = 0, out_row = 0;
+    const float* importance = nullptr;  // all slabs' (row values each), or null
+    uint8_t* out = nullptr;
+};
+
+// Slab e's rows, on all threads: dequantized, scaled, then quantized with
+// the importance and, given the factor U, with error compensation (H: the
+// slab's second moments, whose diagonal is the importance if none is given).
+void convert_slab(const Conversion& c, int64_t e, const float* U, const double* H, cpu::ThreadPool& pool,
+                  std::vector<float>& scratch) {
+    const int64_t row = c.row;
+    const float* col = c.tf.columns ? c.tf.columns->data() + e * row : nullptr;
+    const float* rsc = c.tf.rows ? c.tf.rows->data() + e * c.rows_per_slab : nullptr;
+    // Scaled columns carry 1/s^2 of the importance: x_j / s_j is their input now.
+    std::vector<float> imp_scaled;
+    const float* imp = c.importance ? c.importance + e * row : nullptr;
+    if (imp && col) {
+        imp_scaled.assign(imp, imp + row);
+        for (int64_t j = 0; j < row; ++j) imp_scaled[static_cast<size_t>(j)] /= col[j] * col[j];
+        imp = imp_scaled.data();
+    }
+    if (U && !imp && kernels::has_weighted_quantizer(c.want)) {
+        // No importance matrix given: the second moments' diagonal is one.
+        imp_scaled.resize(static_cast<size_t>(row));
+        for (int64_t j = 0; j < row; ++j)
+            imp_scaled[static_cast<size_t>(j)] = static_cast<float>(H[j * row + j]) / (col ? col[j] * col[j] : 1.0f);
+        imp = imp_scaled.data();
+    }
+    pool.parallel_for(c.rows_per_slab, 16, [&](int64_t r0, int64_t r1, int ti) {
+        float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
+        for (int64_t r = e * c.rows_per_slab + r0; r < e * c.rows_per_slab + r1; ++r) {
+            kernels::dequantize_row(c.t.type, c.t.data + r * c.in_row, f, row);
+            if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];  // also a 1-D gate vector
+            if (rsc) for (int64_t j = 0; j < row; ++j) f[j] /= rsc[r - e * c.rows_per_slab];
+            if (c.tf.norm) for (int64_t j = 0; j < row; ++j) f[j] /= (*c.tf.norm)[static_cast<size_t>(j)];
+            uint8_t* dst = c.out + r * c.out_row;
+            if (U)
+                gptq_quantize_row(c.want, f, row, U, imp, dst);
+            else if (!imp || !kernels::quantize_row_weighted_ref(c.want, f, dst, row, imp))
+                kernels::quantize_row(c.want, f, dst, row);
+        }
+    });
+}
+
 // Tensor t converted to `want`, slab by slab (the experts of a 3-D tensor),
 // with its channel scaling, importance and error compensation.
 std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const Transform& tf, const QuantizeOptions& opt,
                              cpu::ThreadPool& pool, TensorReport* tr, QuantizeReport* rep) {
-    const int64_t row = t.ne[0];
-    const int64_t rows = t.n_elements() / row;
+    Conversion c{t, want, tf};
+    c.row = t.ne[0];
+    const int64_t rows = t.n_elements() / c.row;
     const int64_t slabs = t.n_matrices();
-    const int64_t rows_per_slab = rows / slabs;
-    const int64_t in_row = kernels::row_bytes(t.type, row), out_row = kernels::row_bytes(want, row);
-    std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
-    std::vector<float> scratch(static_cast<size_t>(row * pool.size()));
-    const float* imp_all = importance_for(opt.importance, t, want, tr, rep);
+    c.rows_per_slab = rows / slabs;
+    c.in_row = kernels::row_bytes(t.type, c.row);
+    c.out_row = kernels::row_bytes(want, c.row);
+    std::vector<uint8_t> out(static_cast<size_t>(c.out_row * rows));
+    c.out = out.data();
+    c.importance = importance_for(opt.importance, t, want, tr, rep);
+    std::vector<float> scratch(static_cast<size_t>(c.row * pool.size()));
     const ActivationStats::Entry* moments = second_moments_for(opt, t);
     // The compensation's factors (an O(cols^3) step per expert) are computed
     // for a batch of slabs at once, one slab per thread; each slab's rows are
@@ -122,55 +174,24 @@ std::vector<uint8_t> convert(const gguf::TensorInfo& t, WeightType want, const T
     const int64_t batch = std::max<int64_t>(1, pool.size());
     std::vector<std::vector<float>> factors(static_cast<size_t>(batch));
     std::vector<char> factored(static_cast<size_t>(batch));
-    std::vector<float> imp_scaled;
     for (int64_t e0 = 0; e0 < slabs; e0 += batch) {
         const int64_t e1 = std::min(slabs, e0 + batch);
         pool.parallel_for(e1 - e0, 1, [&](int64_t b0, int64_t b1, int) {
             for (int64_t b = b0; b < b1; ++b) {
                 const int64_t e = e0 + b;
                 const double* H = slab_second_moments(moments, e);
-                const float* col = tf.columns ? tf.columns->data() + e * row : nullptr;
-                factored[static_cast<size_t>(b)] = H && gptq_factor(H, row, col, opt.gptq_damp, &factors[static_cast<size_t>(b)]);
+                const float* col = tf.columns ? tf.columns->data() + e * c.row : nullptr;
+                factored[static_cast<size_t>(b)] = H && gptq_factor(H, c.row, col, opt.gptq_damp, &factors[static_cast<size_t>(b)]);
             }
         });
         for (int64_t e = e0; e < e1; ++e) {
-            const float* col = tf.columns ? tf.columns->data() + e * row : nullptr;
-            const float* rsc = tf.rows ? tf.rows->data() + e * rows_per_slab : nullptr;
-            // Scaled columns carry 1/s^2 of the importance: x_j / s_j is their input now.
-            const float* imp = imp_all ? imp_all + e * row : nullptr;
-            if (imp && col) {
-                imp_scaled.assign(imp, imp + row);
-                for (int64_t j = 0; j < row; ++j) imp_scaled[static_cast<size_t>(j)] /= col[j] * col[j];
-                imp = imp_scaled.data();
-            }
             const double* H = slab_second_moments(moments, e);
             const bool gptq = factored[static_cast<size_t>(e - e0)] != 0;
-            const float* U = factors[static_cast<size_t>(e - e0)].data();
             if (H && !gptq)
                 rep->warnings.push_back(t.name + ": its inputs' second moments are singular; quantized without "
                                                  "error compensation");
             if (gptq) ++tr->compensated;
-            if (gptq && !imp && kernels::has_weighted_quantizer(want)) {
-                // No importance matrix given: the second moments' diagonal is one.
-                imp_scaled.resize(static_cast<size_t>(row));
-                for (int64_t j = 0; j < row; ++j)
-                    imp_scaled[static_cast<size_t>(j)] = static_cast<float>(H[j * row + j]) / (col ? col[j] * col[j] : 1.0f);
-                imp = imp_scaled.data();
-            }
-            pool.parallel_for(rows_per_slab, 16, [&](int64_t r0, int64_t r1, int ti) {
-                float* f = scratch.data() + static_cast<size_t>(row) * static_cast<size_t>(ti);
-                for (int64_t r = e * rows_per_slab + r0; r < e * rows_per_slab + r1; ++r) {
-                    kernels::dequantize_row(t.type, t.data + r * in_row, f, row);
-                    if (col) for (int64_t j = 0; j < row; ++j) f[j] *= col[j];  // also a 1-D gate vector
-                    if (rsc) for (int64_t j = 0; j < row; ++j) f[j] /= rsc[r - e * rows_per_slab];
-                    if (tf.norm) for (int64_t j = 0; j < row; ++j) f[j] /= (*tf.norm)[static_cast<size_t>(j)];
-                    uint8_t* dst = out.data() + r * out_row;
-                    if (gptq)
-                        gptq_quantize_row(want, f, row, U, imp, dst);
-                    else if (!imp || !kernels::quantize_row_weighted_ref(want, f, dst, row, imp))
-                        kernels::quantize_row(want, f, dst, row);
-                }
-            });
+            convert_slab(c, e, gptq ? factors[static_cast<size_t>(e - e0)].data() : nullptr, H, pool, scratch);
         }
     }
     return out;
