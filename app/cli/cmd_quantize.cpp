@@ -128,10 +128,8 @@ int cmd_quantize(int argc, char** argv) {
                 const gguf::TensorInfo* t = model->file().tensor(name);
                 return t && quant::compensated_by_gptq(opt.recipe, *t);
             };
-            moments = std::make_unique<quant::SecondMomentPasses>(
-                *model, prompts, all, gptq_mib << 20);
-            co.covariance = moments->first_run();
-            co.max_covariance_bytes = gptq_mib << 20;
+            moments = std::make_unique<quant::SecondMomentPasses>(*model, prompts, all, gptq_mib << 20);
+            co = moments->first_pass(co);
         }
         try {
             st = quant::collect_activation_stats(*model, prompts, co);

@@ -71,6 +71,11 @@ void accumulate_second_moments(double* cov, const float* X, int64_t tokens, int6
 
 }  // namespace
 
+uint64_t second_moment_bytes(const gguf::TensorInfo& t) {
+    return static_cast<uint64_t>(t.ne[0]) * static_cast<uint64_t>(t.ne[0]) * sizeof(double) *
+           static_cast<uint64_t>(t.n_matrices());
+}
+
 ActivationStats collect_activation_stats(const model::Model& m, const std::vector<std::string>& prompts,
                                          const CalibrationOptions& o) {
     if (prompts.empty()) throw Error("calibration: no prompts to collect activation statistics from");
@@ -93,9 +98,7 @@ ActivationStats collect_activation_stats(const model::Model& m, const std::vecto
         // The second moments' size, known from the file before anything runs.
         uint64_t bytes = 0;
         for (const gguf::TensorInfo& t : m.file().tensors())
-            if (t.n_dims >= 2 && o.covariance(t.name))
-                bytes += static_cast<uint64_t>(t.ne[0]) * static_cast<uint64_t>(t.ne[0]) * sizeof(double) *
-                         static_cast<uint64_t>(t.n_matrices());
+            if (t.n_dims >= 2 && o.covariance(t.name)) bytes += second_moment_bytes(t);
         if (bytes > o.max_covariance_bytes)
             throw Error("calibration: the inputs' second moments for error compensation would take " +
                         std::to_string(bytes >> 20) + " MiB (over the limit of " +

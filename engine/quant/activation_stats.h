@@ -18,6 +18,9 @@
 namespace strata::model {
 class Model;
 }
+namespace strata::gguf {
+struct TensorInfo;
+}
 
 namespace strata::quant {
 
@@ -39,6 +42,10 @@ struct ActivationStats {
     // (no preference among its channels), and is counted in *unreached.
     ImportanceMatrix importance(int64_t* unreached = nullptr) const;
 };
+
+// The bytes of tensor t's second moments as collected (cols x cols doubles
+// per matrix, an expert each for the stacked experts).
+uint64_t second_moment_bytes(const gguf::TensorInfo& t);
 
 struct CalibrationOptions {
     int threads = 1;

@@ -15,8 +15,7 @@ std::vector<std::vector<std::string>> second_moment_runs(const gguf::File& file,
     uint64_t in_run = 0;
     for (const gguf::TensorInfo& t : file.tensors()) {
         if (t.n_dims < 2 || !wanted(t.name)) continue;
-        const uint64_t bytes = static_cast<uint64_t>(t.ne[0]) * static_cast<uint64_t>(t.ne[0]) * sizeof(double) *
-                               static_cast<uint64_t>(t.n_matrices());
+        const uint64_t bytes = second_moment_bytes(t);
         if (bytes > max_bytes)
             throw Error(t.name + ": its inputs' second moments alone take " + std::to_string((bytes + (1 << 20) - 1) >> 20) +
                         " MiB, over the memory budget of " + std::to_string(max_bytes >> 20) +
@@ -41,10 +40,12 @@ SecondMomentPasses::SecondMomentPasses(const model::Model& m, std::vector<std::s
         for (const std::string& name : runs_[r]) run_of_.emplace(name, static_cast<int64_t>(r));
 }
 
-std::function<bool(const std::string&)> SecondMomentPasses::first_run() const {
+CalibrationOptions SecondMomentPasses::first_pass(CalibrationOptions options) const {
     std::set<std::string, std::less<>> names;
     if (!runs_.empty()) names.insert(runs_.front().begin(), runs_.front().end());
-    return [names = std::move(names)](const std::string& n) { return names.count(n) > 0; };
+    options.covariance = [names = std::move(names)](const std::string& n) { return names.count(n) > 0; };
+    options.max_covariance_bytes = options_.max_covariance_bytes;
+    return options;
 }
 
 void SecondMomentPasses::adopt_first_run(ActivationStats stats) {

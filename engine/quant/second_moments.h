@@ -40,9 +40,10 @@ public:
 
     int64_t runs() const { return static_cast<int64_t>(runs_.size()); }
     int64_t passes_run() const { return passes_; }
-    // The first run's tensors, so that the pass which collects the importance
-    // statistics collects them too; hand its result to adopt_first_run().
-    std::function<bool(const std::string&)> first_run() const;
+    // `options` made to collect the first run's sums too (its tensors and this
+    // budget), for the pass that collects the importance statistics; hand its
+    // result to adopt_first_run().
+    CalibrationOptions first_pass(CalibrationOptions options) const;
     void adopt_first_run(ActivationStats stats);
     // The sums of tensor `name`, running its run's pass when that run is not
     // the one in memory; null for a tensor not compensated. Throws what

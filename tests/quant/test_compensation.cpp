@@ -371,9 +371,7 @@ private Q_SLOTS:
         const uint64_t budget = 2 * most;
         quant::SecondMomentPasses passes(*m, prompts, co, budget);
         QVERIFY2(passes.runs() >= 3, qPrintable(QString::number(passes.runs())));
-        quant::CalibrationOptions first = co;
-        first.covariance = passes.first_run();
-        passes.adopt_first_run(quant::collect_activation_stats(*m, prompts, first));
+        passes.adopt_first_run(quant::collect_activation_stats(*m, prompts, passes.first_pass(co)));
         opt.second_moments = [&](const std::string& name) { return passes.find(name); };
         const std::string c = tmp_path("comp3.gguf");
         quant::quantize_file(in, c, opt);
