@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "chat/reply_stream.h"
 #include "common/error.h"
 #include "error_of.h"
 #include "gguf/gguf.h"
@@ -824,6 +825,64 @@ private Q_SLOTS:
         const std::string text = ChatTemplate::of(Family::Harmony).render({{"user", "Hi"}, {"assistant", done}}, false);
         QVERIFY2(text.ends_with("<|start|>assistant<|channel|>final<|message|>Hello!<|end|>"), text.c_str());
         QVERIFY(text.find("The user greets") == std::string::npos);
+    }
+
+    // ReplyStream, fed a reply in pieces, holds split_reply of what it was fed
+    // after every piece, and answer_kept() is what the answer kept of its
+    // previous text: at every one and two split points and token by token.
+    void reply_stream_equals_split_reply_at_every_split() {
+        using strata::chat::ReplyStream;
+        using strata::chat::split_reply;
+        const std::vector<std::string> replies = {
+            "<|channel|>analysis<|message|>The user greets.<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>",
+            "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>analysis<|message|>B<|end|>"
+            "<|start|>assistant<|channel|>final<|message|>C and <|start|> D<|start|>E<|call|>F",
+            "<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>commentary to=functions.x<|message|>{}<|call|>",
+            "lead <|channel|>final<|message|>x <|return|> y<|channel|>analysis<|message|>z",
+            "<|channel|>fin<|channel|>al<|message|>weird name",
+            "<|channel|>analysis no body",
+            "  \n<think>\nhmm, <|end|> not harmony\n</think>\n \nThe answer. </think> stays",
+            "<think>still going, no end",
+            "\n\n <thi",
+            "<thinker> is not a tag",
+            "No markers <think> here.",
+            "plain text, then late <|channel|>final<|message|>harmony after all",
+            "ends with <|",
+            "caf\xc3\xa9 <|channel|>analysis<|message|>\xe2\x9c\x93 ok<|end|><|start|>assistant<|channel|>final<|message|>\xc3\xa9t\xc3\xa9",
+        };
+        auto check = [](const ReplyStream& r, const std::string& fed, const std::string& before, const char* how) {
+            const auto want = split_reply(fed);
+            const QByteArray where = QByteArray(how) + " after '" + QByteArray::fromStdString(fed) + "'";
+            QVERIFY2(r.parts().answer == want.answer, where + " answer '" + QByteArray::fromStdString(r.parts().answer) + "'");
+            QVERIFY2(r.parts().reasoning == want.reasoning, where + " reasoning '" + QByteArray::fromStdString(r.parts().reasoning) + "'");
+            QVERIFY2(r.parts().reasoning_open == want.reasoning_open, where + " reasoning_open");
+            QVERIFY2(r.answer_kept() <= before.size() && r.parts().answer.compare(0, r.answer_kept(), before, 0, r.answer_kept()) == 0,
+                     where + " answer_kept");
+        };
+        for (const std::string& text : replies) {
+            ReplyStream bytewise;
+            for (size_t i = 0; i < text.size(); ++i) {
+                const std::string before = bytewise.parts().answer;
+                bytewise.append(std::string_view(text).substr(i, 1));
+                check(bytewise, text.substr(0, i + 1), before, "byte by byte");
+            }
+            for (size_t a = 0; a <= text.size(); ++a)
+                for (size_t b = a; b <= text.size(); b += 3) {
+                    ReplyStream r;
+                    std::string before;
+                    for (auto [from, to] : {std::pair{size_t(0), a}, std::pair{a, b}, std::pair{b, text.size()}}) {
+                        before = r.parts().answer;
+                        r.append(std::string_view(text).substr(from, to - from));
+                        check(r, text.substr(0, to), before, "in three pieces");
+                    }
+                }
+        }
+        // A plain answer only grows: everything shown is kept.
+        ReplyStream plain;
+        plain.append("Hello");
+        plain.append(", world");
+        QCOMPARE(plain.answer_kept(), size_t(5));
+        QCOMPARE(plain.parts().answer, std::string("Hello, world"));
     }
 
     void stop_strings() {
