@@ -14,7 +14,11 @@ Item {
     signal stopRequested()
     signal copyLastAnswerRequested()
 
-    Shortcut { objectName: "quit"; sequences: [StandardKey.Quit, "Ctrl+Q"]; context: Qt.ApplicationShortcut; onActivated: keys.quitRequested() }
+    // One key per action: StandardKey.Quit *is* Ctrl+Q on Linux desktops, and
+    // a Shortcut holding both registers the same key twice, which Qt treats as
+    // ambiguous and then activates neither (Ctrl+Q did nothing). Ctrl+Q alone
+    // is Quit everywhere (Cmd+Q on macOS, where "Ctrl" means Command).
+    Shortcut { objectName: "quit"; sequences: ["Ctrl+Q"]; context: Qt.ApplicationShortcut; onActivated: keys.quitRequested() }
     Shortcut { objectName: "newChat"; sequences: [StandardKey.New]; context: Qt.ApplicationShortcut; onActivated: keys.newChatRequested() }
     Shortcut { objectName: "settings"; sequences: ["Ctrl+,"]; context: Qt.ApplicationShortcut; onActivated: keys.settingsRequested() }
     Shortcut {

@@ -45,6 +45,8 @@ class Setup : public QObject {
 public Q_SLOTS:
     void qmlEngineAvailable(QQmlEngine* engine) {
         strata::desktop::register_qml_types();
+        // tst_Shortcuts reads ui/Shortcuts.qml itself (what offscreen resolves differently).
+        qputenv("QML_XHR_ALLOW_FILE_READ", "1");
         engine->rootContext()->setContextProperty(QStringLiteral("messagesFixture"), &fixture_);
     }
 
