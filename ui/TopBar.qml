@@ -164,7 +164,9 @@ ToolBar {
                 MenuItem {
                     objectName: "unloadItem"
                     text: chat.remote ? "Disconnect from the server" : "Unload the model"
-                    enabled: chat.modelState === "ready" || chat.modelState === "loading"
+                    // Offered only with something to unload (a greyed item read as broken).
+                    visible: chat.modelState === "ready" || chat.modelState === "loading"
+                    height: visible ? implicitHeight : 0
                     onTriggered: chat.unloadModel()
                 }
                 MenuSeparator { visible: chat.recentModels.length > 0 }
@@ -190,6 +192,53 @@ ToolBar {
         }
 
         Item { Layout.fillWidth: true }
+
+        // "Serve to other apps" is on: where, and how many requests other apps
+        // sent since it started. A click opens the settings (where it is turned off).
+        Rectangle {
+            id: serverBadge
+            objectName: "serverBadge"
+            readonly property bool serving: appServer.running && chat.modelState === "ready" && !chat.remote
+            visible: appServer.running
+            Layout.preferredHeight: 26
+            Layout.preferredWidth: serverRow.implicitWidth + 20
+            radius: 13
+            color: serverMouse.containsMouse ? Theme.hover : "transparent"
+            border.color: serving ? Theme.success : Theme.border
+            Row {
+                id: serverRow
+                anchors.centerIn: parent
+                spacing: 6
+                Rectangle {
+                    width: 6; height: 6; radius: 3
+                    anchors.verticalCenter: parent.verticalCenter
+                    color: serverBadge.serving ? Theme.success : Theme.textFaint
+                }
+                Label {
+                    objectName: "serverBadgeText"
+                    anchors.verticalCenter: parent.verticalCenter
+                    color: Theme.textDim
+                    font.pixelSize: Theme.small
+                    text: (bar.compact ? "" : "Serving · ") + ":" + appServer.port + " · "
+                          + (serverBadge.serving ? appServer.requests + (appServer.requests === 1 ? " request" : " requests")
+                                                 : "no model")
+                }
+            }
+            ToolTip.visible: serverMouse.containsMouse
+            ToolTip.delay: 400
+            ToolTip.text: (serverBadge.serving ? "Other apps on this machine can use " + chat.modelInfo.name + " at " + appServer.url
+                                                 + ": " + appServer.requests + " requests since the server started."
+                                               : "The server at " + appServer.url + " is on, but no local model is loaded: "
+                                                 + "its requests get 503 until one is.")
+                          + "\nClick for the settings."
+            MouseArea {
+                id: serverMouse
+                anchors.fill: parent
+                hoverEnabled: true
+                cursorShape: Qt.PointingHandCursor
+                onClicked: bar.settingsRequested()
+            }
+        }
 
         StrataButton {
             objectName: "panelsButton"

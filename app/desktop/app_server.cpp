@@ -28,8 +28,16 @@ QString AppServer::url() const {
     return running() ? QString::fromStdString(http_->url()) + QStringLiteral("/v1") : QString();
 }
 
+qint64 AppServer::requests() const { return backend_ ? backend_->requests() : 0; }
+
 void AppServer::restore() {
     if (enabled_) error_ = start();
+    // The toggle shows what is: off when the port could not be had. The saved
+    // choice stays, so the next launch tries again (the port may be free then).
+    if (!error_.isEmpty()) {
+        stop();
+        enabled_ = false;
+    }
     Q_EMIT stateChanged();
 }
 
@@ -47,12 +55,23 @@ QString AppServer::setServing(bool on, int port, const QString& apiKey) {
     store_->setValue(QStringLiteral("serve/port"), port_);
     store_->setValue(QStringLiteral("serve/apiKey"), key_);
     error_ = on ? start() : QString();
+    if (!error_.isEmpty()) {
+        // Not serving: the toggle goes back off, and so does the saved choice.
+        stop();
+        enabled_ = false;
+        store_->setValue(QStringLiteral("serve/enabled"), false);
+    }
     Q_EMIT stateChanged();
+    Q_EMIT requestsChanged();
     return error_;
 }
 
 QString AppServer::start() {
     backend_ = std::make_shared<WorkerBackend>(worker_);
+    // Counted on the HTTP threads; the badge hears of it on the GUI thread.
+    backend_->set_on_request([this] {
+        QMetaObject::invokeMethod(this, [this] { Q_EMIT requestsChanged(); }, Qt::QueuedConnection);
+    });
     {
         EngineWorker* w = worker_;
         std::shared_ptr<WorkerBackend> b = backend_;
@@ -69,8 +88,14 @@ QString AppServer::start() {
         logger("app")->info("serving the loaded model at {}/v1", http_->url());
         return QString();
     } catch (const Error& e) {
+        // The server's own message speaks to the command line (--port,
+        // --host); the app binds 127.0.0.1 itself, so only the port can be
+        // the trouble: said in the settings' words.
         logger("app")->warn("cannot serve: {}", e.what());
-        return QString::fromUtf8(e.what());
+        if (port_ > 0 && port_ < 1024)
+            return QStringLiteral("Port %1 is reserved for the system (ports below 1024 need administrator rights): "
+                                  "choose a port from 1024 to 65535").arg(port_);
+        return QStringLiteral("Port %1 is in use by another program: choose another port").arg(port_);
     }
 }
 

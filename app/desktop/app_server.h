@@ -27,12 +27,15 @@ class AppServer : public QObject {
     Q_PROPERTY(QString apiKey READ apiKey NOTIFY stateChanged)
     Q_PROPERTY(QString url READ url NOTIFY stateChanged)
     Q_PROPERTY(QString error READ error NOTIFY stateChanged)
+    // Completion requests other apps sent since the server started (the badge in the tool bar).
+    Q_PROPERTY(qint64 requests READ requests NOTIFY requestsChanged)
 
 public:
     // `settings` may be null: organisation "Strata", app "strata".
     AppServer(EngineWorker* worker, QSettings* settings = nullptr, QObject* parent = nullptr);
     ~AppServer() override;
 
+    // On only while it serves: a failed start (port in use) turns it off again.
     bool enabled() const { return enabled_; }
     bool running() const { return http_ != nullptr; }
     // The port asked for; while running, the one bound (they differ for 0, "any free port").
@@ -40,15 +43,18 @@ public:
     QString apiKey() const { return key_; }
     QString url() const;
     QString error() const { return error_; }
+    qint64 requests() const;
 
     // Turns serving on or off with this port and key (saved). Returns "" when
-    // serving (or off as asked), else the reason (port in use, bad port).
+    // serving (or off as asked), else the reason in the app's words (port in
+    // use, bad port); serving is then off.
     Q_INVOKABLE QString setServing(bool on, int port, const QString& apiKey);
     // Starts the server if the saved settings say so (at launch).
     void restore();
 
 Q_SIGNALS:
     void stateChanged();
+    void requestsChanged();
 
 private:
     QString start();

@@ -13,6 +13,8 @@ std::vector<serve::ModelCard> WorkerBackend::models() const {
 void WorkerBackend::submit(const serve::CompletionRequest& request, std::shared_ptr<serve::Channel> ch) {
     EngineWorker* w = worker_;
     w->post([w, request, ch] { w->serve_submit(request, ch); });
+    requests_.fetch_add(1);
+    if (on_request_) on_request_();
 }
 
 void WorkerBackend::notify_cancelled() {

@@ -6,6 +6,9 @@
 // telemetry up to date, so /v1/models and /metrics never wait on it.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -26,6 +29,12 @@ public:
     void notify_cancelled() override;
     std::string metrics_text(bool per_expert) const override;
 
+    // Completion requests handed to the engine since this backend was made
+    // (any thread). `on_request` runs on the HTTP thread after each is
+    // counted; set it before the server starts (the app's server badge).
+    int64_t requests() const { return requests_.load(); }
+    void set_on_request(std::function<void()> on_request) { on_request_ = std::move(on_request); }
+
     // --- the worker thread ---
     void set_model(std::optional<serve::ModelCard> card);
     void set_telemetry(const TelemetrySnapshot& t);
@@ -37,6 +46,8 @@ private:
     std::optional<serve::ModelCard> card_;
     TelemetrySnapshot telemetry_;
     serve::ServeMetrics metrics_;
+    std::atomic<int64_t> requests_{0};
+    std::function<void()> on_request_;
 };
 
 }  // namespace strata::desktop

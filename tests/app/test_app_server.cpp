@@ -1,7 +1,8 @@
 // "Serve the loaded model" in the app: another client gets answers from the
 // app's engine while the app chats, through the same scheduler; the server
-// reports a missing model plainly, a port in use is an error on the toggle,
-// and turning it off closes the port.
+// reports a missing model plainly, a port in use is an error on the toggle
+// (in the app's words) that turns it back off, the requests served are
+// counted for the tool bar's badge, and turning it off closes the port.
 #include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -85,6 +86,7 @@ private Q_SLOTS:
         QCOMPARE(r.status, 503);
         httplib::Client c("127.0.0.1", server_->port());
         QCOMPARE(c.Get("/health")->status, 503);
+        QCOMPARE(server_->requests(), qint64(0));  // refused before the engine: not a request served
     }
 
     void another_client_gets_answers_while_the_app_chats() {
@@ -95,6 +97,7 @@ private Q_SLOTS:
         QCOMPARE(json::parse(models->body)["data"][0]["id"].get<std::string>(), std::string("strata-demo-moe"));
 
         QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+        QSignalSpy counted(server_.get(), &AppServer::requestsChanged);
         QVERIFY(chat_->send(QStringLiteral("And the LORD said unto Moses,")));
         Reply served;
         std::thread client([&] {
@@ -110,15 +113,22 @@ private Q_SLOTS:
         QVERIFY(!served.body["choices"][0]["message"]["content"].get<std::string>().empty());
         QVERIFY(served.body["usage"]["completion_tokens"].get<int>() > 0);
         QVERIFY(!chat_->anyGenerating());
+        // The badge's count: the one request another app sent (the app's own chat is not one).
+        QCOMPARE(server_->requests(), qint64(1));
+        QTRY_VERIFY(!counted.isEmpty());
     }
 
     void a_port_in_use_is_an_error_on_the_toggle() {
         QSettings other_settings(dir_.filePath(QStringLiteral("other.ini")), QSettings::IniFormat);
         AppServer second(chat_->worker(), &other_settings);
         const QString err = second.setServing(true, server_->port(), QString());
-        QVERIFY2(err.contains(QStringLiteral("in use")), qPrintable(err));
+        // In the settings' words, not the command line's (--port, --host).
+        QCOMPARE(err, QStringLiteral("Port %1 is in use by another program: choose another port").arg(server_->port()));
         QVERIFY(!second.running());
         QCOMPARE(second.error(), err);
+        // The toggle shows what is: off, and off next launch too.
+        QVERIFY(!second.enabled());
+        QCOMPARE(other_settings.value(QStringLiteral("serve/enabled")).toBool(), false);
         QVERIFY(!second.setServing(true, 70000, QString()).isEmpty());
     }
 

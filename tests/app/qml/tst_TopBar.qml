@@ -35,6 +35,15 @@ Item {
         function openDataDir() {}
     }
 
+    // "Serve to other apps" (AppServer).
+    QtObject {
+        id: appServer
+        property bool running: false
+        property int port: 8080
+        property string url: "http://127.0.0.1:8080/v1"
+        property int requests: 0
+    }
+
     TopBar { id: bar; width: 960 }
     SignalSpy { id: settings; target: bar; signalName: "settingsRequested" }
     SignalSpy { id: panels; target: bar; signalName: "showPanelsToggled" }
@@ -96,6 +105,51 @@ Item {
                     verify(inBar(name), name + " at " + w)
                 verify(!find(bar, "overflowButton").visible)
             }
+        }
+
+        // While the app serves its model, a badge says so with the requests
+        // other apps sent; a click opens the settings. Hidden when it does not
+        // serve. (At 960 px: the wider sizes are test_wide_windows_show_the_actions'.)
+        function test_server_badge() {
+            bar.width = 960
+            const badge = find(bar, "serverBadge")
+            const text = find(bar, "serverBadgeText")
+            verify(!badge.visible)
+            appServer.running = true
+            appServer.requests = 12
+            tryVerify(() => inBar("serverBadge"))
+            verify(inBar("overflowButton"))
+            compare(text.text, ":8080 · 12 requests")
+            appServer.requests = 1
+            compare(text.text, ":8080 · 1 request")
+            verify(badge.height <= 30 && badge.width < 160, "compact: " + badge.width + "x" + badge.height)
+            const before = settings.count
+            mouseClick(badge)
+            compare(settings.count, before + 1)
+            // No local model (none loaded, or chatting with a server): said, not a count.
+            chat.modelState = "none"
+            compare(text.text, ":8080 · no model")
+            chat.modelState = "ready"
+            // Where there is room, it says what it is (the text alone: the layout is the wide test's).
+            bar.width = 1920
+            compare(text.text, "Serving · :8080 · 1 request")
+            bar.width = 960
+            appServer.running = false
+            verify(!badge.visible)
+        }
+
+        // "Unload the model" is offered only with a model to unload.
+        function test_unload_only_with_a_model() {
+            bar.width = 960
+            mouseClick(find(bar, "openMenuButton"))
+            let item = null
+            tryVerify(() => (item = find(root.Window.contentItem, "unloadItem")) !== null && item.visible)
+            compare(item.text, "Unload the model")
+            chat.modelState = "none"
+            verify(!item.visible)
+            compare(item.height, 0)
+            chat.modelState = "ready"
+            keyClick(Qt.Key_Escape)
         }
 
         function test_chip_names_the_file_and_its_quantization() {
