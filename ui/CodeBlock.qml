@@ -3,7 +3,9 @@ import QtQuick.Controls
 import QtQuick.Layouts
 import Strata
 
-// A fenced code block: its language and a Copy button above monospace text.
+// A fenced code block: its language and a Copy button above monospace text,
+// syntax-coloured by a CodeHighlighter (C++). While an answer streams the
+// code grows: the new text is appended, so only the new lines are coloured.
 Rectangle {
     id: block
     property string code: ""
@@ -55,7 +57,6 @@ Rectangle {
         anchors.left: parent.left
         anchors.right: parent.right
         anchors.margins: 10
-        text: block.code
         textFormat: TextEdit.PlainText
         readOnly: true
         selectByMouse: true
@@ -64,5 +65,17 @@ Rectangle {
         font.pixelSize: 13
         color: "#d6deeb"
         selectionColor: Theme.accent
+        Component.onCompleted: if (text !== block.code) text = block.code
+    }
+    CodeHighlighter {
+        id: highlighter
+        objectName: "highlighter"
+        document: codeText.textDocument
+        language: block.language
+    }
+    onCodeChanged: {
+        const shown = codeText.text
+        if (code.length > shown.length && code.startsWith(shown)) codeText.insert(codeText.length, code.slice(shown.length))
+        else if (code !== shown) codeText.text = code
     }
 }

@@ -8,6 +8,7 @@
 
 #include "app_paths.h"
 #include "chat_controller.h"
+#include "code_highlighter.h"
 #include "heat_map_item.h"
 #include "line_chart_item.h"
 #include "settings_model.h"
@@ -23,6 +24,7 @@ void register_qml_types() {
     const char* uri = "Strata";
     qmlRegisterType<HeatMapItem>(uri, 1, 0, "HeatMap");
     qmlRegisterType<LineChartItem>(uri, 1, 0, "LineChart");
+    qmlRegisterType<CodeHighlighter>(uri, 1, 0, "CodeHighlighter");
     qmlRegisterSingletonType<TextUtil>(uri, 1, 0, "TextUtil", [](QQmlEngine*, QJSEngine*) -> QObject* { return new TextUtil(); });
     const QString why = QStringLiteral("created by the application");
     qmlRegisterUncreatableType<TelemetryModel>(uri, 1, 0, "TelemetryModel", why);
