@@ -38,11 +38,18 @@ Dialog {
         dialog.modelChosen(path)
     }
     function fitColor(fit) {
-        return fit === "resident" ? Theme.success : fit === "cache" ? Theme.warning : fit === "" ? Theme.textFaint : Theme.danger
+        return fit === "resident" ? Theme.success : fit === "cache" ? Theme.warning
+             : fit === "" || fit === "unsupported" ? Theme.textFaint : Theme.danger
     }
+    // "unsupported": a good file of an architecture the engine does not run
+    // (the row's second line names it); "unreadable": the file itself is bad.
     function fitText(fit) {
         return fit === "resident" ? "fits" : fit === "cache" ? "fits, cached" : fit === "no" ? "too large"
-             : fit === "error" ? "unreadable" : "planning…"
+             : fit === "unsupported" ? "unsupported" : fit === "error" ? "unreadable" : "planning…"
+    }
+    // The model the engine has loaded now (not while chatting with a server).
+    function isLoaded(path) {
+        return chat.modelState === "ready" && !chat.remote && path === chat.modelPath
     }
 
     ColumnLayout {
@@ -136,6 +143,22 @@ Dialog {
                                               : row.fitNote)
                         }
                     }
+                    Rectangle {
+                        objectName: "loadedBadge"
+                        visible: dialog.isLoaded(row.path)
+                        implicitWidth: loadedLabel.implicitWidth + 14
+                        implicitHeight: loadedLabel.implicitHeight + 6
+                        radius: 4
+                        color: Theme.accent
+                        Label {
+                            id: loadedLabel
+                            anchors.centerIn: parent
+                            text: "Loaded"
+                            color: "white"
+                            font.pixelSize: Theme.tiny
+                            font.weight: Font.DemiBold
+                        }
+                    }
                     Label {
                         objectName: "sizeLabel"
                         text: row.sizeText
@@ -151,6 +174,7 @@ Dialog {
                         border.color: dialog.fitColor(row.fit)
                         Label {
                             id: fitLabel
+                            objectName: "fitLabel"
                             anchors.centerIn: parent
                             text: dialog.fitText(row.fit)
                             color: dialog.fitColor(row.fit)

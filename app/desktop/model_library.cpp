@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "engine_worker.h"
+#include "model/unsupported_architecture.h"
 #include "settings_model.h"
 #include "text_util.h"
 
@@ -66,13 +67,14 @@ QVariant ModelLibrary::data(const QModelIndex& index, int role) const {
         case FitsRole: return r.planned && r.error.isEmpty() && r.plan.value(QStringLiteral("fits")).toBool();
         case FitRole: {
             if (!r.planned) return QString();
+            if (!r.unsupported_arch.isEmpty()) return QStringLiteral("unsupported");
             if (!r.error.isEmpty()) return QStringLiteral("error");
             if (!r.plan.value(QStringLiteral("fits")).toBool()) return QStringLiteral("no");
             return r.plan.value(QStringLiteral("cacheFraction")).toDouble() >= 1.0 ? QStringLiteral("resident") : QStringLiteral("cache");
         }
         case FitNoteRole: {
             if (!r.planned) return QStringLiteral("planning…");
-            if (!r.error.isEmpty()) return r.error;
+            if (!r.error.isEmpty()) return r.error;  // unsupported architectures too: it says which
             if (!r.plan.value(QStringLiteral("fits")).toBool()) return r.plan.value(QStringLiteral("reason"));
             const double f = r.plan.value(QStringLiteral("cacheFraction")).toDouble();
             return f >= 1.0 ? QStringLiteral("fits: every weight in RAM")
@@ -141,26 +143,34 @@ void ModelLibrary::rescan() {
         const QString path = rows_[i].path;
         pool_.start([this, gen, i, path, s] {
             QVariantMap plan;
-            QString error;
+            QString error, unsupported;
             try {
                 plan = plan_model(path, s);
+            } catch (const model::UnsupportedArchitecture& e) {
+                // A good file the engine cannot run: not "unreadable".
+                unsupported = QString::fromStdString(e.arch());
+                error = QStringLiteral("unsupported architecture '%1': Strata runs %2")
+                            .arg(unsupported, QString::fromStdString(e.supported()));
             } catch (const std::exception& e) {
                 error = QString::fromUtf8(e.what());
                 // The file name is in the row already: the reason alone reads better.
                 if (error.startsWith(path + QStringLiteral(": "))) error = error.mid(path.size() + 2);
             }
-            QMetaObject::invokeMethod(this, [this, gen, i, plan, error] { planned(gen, i, plan, error); }, Qt::QueuedConnection);
+            QMetaObject::invokeMethod(this, [this, gen, i, plan, error, unsupported] { planned(gen, i, plan, error, unsupported); },
+                                      Qt::QueuedConnection);
         });
     }
     Q_EMIT stateChanged();
 }
 
-void ModelLibrary::planned(quint64 generation, int row, const QVariantMap& plan, const QString& error) {
+void ModelLibrary::planned(quint64 generation, int row, const QVariantMap& plan, const QString& error,
+                           const QString& unsupported_arch) {
     if (generation != generation_ || row >= rows_.size()) return;
     Row& r = rows_[row];
     r.planned = true;
     r.plan = plan;
     r.error = error;
+    r.unsupported_arch = unsupported_arch;
     --pending_;
     Q_EMIT dataChanged(index(row), index(row));
     Q_EMIT stateChanged();

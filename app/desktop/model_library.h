@@ -37,8 +37,8 @@ public:
         ParamsRole,
         ExpertsRole,    // "32 experts, top-4" or "dense"
         FitsRole,
-        FitRole,        // "resident" | "cache" | "no" | "error" | ""
-        FitNoteRole,    // one line: what the plan says, or why the file cannot be read
+        FitRole,        // "resident" | "cache" | "no" | "unsupported" | "error" | ""
+        FitNoteRole,    // one line: what the plan says, or why the file cannot be read or run
     };
 
     // engine_settings: the settings a load would use now (the plan depends on them).
@@ -80,8 +80,9 @@ private:
         bool planned = false;
         QVariantMap plan;  // plan_model's map (info, fits, reason, cacheFraction)
         QString error;
+        QString unsupported_arch;  // a good GGUF of an architecture the engine does not run
     };
-    void planned(quint64 generation, int row, const QVariantMap& plan, const QString& error);
+    void planned(quint64 generation, int row, const QVariantMap& plan, const QString& error, const QString& unsupported_arch);
 
     SettingsModel* settings_;
     std::function<EngineSettings()> engine_settings_;

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
+#include "model/unsupported_architecture.h"
 
 namespace strata::model {
 namespace {
@@ -76,8 +77,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.arch_name = f.get_string("general.architecture");
     const ArchTraits* traits = find_arch(c.arch_name);
     if (!traits) {
-        throw Error(path + ": architecture '" + c.arch_name + "' is not supported (supported: " +
-                    supported_arch_names() + ")");
+        throw UnsupportedArchitecture(path + ": architecture '" + c.arch_name + "' is not supported (supported: " +
+                                          supported_arch_names() + ")",
+                                      c.arch_name, supported_arch_names());
     }
     c.traits = *traits;
     c.name = f.get_string_or("general.name", "");

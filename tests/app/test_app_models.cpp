@@ -11,6 +11,7 @@
 #include <QtTest>
 
 #include "conversation_list_model.h"
+#include "gguf/gguf.h"
 #include "message_list_model.h"
 #include "model_library.h"
 #include "settings_model.h"
@@ -399,6 +400,40 @@ private Q_SLOTS:
         QCOMPARE(ModelLibrary::default_folder(QStringLiteral("/x"), {demo}), QStringLiteral("/x"));
         QCOMPARE(ModelLibrary::default_folder(QString(), {QStringLiteral("/gone.gguf"), demo}), QFileInfo(demo).absolutePath());
         QCOMPARE(ModelLibrary::default_folder(QString(), {}), QDir::homePath() + QStringLiteral("/models"));
+    }
+
+    // A good GGUF of an architecture the engine does not run is not
+    // "unreadable": the list names the architecture and what runs.
+    void model_library_names_an_unsupported_architecture() {
+        const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+        if (!QFile::exists(demo)) QSKIP("the demo model is not in resources/models");
+        QTemporaryDir dir;
+        {
+            const auto f = strata::gguf::File::open(demo.toStdString());
+            strata::gguf::Writer w;
+            w.copy_from(*f);
+            w.set("general.architecture", strata::gguf::Value::make_string("mamba"));
+            w.write(dir.filePath(QStringLiteral("mamba.gguf")).toStdString());
+        }
+        QFile bad(dir.filePath(QStringLiteral("notgguf.gguf")));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write("not a model");
+        bad.close();
+        QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        SettingsModel settings(&qs);
+        ModelLibrary lib(&settings, [&settings] { return settings.engine_settings(); });
+        lib.setFolder(dir.path());
+        QCOMPARE(lib.count(), 2);
+        QTRY_VERIFY_WITH_TIMEOUT(!lib.scanning(), 30000);
+        const QVariantMap m = lib.get(0), b = lib.get(1);
+        QCOMPARE(m[QStringLiteral("fileName")].toString(), QStringLiteral("mamba.gguf"));
+        QCOMPARE(m[QStringLiteral("fit")].toString(), QStringLiteral("unsupported"));
+        const QString note = m[QStringLiteral("fitNote")].toString();
+        QVERIFY2(note.startsWith(QStringLiteral("unsupported architecture 'mamba': Strata runs ")) && note.contains(QStringLiteral("llama")),
+                 qPrintable(note));
+        // A file that is not GGUF stays an error of the file.
+        QCOMPARE(b[QStringLiteral("fit")].toString(), QStringLiteral("error"));
+        QVERIFY(!b[QStringLiteral("fitNote")].toString().contains(QStringLiteral("architecture")));
     }
 };
 
