@@ -572,8 +572,23 @@ QString ChatController::useRemote(const QString& baseUrl, const QString& apiKey,
     const QUrl base = normalize_base_url(baseUrl, &err);
     if (base.isEmpty()) return err;
     if (model.trimmed().isEmpty()) return QStringLiteral("Choose a model of the server first (List models).");
-    // Whatever the local engine was doing for the chat stops; it stays loaded.
+    // Whatever the local engine was doing for the chat stops, and the local
+    // model is unloaded: its memory is freed and the app's server stops
+    // answering with it (a model nobody sees must not hold the RAM). It is
+    // remembered, and Disconnect loads it again.
     if (next_request_) worker_->requestStopUpTo(next_request_);
+    bool unloaded_local = false;
+    if (!remote_active_) {
+        const bool local = model_state_ == QLatin1String("ready") || model_state_ == QLatin1String("loading");
+        local_before_remote_ = local ? model_path_ : QString();
+        if (local) {
+            if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
+            ++load_id_;  // whatever load is in flight no longer counts
+            EngineWorker* w = worker_;
+            w->post([w] { w->unload(); });
+            unloaded_local = true;
+        }
+    }
     remote_.set_endpoint({base.toString(), apiKey.trimmed(), model.trimmed()});
     remote_active_ = true;
     settings_->setUiString(QStringLiteral("remote_url"), baseUrl.trimmed());
@@ -593,6 +608,10 @@ QString ChatController::useRemote(const QString& baseUrl, const QString& apiKey,
     remote_metrics_->start(base, apiKey.trimmed());
     Q_EMIT modelChanged();
     Q_EMIT modelLoaded();
+    if (unloaded_local)
+        set_notice(QStringLiteral("Chatting with %1 on the server. %2 was unloaded to free its memory (and is no longer "
+                                  "served to other apps); Disconnect loads it again.")
+                       .arg(model.trimmed(), QFileInfo(local_before_remote_).fileName()));
     return QString();
 }
 

@@ -254,6 +254,9 @@ private:
     ModelLibrary* library_ = nullptr;  // a child
     RemoteMetrics* remote_metrics_ = nullptr;  // the server's /metrics while remote_active_
     bool remote_active_ = false;
+    // The local model that connecting to a server unloaded (its memory freed,
+    // no longer served); disconnecting loads it again. "" when there was none.
+    QString local_before_remote_;
 
     qint64 current_ = 0;
     QString search_;

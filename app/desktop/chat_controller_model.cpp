@@ -43,6 +43,7 @@ void ChatController::planModel(const QUrl& urlOrPath) {
 void ChatController::loadModel(const QUrl& urlOrPath) {
     const QString path = localPath(urlOrPath);
     remote_active_ = false;
+    local_before_remote_.clear();  // this model now, not the one before a server
     remote_metrics_->stop();
     if (next_request_) worker_->requestStopUpTo(next_request_);
     if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
@@ -98,6 +99,14 @@ bool ChatController::reloadModel() {
 
 void ChatController::unloadModel() {
     if (model_state_ == QLatin1String("none")) return;
+    // Disconnecting from a server: the local model it replaced comes back.
+    if (remote_active_ && !local_before_remote_.isEmpty() && QFileInfo(local_before_remote_).isFile()) {
+        const QString path = local_before_remote_;
+        loadModel(QUrl::fromLocalFile(path));
+        set_notice(QStringLiteral("Disconnected from the server; loading %1 again.").arg(QFileInfo(path).fileName()));
+        return;
+    }
+    local_before_remote_.clear();
     if (next_request_) worker_->requestStopUpTo(next_request_);
     if (model_state_ == QLatin1String("loading")) worker_->requestCancelLoad(load_id_);
     ++load_id_;  // whatever load is in flight no longer counts

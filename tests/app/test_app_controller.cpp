@@ -691,6 +691,41 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(chat_->modelState() == QLatin1String("ready"), 60000);
     }
 
+    // Connecting to a server unloads the local model (its memory freed, no
+    // longer served to other apps) and says so; disconnecting loads it again
+    // (it left "No model"). Without a local model before, disconnecting
+    // leaves none.
+    void a_server_replaces_the_local_model_until_disconnected() {
+        QVERIFY(load(kDemo));
+        int unloaded = 0;
+        const auto c = connect(chat_->worker(), &EngineWorker::unloaded, this, [&unloaded] { ++unloaded; });
+        // Port 9 (discard): nothing is sent until a message is.
+        QCOMPARE(chat_->useRemote(QStringLiteral("http://127.0.0.1:9/v1"), QString(), QStringLiteral("m")), QString());
+        QVERIFY(chat_->remote());
+        QTRY_COMPARE(unloaded, 1);
+        QVERIFY2(chat_->notice().contains(QStringLiteral("strata-demo-moe.gguf was unloaded")), qPrintable(chat_->notice()));
+        // Another server meanwhile: still the same local model to come back to.
+        QCOMPARE(chat_->useRemote(QStringLiteral("http://127.0.0.1:7/v1"), QString(), QStringLiteral("m")), QString());
+        QSignalSpy ok(chat_.get(), &ChatController::modelLoaded);
+        chat_->unloadModel();  // "Disconnect from the server"
+        QVERIFY(!chat_->remote());
+        QCOMPARE(chat_->modelState(), QStringLiteral("loading"));
+        QVERIFY(chat_->notice().contains(QStringLiteral("loading strata-demo-moe.gguf again")));
+        QTRY_VERIFY_WITH_TIMEOUT(ok.count() == 1, 60000);
+        QCOMPARE(chat_->modelState(), QStringLiteral("ready"));
+        QCOMPARE(chat_->modelPath(), kDemo);
+        QCOMPARE(exchange(QStringLiteral("In the beginning")), QStringLiteral("length"));
+        disconnect(c);
+
+        chat_->unloadModel();
+        QCOMPARE(chat_->modelState(), QStringLiteral("none"));
+        QCOMPARE(chat_->useRemote(QStringLiteral("http://127.0.0.1:9/v1"), QString(), QStringLiteral("m")), QString());
+        chat_->unloadModel();
+        QCOMPARE(chat_->modelState(), QStringLiteral("none"));
+        QVERIFY(chat_->notice().contains(QStringLiteral("Disconnected")));
+        QVERIFY(load(kDemo));
+    }
+
     void cleanupTestCase() { chat_.reset(); }
 };
 
