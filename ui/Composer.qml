@@ -26,6 +26,14 @@ Rectangle {
         font.pixelSize: Theme.tiny
     }
 
+    // New chat (button or Ctrl+N) or another conversation: typing goes here
+    // at once (the focus stayed on the button or the list, and typed text was lost).
+    function focusInput() { input.forceActiveFocus() }
+    Connections {
+        target: chat
+        function onConversationOpened() { composer.focusInput() }
+    }
+
     function submit() {
         if (chat.generating) return
         if (input.text.trim().length === 0) return

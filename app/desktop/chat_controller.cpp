@@ -279,7 +279,10 @@ qint64 ChatController::newConversation() {
         // An empty "New chat" already open is reused rather than piling up.
         if (current_ != 0) {
             const app::Conversation c = store_->conversation(current_);
-            if (untouched_new_chat(c)) return current_;
+            if (untouched_new_chat(c)) {
+                Q_EMIT conversationOpened();
+                return current_;
+            }
         }
         current_ = store_->create_conversation(kNewChat);
     } catch (const std::exception& e) {
@@ -289,6 +292,7 @@ qint64 ChatController::newConversation() {
     clear_search();
     reload_messages();
     refresh_conversations();
+    Q_EMIT conversationOpened();
     return current_;
 }
 
@@ -298,6 +302,7 @@ void ChatController::selectConversation(qint64 id) {
     reload_messages();
     Q_EMIT currentConversationChanged();
     Q_EMIT generatingChanged();
+    Q_EMIT conversationOpened();
 }
 
 void ChatController::renameConversation(qint64 id, const QString& title) {

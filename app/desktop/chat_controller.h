@@ -195,6 +195,9 @@ public:
 
 Q_SIGNALS:
     void currentConversationChanged();
+    // A conversation was opened: a new chat (an empty one reused too) or
+    // another chosen. The message box takes the keyboard focus.
+    void conversationOpened();
     void conversationModelChanged();
     void searchTextChanged();
     void generatingChanged();

@@ -691,6 +691,22 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(chat_->modelState() == QLatin1String("ready"), 60000);
     }
 
+    // New chat (even the empty one reused) and a switch open a conversation:
+    // the message box takes the focus on conversationOpened.
+    void new_chat_and_a_switch_open_a_conversation() {
+        QSignalSpy opened(chat_.get(), &ChatController::conversationOpened);
+        const qint64 a = chat_->newConversation();
+        QCOMPARE(opened.count(), 1);
+        QCOMPARE(chat_->newConversation(), a);  // the untouched new chat is reused, and opened again
+        QCOMPARE(opened.count(), 2);
+        QCOMPARE(exchange(QStringLiteral("In the beginning")), QStringLiteral("length"));
+        const qint64 b = chat_->newConversation();
+        QVERIFY(b != a);
+        QCOMPARE(opened.count(), 3);
+        chat_->selectConversation(a);
+        QCOMPARE(opened.count(), 4);
+    }
+
     // Connecting to a server unloads the local model (its memory freed, no
     // longer served to other apps) and says so; disconnecting loads it again
     // (it left "No model"). Without a local model before, disconnecting

@@ -16,6 +16,7 @@ Item {
         id: chat
         signal streamed()
         signal currentConversationChanged()
+        signal conversationOpened()
         property string modelState: "ready"
         property var modelInfo: ({ name: "demo", context: 2048, templateFallback: false })
         property var messages: messagesFixture.model
