@@ -86,8 +86,11 @@ Dialog {
             }
         }
         Label {
+            objectName: "remoteStatus"
             Layout.fillWidth: true
             visible: dialog.status.length > 0
+            // A server's words are shown as they are, never rendered as markup.
+            textFormat: Text.PlainText
             wrapMode: Text.Wrap
             font.pixelSize: Theme.small
             color: dialog.statusIsError ? Theme.danger : Theme.success

@@ -2,6 +2,8 @@
 
 #include <QNetworkReply>
 #include <QNetworkRequest>
+#include <QRegularExpression>
+#include <QTextDocumentFragment>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +43,34 @@ QUrl normalize_base_url(const QString& text, QString* error) {
     out.setQuery(QString());
     out.setFragment(QString());
     return out;
+}
+
+QString http_error_reason(const QByteArray& body, const QString& content_type) {
+    const json j = json::parse(body.toStdString(), nullptr, false);
+    if (j.is_object() && j.contains("error")) {
+        const json& e = j["error"];
+        if (e.is_string()) return QString::fromStdString(e.get<std::string>()).simplified();
+        if (e.is_object() && e.contains("message") && e["message"].is_string())
+            return QString::fromStdString(e["message"].get<std::string>()).simplified();
+        return QString::fromStdString(e.dump());
+    }
+    const QString text = QString::fromUtf8(body).trimmed();
+    const bool html = content_type.contains(QLatin1String("html"), Qt::CaseInsensitive) || text.startsWith(QLatin1Char('<'));
+    QString line;
+    if (html) {
+        // A proxy's or web server's error page: its title (or first heading) as text.
+        static const QRegularExpression title(QStringLiteral("<title[^>]*>(.*?)</title>"),
+                                              QRegularExpression::CaseInsensitiveOption | QRegularExpression::DotMatchesEverythingOption);
+        static const QRegularExpression heading(QStringLiteral("<h[1-3][^>]*>(.*?)</h[1-3]>"),
+                                                QRegularExpression::CaseInsensitiveOption | QRegularExpression::DotMatchesEverythingOption);
+        QRegularExpressionMatch m = title.match(text);
+        if (!m.hasMatch()) m = heading.match(text);
+        if (m.hasMatch()) line = QTextDocumentFragment::fromHtml(m.captured(1)).toPlainText().simplified();
+    } else {
+        line = text.section(QLatin1Char('\n'), 0, 0).simplified();
+    }
+    if (line.size() > 200) line = line.left(199) + QStringLiteral("…");
+    return line;
 }
 
 RemoteEngine::RemoteEngine(QObject* parent) : QObject(parent) {}
@@ -211,21 +241,22 @@ QString RemoteEngine::describe_failure(QNetworkReply* reply, const QByteArray& b
     const QString where = reply->url().toString(QUrl::RemoveUserInfo);
     const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
     if (status >= 400) {
-        QString msg;
-        const json j = json::parse(body.toStdString(), nullptr, false);
-        if (j.is_object() && j.contains("error")) {
-            const json& e = j["error"];
-            msg = QString::fromStdString(e.is_object() && e.contains("message") && e["message"].is_string()
-                                             ? e["message"].get<std::string>()
-                                             : e.dump());
-        } else {
-            msg = QString::fromUtf8(body.left(300)).trimmed();
-        }
+        // Plain words only: the status, its reason, and the server's own
+        // message when it has one (an HTML error page is reduced to its title).
+        const QString phrase = reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString().simplified();
+        QString msg = http_error_reason(body, reply->header(QNetworkRequest::ContentTypeHeader).toString());
+        while (msg.endsWith(QLatin1Char('.'))) msg.chop(1);
+        QString head = QStringLiteral("The server answered HTTP %1").arg(status);
+        if (!phrase.isEmpty()) head += QStringLiteral(" (%1)").arg(phrase);
+        // A title such as "502 Bad Gateway" only repeats the status.
+        const bool repeats = msg.isEmpty() || msg.compare(phrase, Qt::CaseInsensitive) == 0 ||
+                             msg.compare(QStringLiteral("%1 %2").arg(status).arg(phrase), Qt::CaseInsensitive) == 0;
         QString hint;
         if (status == 401 || status == 403) hint = QStringLiteral(" Check the API key.");
         if (status == 404) hint = QStringLiteral(" Check the address (it usually ends in /v1) and the model.");
         if (status == 429 || status == 503) hint = QStringLiteral(" The server is busy; try again shortly.");
-        return QStringLiteral("The server answered HTTP %1: %2.%3").arg(status).arg(msg.isEmpty() ? reply->errorString() : msg, hint);
+        if (status == 502 || status == 504) hint = QStringLiteral(" A proxy in front of the server could not reach it: is the server running?");
+        return (repeats ? head : head + QStringLiteral(": ") + msg) + QLatin1Char('.') + hint;
     }
     switch (reply->error()) {
         case QNetworkReply::ConnectionRefusedError:

@@ -40,6 +40,12 @@ struct RemoteEndpoint {
 // set for anything that is not an http(s) URL with a host.
 QUrl normalize_base_url(const QString& text, QString* error);
 
+// A server's HTTP error body as one short line of plain text: the message of
+// an OpenAI error JSON; an HTML page's title (or first heading), never its
+// markup; else the text's first line, cut at 200 characters. "" when the
+// body says nothing (the caller uses the status's reason phrase).
+QString http_error_reason(const QByteArray& body, const QString& content_type);
+
 class RemoteEngine : public QObject {
     Q_OBJECT
 public:

@@ -1,7 +1,8 @@
 // The app chatting with a server instead of its own engine: against
 // `strata-cli serve` on loopback, the models are listed, an exchange streams
 // into the conversation store, stop keeps what streamed, and a dead endpoint,
-// a bad address or an HTTP error is a clear message with the user's message kept.
+// a bad address or an HTTP error is a clear message with the user's message kept
+// (an HTML error page reduced to plain words).
 // The panels show the Strata server's engine from its /metrics; a server that
 // reports none (a fake OpenAI server here) is said plainly, with what its
 // answers measure.
@@ -59,6 +60,27 @@ public:
 
 private:
     static inline QHash<QTcpSocket*, QByteArray> pending_;
+};
+
+// A proxy in front of a server that is down: every request gets 502 and an
+// HTML error page (nginx's, as a user behind one sees it).
+class HtmlErrorServer : public QTcpServer {
+public:
+    HtmlErrorServer() {
+        connect(this, &QTcpServer::newConnection, this, [this] {
+            while (QTcpSocket* s = nextPendingConnection()) {
+                connect(s, &QTcpSocket::readyRead, s, [s] {
+                    const QByteArray page =
+                        "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+                        "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n";
+                    s->write("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: " +
+                             QByteArray::number(page.size()) + "\r\n\r\n" + page);
+                    s->disconnectFromHost();
+                });
+                connect(s, &QTcpSocket::disconnected, s, &QObject::deleteLater);
+            }
+        });
+    }
 };
 
 class TestAppRemote : public QObject {
@@ -216,6 +238,35 @@ private Q_SLOTS:
         chat_->listRemoteModels(QStringLiteral("http://127.0.0.1:1"), QString());
         QVERIFY(listed.wait(20000));
         QVERIFY(listed.first().at(1).toString().contains(QStringLiteral("refused")));
+    }
+
+    // An HTML error page (a proxy's 502) is a plain message: the status and
+    // its reason, no markup, when listing models and when chatting.
+    void an_html_error_page_is_a_plain_message() {
+        HtmlErrorServer proxy;
+        QVERIFY(proxy.listen(QHostAddress::LocalHost));
+        const QString url = QStringLiteral("http://127.0.0.1:%1/v1").arg(proxy.serverPort());
+        QSignalSpy listed(chat_.get(), &ChatController::remoteModelsListed);
+        chat_->listRemoteModels(url, QString());
+        QVERIFY(listed.wait(20000));
+        const QString err = listed.first().at(1).toString();
+        QVERIFY2(err.startsWith(QStringLiteral("The server answered HTTP 502 (Bad Gateway).")), qPrintable(err));
+        QVERIFY2(!err.contains(QLatin1Char('<')) && !err.contains(QStringLiteral("nginx")), qPrintable(err));
+        QCOMPARE(chat_->useRemote(url, QString(), QStringLiteral("m")), QString());
+        chat_->newConversation();
+        const QString r = exchange(QStringLiteral("Hello?"));
+        QVERIFY2(r.contains(QStringLiteral("HTTP 502")) && !r.contains(QLatin1Char('<')), qPrintable(r));
+
+        // The reason, from each kind of body.
+        QCOMPARE(http_error_reason(R"({"error":{"message":"model 'x' not found","type":"invalid_request_error"}})", QString()),
+                 QStringLiteral("model 'x' not found"));
+        QCOMPARE(http_error_reason("<!DOCTYPE html><html><head><title>Service &amp; API\n down</title></head><body><p>long</p></body></html>",
+                                   QStringLiteral("text/html; charset=utf-8")),
+                 QStringLiteral("Service & API down"));
+        QCOMPARE(http_error_reason("<html><body><h1>Access denied</h1><p>...</p></body></html>", QString()), QStringLiteral("Access denied"));
+        QCOMPARE(http_error_reason("<html><body><p>no title</p></body></html>", QStringLiteral("text/html")), QString());
+        QCOMPARE(http_error_reason("upstream timed out\nmore detail", QStringLiteral("text/plain")), QStringLiteral("upstream timed out"));
+        QCOMPARE(http_error_reason(QByteArray(500, 'x'), QString()).size(), 200);
     }
 };
 
