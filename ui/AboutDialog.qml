@@ -26,6 +26,19 @@ Dialog {
         }
     }
 
+    // The engine build ends with the device sentence ("device auto: the CPU,
+    // because ..."), which is also what the loaded model reports: said once,
+    // under "Computing on", and the probe's "no GPU: why" not again beside it.
+    readonly property var buildLines: appInfo.engineBuild.split("\n")
+    readonly property string computingOn: telemetry.device !== "" ? telemetry.device
+                                        : buildLines.length > 1 ? buildLines[buildLines.length - 1] : ""
+    readonly property string buildText: {
+        let text = buildLines.length > 1 ? buildLines.slice(0, -1).join("\n") : appInfo.engineBuild
+        const i = text.indexOf("; no GPU: ")
+        if (i >= 0 && computingOn.indexOf(text.slice(i + 10)) >= 0) text = text.slice(0, i)
+        return text
+    }
+
     ColumnLayout {
         width: parent.width
         spacing: 10
@@ -50,11 +63,12 @@ Dialog {
             Label { text: "Qt"; color: Theme.textFaint }
             Label { text: appInfo.qtVersion; color: Theme.text }
             Label { text: "Engine"; color: Theme.textFaint }
-            Label { text: appInfo.engineBuild; color: Theme.text; Layout.fillWidth: true; wrapMode: Text.Wrap }
-            Label { text: "Computing on"; color: Theme.textFaint; visible: telemetry.device !== "" }
+            Label { objectName: "aboutEngine"; text: dialog.buildText; color: Theme.text; Layout.fillWidth: true; wrapMode: Text.Wrap }
+            Label { text: "Computing on"; color: Theme.textFaint; visible: dialog.computingOn !== "" }
             Label {
-                visible: telemetry.device !== ""
-                text: telemetry.device
+                objectName: "aboutDevice"
+                visible: dialog.computingOn !== ""
+                text: dialog.computingOn
                 color: Theme.text
                 Layout.fillWidth: true
                 wrapMode: Text.Wrap

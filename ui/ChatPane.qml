@@ -230,6 +230,19 @@ Rectangle {
                     font.pixelSize: Theme.small
                     text: chat.modelInfo.templateNote !== undefined ? "Note: " + chat.modelInfo.templateNote + "." : ""
                 }
+                // The demo model continues text: say so before the first message is a question.
+                Label {
+                    objectName: "demoModelNote"
+                    Layout.fillWidth: true
+                    horizontalAlignment: Text.AlignHCenter
+                    visible: pane.ready && !chat.remote && chat.modelPath.length > 0
+                             && (chat.modelPath === chat.demoModelPath || chat.modelPath.split("/").pop() === "strata-demo-moe.gguf")
+                    wrapMode: Text.Wrap
+                    color: Theme.textDim
+                    font.pixelSize: Theme.small
+                    text: "This is the demo model: a small model trained on the King James Bible. It continues the text "
+                          + "you give it (try “In the beginning”); it is not an assistant and does not answer questions."
+                }
                 ColumnLayout {
                     Layout.alignment: Qt.AlignHCenter
                     visible: chat.modelState === "loading"

@@ -64,6 +64,28 @@ Item {
             tryVerify(() => !del.visible)
         }
 
+        // The device sentence is said once (it was in the engine line and
+        // again under "Computing on"), and the probe's reason not beside it.
+        function test_about_says_the_device_once() {
+            const why = "no NVIDIA driver (libcuda.so.1 not found)"
+            const sentence = "device auto: the CPU, because " + why
+            appInfo.engineBuild = "CPU kernels: avx512 · CUDA backend not built; no GPU: " + why + "\n" + sentence
+            for (const device of ["", sentence]) {
+                telemetry.device = device
+                about.open()
+                tryVerify(() => about.opened)
+                const engine = find(about.contentItem, "aboutEngine").text
+                const shown = find(about.contentItem, "aboutDevice")
+                compare(engine, "CPU kernels: avx512 · CUDA backend not built")
+                verify(shown.visible)
+                compare(shown.text, sentence)
+                about.close()
+                tryVerify(() => !about.visible)
+            }
+            appInfo.engineBuild = "CPU kernels: avx512"
+            telemetry.device = ""
+        }
+
         function test_about_dialog_is_dark_with_margins() {
             about.open()
             tryVerify(() => about.opened)
