@@ -444,6 +444,11 @@ model::DeviceExpertStats Engine::device_expert_stats() const {
     return gpu ? gpu->expert_stats() : model::DeviceExpertStats{};
 }
 
+uint64_t Engine::ram_returned_on_unload() const {
+    if (gpu_index_ >= 0) return ledger_.reserved(memory::Tier::Slow);
+    return ledger_.used(memory::Tier::Fast);
+}
+
 void Engine::set_expert_slots(int64_t slots) {
     if (!store_) throw no_cache_error();
     store_->set_slots(slots);

@@ -74,6 +74,15 @@ public:
     void set_prefetch(bool on, int width);
 
     TelemetrySnapshot snapshot() const;
+    // The RAM this engine gives back when it is destroyed, which the system
+    // does not count as available while it lives: what a plan for the next
+    // load adds to available_ram_bytes() (PlanSettings::fast_returned). On
+    // the CPU the fast tier's used bytes: the weights copied out of the file,
+    // the expert slots filled, the KV blocks in use, the scratch; reserved
+    // bytes never filled are mostly untouched pages the kernel counts as
+    // available already (so this errs low, never promising memory twice).
+    // On a GPU: the host RAM the slow tier reserved (pinned, so touched).
+    uint64_t ram_returned_on_unload() const;
     // The predictor's running counts (zero without prefetch), for benchmarks
     // that measure a phase by difference.
     experts::PredictionCounts prediction_counts() const;

@@ -1,6 +1,7 @@
 #include "experts/expert_store.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -97,6 +98,7 @@ ExpertStore::~ExpertStore() {
     done_cv_.notify_all();
     for (auto& t : io_threads_) t.join();
     std::lock_guard<std::mutex> lock(mu_);
+    set_filled_locked(0);
     while (!slots_.empty()) remove_last_cell_locked();
 }
 
@@ -170,9 +172,16 @@ bool ExpertStore::protected_locked(ExpertKey k) const {
     return s.loading || s.in_use > 0;
 }
 
+void ExpertStore::set_filled_locked(int64_t n) {
+    const int64_t delta = (n - filled_) * static_cast<int64_t>(slot_bytes_);
+    filled_ = n;
+    if (delta != 0) ledger_.adjust_used(memory::Account::ExpertsCache, tier_, delta);
+}
+
 void ExpertStore::evict_locked(int64_t i) {
     Slot& s = slots_[static_cast<size_t>(i)];
     if (s.key < 0) return;
+    if (!s.loading) set_filled_locked(filled_ - 1);
     const auto k = static_cast<ExpertKey>(s.key);
     if (s.prefetched_unused) ++stats_.prefetch_dropped;
     policy_->on_remove(k);
@@ -259,6 +268,7 @@ void ExpertStore::io_main() {
             done.key = -1;
         } else {
             done.mats = mats;
+            set_filled_locked(filled_ + 1);
             stats_.bytes_repacked += repacked;
             stats_.bytes_loaded += x.win[0].window_bytes + x.win[1].window_bytes + x.win[2].window_bytes;
             // Pinned experts stay outside the policy (it never has to step over
@@ -406,6 +416,34 @@ void ExpertStore::set_slots(int64_t n) {
     if (n <= pinned) {
         throw Error("cannot shrink the expert cache to " + std::to_string(n) + " slots: " + std::to_string(pinned) +
                     " experts are pinned and at least one slot must stay unpinned; unpin some first");
+    }
+    if (n > static_cast<int64_t>(slots_.size())) {
+        // The whole growth against the budget first: a refusal names what the
+        // cache would need and what fits (not the next arena's few MiB), and
+        // leaves the cache as it was (growing slot by slot would stop half-way).
+        uint64_t held = 0;
+        for (const Arena& a : arenas_) held += a.reserved;
+        const uint64_t need = memory::expert_slots_bytes(slot_bytes_, experts_total_, n);
+        const uint64_t free = ledger_.free(tier_);
+        if (need > held && need - held > free) {
+            const uint64_t room = held + free;
+            const int64_t most = memory::expert_slots_within(slot_bytes_, experts_total_, room);
+            const double share = experts_total_ > 0 ? double(n) / double(experts_total_) : 0.0;
+            const double most_share = experts_total_ > 0 ? double(most) / double(experts_total_) : 0.0;
+            char b[160];
+            std::snprintf(b, sizeof b, " (%.1f%% of the %lld experts)", share * 100.0, static_cast<long long>(experts_total_));
+            std::string msg = "an expert cache of " + std::to_string(n) + " slots" + b + " needs " +
+                              memory::format_bytes(need) + " of " + memory::tier_name(tier_) + "-tier memory, " +
+                              memory::format_bytes(need - held - free) + " more than the budget leaves it (" +
+                              memory::format_bytes(room) + ": its " + std::to_string(slots_.size()) + " slots now and " +
+                              memory::format_bytes(free) + " free of the " +
+                              memory::format_bytes(ledger_.budget(tier_)) + " budget); ";
+            std::snprintf(b, sizeof b, "%.3g", most_share);
+            msg += "at most " + std::to_string(most) + " slots fit (an expert cache size of " + b +
+                   "): ask for that or less, or raise the " + memory::tier_name(tier_) +
+                   " budget and reload the model";
+            throw Error(msg);
+        }
     }
     while (static_cast<int64_t>(slots_.size()) < n) add_slot_locked();  // throws with the ledger's message
     while (static_cast<int64_t>(slots_.size()) > n) {

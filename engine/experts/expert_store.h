@@ -11,6 +11,8 @@
 // experts.cache) as memory::expert_slots_bytes() says, which is what the plan
 // counts. The cache grows and shrinks at run time; cells stay dense (slot i is
 // cell i), so shrinking gives back the tail's huge pages and whole arenas.
+// The account's used bytes are the slots that hold an expert (slot bytes
+// each), so the ledger shows how much of the cache is filled.
 //
 // Requests: demand loads (the layer being computed needs the expert) always go
 // before prefetches (a predictor thinks the next layer will). An expert that is
@@ -202,6 +204,7 @@ private:
     bool protected_locked(ExpertKey k) const;
     int64_t find_slot_locked(bool for_demand);  // free slot or victim; -1 when none
     void evict_locked(int64_t slot);
+    void set_filled_locked(int64_t n);  // and the ledger's used bytes of experts.cache
     void add_slot_locked();
     void remove_last_cell_locked();
     void enqueue_locked(ExpertKey k, bool demand);
@@ -221,6 +224,9 @@ private:
     std::condition_variable io_cv_;    // work for the transfer threads
     std::condition_variable done_cv_;  // a load finished or a slot was released
     std::vector<Slot> slots_;
+    // Slots holding a loaded expert: the ledger's used bytes of experts.cache
+    // are filled_ x slot_bytes_ (a slot being read into counts once it is read).
+    int64_t filled_ = 0;
     std::vector<Arena> arenas_;
     int64_t arena_slots_ = 1;
     bool huge_arenas_ = false;         // arenas are huge-page mappings (else one plain slot each)

@@ -194,10 +194,13 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
 
     const Totals t = measure(m, s.cpu_moe_layers);
     Plan p;
-    p.fast_available = s.fast_available;
+    // What the machine will have when the load starts: free now, plus what a
+    // loaded engine gives back first (a reload or a model switch unloads it).
+    p.fast_returned = s.fast_available > 0 ? s.fast_returned : 0;
+    p.fast_available = s.fast_available + p.fast_returned;
     if (s.fast_budget == 0) {
-        const uint64_t automatic = auto_budget(s.fast_available);
-        p.fast_budget_auto = automatic > 0 || s.fast_available > 0;
+        const uint64_t automatic = auto_budget(p.fast_available);
+        p.fast_budget_auto = automatic > 0 || p.fast_available > 0;
         // Nothing left after the reserve still is a budget (of a page): the
         // verdict then says the machine has no room, rather than planning unlimited.
         p.fast_budget = p.fast_budget_auto ? std::max<uint64_t>(automatic, 4096) : Ledger::kUnlimited;
@@ -425,8 +428,12 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
                      pct(p.cache_fraction) + ")";
     // An automatic budget says where it came from, so "raise the budget" is
     // not read as a setting the user made.
+    const std::string returned_text =
+        p.fast_returned > 0 ? ", " + format_bytes(p.fast_returned) + " of it held by the loaded model until it unloads"
+                            : std::string();
     const std::string auto_text =
-        p.fast_budget_auto ? " (automatic: " + format_bytes(p.fast_available) + " available on this machine minus a " +
+        p.fast_budget_auto ? " (automatic: " + format_bytes(p.fast_available) + " available on this machine" +
+                                 returned_text + (returned_text.empty() ? " minus a " : ", minus a ") +
                                  format_bytes(default_budget_reserve(p.fast_available)) + " reserve)"
                            : std::string();
     if (!why_not.empty() && p.fast_budget_auto && why_not.find("fast budget") != std::string::npos)
@@ -478,8 +485,10 @@ std::string Plan::to_table() const {
         else if (total <= budget) tail = "of " + format_bytes(budget) + ", " + format_bytes(budget - total) + " spare";
         else tail = "of " + format_bytes(budget) + ", OVER by " + format_bytes(total - budget);
         if (t == Tier::Fast && fast_budget_auto)
-            tail += " (automatic: " + format_bytes(fast_available) + " available minus a " +
-                    format_bytes(default_budget_reserve(fast_available)) + " reserve)";
+            tail += " (automatic: " + format_bytes(fast_available) + " available" +
+                    (fast_returned ? " (" + format_bytes(fast_returned) + " of it held by the loaded model until it unloads)"
+                                   : std::string()) +
+                    " minus a " + format_bytes(default_budget_reserve(fast_available)) + " reserve)";
         std::snprintf(line, sizeof line, "%-18s %-5s %12s  %s\n", "total", tier_name(t), format_bytes(total).c_str(),
                       tail.c_str());
         os << line;
@@ -514,7 +523,8 @@ std::string Plan::to_json() const {
     std::snprintf(frac, sizeof frac, "%.6g", cache_fraction);
     os << "{\"model\":" << json_str(model) << ",\"fits\":" << (fits ? "true" : "false") << ",\"reason\":" << json_str(reason)
        << ",\"fast_budget\":" << budget(fast_budget) << ",\"fast_budget_auto\":" << (fast_budget_auto ? "true" : "false")
-       << ",\"fast_available\":" << fast_available << ",\"slow_budget\":" << budget(slow_budget)
+       << ",\"fast_available\":" << fast_available << ",\"fast_returned\":" << fast_returned
+       << ",\"slow_budget\":" << budget(slow_budget)
        << ",\"fast_total\":" << fast_total << ",\"slow_total\":" << slow_total
        << ",\"resident_minimum\":" << resident_minimum << ",\"expert_slots\":" << expert_slots
        << ",\"pinned_experts\":" << pinned_experts << ",\"experts_total\":" << experts_total

@@ -57,6 +57,11 @@ struct PlanSettings {
     // is 0 (unknown); Ledger::kUnlimited: no budget.
     uint64_t fast_budget = 0;
     uint64_t fast_available = 0;         // free RAM (VRAM with a GPU) when planned; 0: unknown
+    // Bytes of fast_available's tier a loaded engine holds now and gives back
+    // when it unloads, which it does before the planned load (the app's plan
+    // for a reload or a model switch): counted as available on top of
+    // fast_available (only when that is known). 0: nothing loaded.
+    uint64_t fast_returned = 0;
     uint64_t slow_budget = 0;            // 0: unlimited
     double expert_cache_fraction = -1;   // of all routed experts, in (0, 1]; <0: every expert that fits the
                                          // fast budget, or all of them without a budget
@@ -90,7 +95,9 @@ struct Plan {
     uint64_t fast_budget = Ledger::kUnlimited;
     uint64_t slow_budget = Ledger::kUnlimited;
     bool fast_budget_auto = false;   // fast_budget came from fast_available (automatic)
-    uint64_t fast_available = 0;     // what the machine had for the fast tier (0: unknown)
+    uint64_t fast_available = 0;     // what the machine has for the fast tier at the load (0: unknown),
+                                     // fast_returned included
+    uint64_t fast_returned = 0;      // of it, held by the loaded engine until it unloads
     uint64_t fast_total = 0;         // sum of the fast rows
     uint64_t slow_total = 0;
     uint64_t resident_minimum = 0;   // fewest fast bytes with which the model runs at all

@@ -233,6 +233,75 @@ private Q_SLOTS:
         QVERIFY(e->ledger().peak_reserved(memory::Tier::Fast) <= s.fast_budget);
     }
 
+    // experts.cache's used bytes are the slots that hold an expert (issue 45:
+    // the ledger panel showed 0 B used while gigabytes of experts were
+    // resident, and the tier total under-reported with it); what unloading
+    // gives back counts them.
+    void expert_cache_used_is_the_resident_experts() {
+        EngineSettings s;
+        s.threads = 2;
+        s.expert_cache_fraction = 0.25;
+        auto e = core::Engine::load(demo_model(), s);
+        experts::ExpertStore& store = *e->expert_store();
+        const memory::Ledger& ledger = e->ledger();
+        auto resident = [&] {
+            int64_t n = 0;
+            for (experts::Residency r : store.residency())
+                n += r == experts::Residency::Resident || r == experts::Residency::Pinned;
+            return n;
+        };
+        run(*e, prompts()[1], 8);
+        store.wait_idle();
+        const int64_t filled = resident();
+        QVERIFY(filled > 0);
+        QCOMPARE(ledger.used(memory::Account::ExpertsCache, memory::Tier::Fast), uint64_t(filled) * store.slot_bytes());
+        QVERIFY(ledger.used(memory::Account::ExpertsCache, memory::Tier::Fast) <=
+                ledger.reserved(memory::Account::ExpertsCache, memory::Tier::Fast));
+        // The tier's used bytes include them, and so does what an unload gives back.
+        QVERIFY(ledger.used(memory::Tier::Fast) >= uint64_t(filled) * store.slot_bytes() +
+                                                      ledger.used(memory::Account::WeightsShared, memory::Tier::Fast));
+        QCOMPARE(e->ram_returned_on_unload(), ledger.used(memory::Tier::Fast));
+        // Shrinking evicts: used follows.
+        e->set_expert_slots(store.slots() / 2);
+        QCOMPARE(ledger.used(memory::Account::ExpertsCache, memory::Tier::Fast), uint64_t(resident()) * store.slot_bytes());
+        QVERIFY(resident() <= store.slots());
+        // Filling every free slot: used = slots x slot bytes.
+        store.fill_free_slots();
+        store.wait_idle();
+        QCOMPARE(ledger.used(memory::Account::ExpertsCache, memory::Tier::Fast), uint64_t(store.slots()) * store.slot_bytes());
+    }
+
+    // A cache larger than the budget allows is refused with what it needs and
+    // what fits, as slots and as the setting's fraction (issue 45: it quoted
+    // the next arena's "asks for 6 MiB"), and the cache stays as it was.
+    void a_cache_over_the_budget_says_what_fits() {
+        EngineSettings probe;
+        probe.threads = 2;
+        const memory::Plan full = core::Engine::load(demo_model(), probe)->plan();
+        EngineSettings s = probe;
+        s.fast_budget = full.resident_minimum + full.slot_bytes * 40 + (4ull << 20);
+        auto e = core::Engine::load(demo_model(), s);
+        const int64_t before = e->expert_store()->slots();
+        QVERIFY(before < e->expert_store()->experts_total());
+        try {
+            e->set_expert_cache_fraction(1.0);
+            QFAIL("a cache of every expert was accepted over the budget");
+        } catch (const Error& err) {
+            const std::string m = err.what();
+            QVERIFY2(m.find("an expert cache of " + std::to_string(e->expert_store()->experts_total()) + " slots") !=
+                         std::string::npos, err.what());
+            QVERIFY2(m.find("100.0% of the") != std::string::npos, err.what());
+            const size_t at = m.find("at most ");
+            QVERIFY2(at != std::string::npos, err.what());
+            const int64_t most = std::stoll(m.substr(at + 8));  // what fits: at least what the plan gave
+            QVERIFY2(most >= before && most < e->expert_store()->experts_total(), err.what());
+            QVERIFY2(m.find("raise the fast budget") != std::string::npos, err.what());
+            QVERIFY2(m.find("asks for") == std::string::npos, err.what());
+        }
+        QCOMPARE(e->expert_store()->slots(), before);
+        QVERIFY(e->ledger().reserved(memory::Tier::Fast) <= s.fast_budget);
+    }
+
     void bad_settings_are_clear_errors() {
         STRATA_REQUIRE_FIXTURES();
         const std::string path = test::fixture_path("models/moe-small-q4_k_m.gguf");

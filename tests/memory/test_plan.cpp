@@ -209,6 +209,37 @@ private Q_SLOTS:
         QCOMPARE(make_plan(*moe_, s).fast_budget, Ledger::kUnlimited);
     }
 
+    // The plan for a reload or a model switch counts what the loaded engine
+    // gives back when it unloads (issue 45: a plan promised a 33% expert
+    // cache, the reload then got 63%, the old model's own memory counted as
+    // taken). Held bytes plus what is free plan exactly as that much free.
+    void memory_the_loaded_model_gives_back_counts_as_available() {
+        const Plan everything = make_plan(*moe_, {});
+        const uint64_t reserve = default_budget_reserve(everything.resident_minimum + 5 * everything.slot_bytes);
+        PlanSettings s;
+        s.fast_available = everything.resident_minimum + 3 * everything.slot_bytes + reserve;
+        const Plan alone = make_plan(*moe_, s);
+        PlanSettings with_loaded = s;
+        with_loaded.fast_available = s.fast_available - 4 * everything.slot_bytes;  // the loaded model holds some
+        with_loaded.fast_returned = 4 * everything.slot_bytes;                   // ... and gives it back
+        const Plan reload = make_plan(*moe_, with_loaded);
+        check_invariants(*moe_, reload);
+        QCOMPARE(reload.fast_available, alone.fast_available);
+        QCOMPARE(reload.fast_returned, 4 * everything.slot_bytes);
+        QCOMPARE(reload.fast_budget, alone.fast_budget);
+        QCOMPARE(reload.expert_slots, alone.expert_slots);
+        QVERIFY2(reload.reason.find(format_bytes(reload.fast_returned) + " of it held by the loaded model") != std::string::npos,
+                 reload.reason.c_str());
+        QVERIFY(reload.to_json().find("\"fast_returned\":" + std::to_string(reload.fast_returned)) != std::string::npos);
+        // Without the correction the same machine plans fewer slots.
+        with_loaded.fast_returned = 0;
+        QVERIFY(make_plan(*moe_, with_loaded).expert_slots < alone.expert_slots);
+        // What is free unknown (0): nothing to add to; no budget, as before.
+        with_loaded.fast_available = 0;
+        with_loaded.fast_returned = 1 << 30;
+        QCOMPARE(make_plan(*moe_, with_loaded).fast_budget, Ledger::kUnlimited);
+    }
+
     // A GPU that leaves the first N MoE layers' experts to the CPU plans no
     // slots for them; experts.home still holds every expert.
     void experts_left_to_the_cpu() {
