@@ -8,6 +8,7 @@
 #include "common.h"
 #include "common/error.h"
 #include "core/kernel_tuning.h"
+#include "experts/stream_estimate.h"
 #include "memory/plan.h"
 #include "memory/system_memory.h"
 
@@ -122,10 +123,24 @@ int cmd_plan(int argc, char** argv) {
     }
     const backend::DeviceProbe& probe = backend::probe_devices();
     const std::string device = choice.reason;
+    // On the CPU with fewer slots than experts, misses stream from the model
+    // file: the disk bounds the speed (a short read of the file's experts says how fast).
+    experts::StreamEstimate speed;
+    if (!on_gpu && p.fits && p.expert_slots < p.experts_total)
+        speed = experts::estimate_stream(p, *m, experts::measure_expert_read_rate(*m));
     if (a.flag_set("--json")) {
         std::string j = p.to_json();
         j.pop_back();  // the closing brace: the device joins the plan's object
         auto quoted = [](const std::string& t) { return std::string(1, '"').append(json::escape(t)).append(1, '"'); };
+        if (speed.streams) {
+            j.append(",\"stream\":{\"expert_bytes_per_token\":").append(std::to_string(speed.expert_bytes_per_token));
+            j.append(",\"disk_bytes_per_token\":").append(std::to_string(speed.disk_bytes_per_token));
+            j.append(",\"read_bps_low\":").append(std::to_string(speed.rate.low_bps));
+            j.append(",\"read_bps_high\":").append(std::to_string(speed.rate.high_bps));
+            j.append(",\"tok_s_low\":").append(std::to_string(speed.low_tok_s));
+            j.append(",\"tok_s_high\":").append(std::to_string(speed.high_tok_s));
+            j.append(",\"text\":").append(quoted(speed.text)).append("}");
+        }
         j.append(",\"device\":").append(quoted(device)).append(",\"gpus\":[");
         for (size_t i = 0; i < probe.gpus.size(); ++i) {
             const backend::GpuInfo& g = probe.gpus[i];
@@ -139,7 +154,10 @@ int cmd_plan(int argc, char** argv) {
         j += "]}\n";
         std::fputs(j.c_str(), stdout);
     } else {
-        std::fputs((p.to_table() + "\n" + backend::describe_probe(probe) + "\n" + device + "\n").c_str(), stdout);
+        std::fputs((p.to_table() + (speed.text.empty() ? std::string() : speed.text + "\n") + "\n" +
+                    backend::describe_probe(probe) + "\n" + device + "\n")
+                       .c_str(),
+                   stdout);
     }
     return 0;
 }

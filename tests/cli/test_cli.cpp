@@ -389,6 +389,22 @@ private Q_SLOTS:
         QVERIFY(o["fast_available"].toDouble() > o["fast_budget"].toDouble());
         QVERIFY(o["device"].toString().startsWith("device auto: "));
         QVERIFY(o["gpus"].isArray());
+        // A quarter of the experts cached: the rest stream from the file, and
+        // the plan says how fast that can go (issue 45's missing speed line):
+        // 3/4 of each token's expert bytes at the rate measured on this file.
+        if (!o["device"].toString().contains("GPU")) {
+            const QJsonObject st = o["stream"].toObject();
+            QVERIFY2(!st.isEmpty(), qPrintable(json.out));
+            QVERIFY(st["expert_bytes_per_token"].toDouble() > 0);
+            QVERIFY(qAbs(st["disk_bytes_per_token"].toDouble() - st["expert_bytes_per_token"].toDouble() * 0.75) <= 1.0);
+            QVERIFY(st["read_bps_low"].toDouble() > 0 && st["read_bps_high"].toDouble() >= st["read_bps_low"].toDouble());
+            QVERIFY(st["tok_s_low"].toDouble() > 0);
+            QVERIFY2(st["text"].toString().contains("tok/s") && st["text"].toString().contains("GB/s"),
+                     qPrintable(st["text"].toString()));
+            const Run table = cli({"plan", path, "--threads", "1", "--expert-cache-fraction", "0.25"});
+            QVERIFY2(table.out.contains("Expected speed where experts stream from disk"), qPrintable(table.out));
+        }
+        QVERIFY2(!all.out.contains("Expected speed"), qPrintable(all.out));  // every expert cached: nothing streams
         const Run none = cli({"plan", path, "--threads", "1", "--fast-budget", "none", "--json"});
         QCOMPARE(none.code, 0);
         QVERIFY(QJsonDocument::fromJson(none.out.toUtf8()).object()["fast_budget"].isNull());
