@@ -34,16 +34,57 @@ Dialog {
         section.delegate: Item {
             required property string section
             width: list.width
-            height: 40
+            height: 40 + (presetBox.visible ? presetBox.implicitHeight + 8 : 0)
             Label {
                 anchors.left: parent.left
                 anchors.leftMargin: 20
-                anchors.bottom: parent.bottom
-                anchors.bottomMargin: 4
+                y: 40 - height - 4
                 text: section
                 font.pixelSize: 13
                 font.weight: Font.Bold
                 color: Theme.accentHover
+            }
+            // Sampling: the loaded model's own defaults (with the system prompt).
+            ColumnLayout {
+                id: presetBox
+                objectName: "presetBox"
+                visible: section === "Sampling" && appSettings.presetModel.length > 0
+                x: 20
+                y: 44
+                width: parent.width - 40
+                spacing: 6
+                Label {
+                    objectName: "presetNote"
+                    Layout.fillWidth: true
+                    wrapMode: Text.Wrap
+                    font.pixelSize: Theme.small
+                    color: appSettings.presetActive ? Theme.success : Theme.textFaint
+                    text: appSettings.presetActive
+                          ? appSettings.presetModel + "'s saved defaults are in force: the sampling below, and its system prompt for new chats."
+                          : "Save the sampling below and this conversation's system prompt as " + appSettings.presetModel
+                            + "'s defaults: they are put in force whenever it is loaded."
+                }
+                RowLayout {
+                    Layout.fillWidth: true
+                    spacing: 8
+                    StrataButton {
+                        objectName: "savePresetButton"
+                        Layout.maximumWidth: presetBox.width * 0.65
+                        text: "Save as defaults for " + appSettings.presetModel
+                        onClicked: {
+                            const err = appSettings.savePreset(chat.systemPrompt)
+                            chat.showNotice(err.length > 0 ? err : "Saved as the defaults for " + appSettings.presetModel + ".")
+                        }
+                    }
+                    StrataButton {
+                        objectName: "forgetPresetButton"
+                        text: "Forget this model's defaults"
+                        flat: true
+                        visible: appSettings.presetActive
+                        onClicked: appSettings.forgetPreset()
+                    }
+                    Item { Layout.fillWidth: true }
+                }
             }
         }
         delegate: SettingsField {

@@ -27,6 +27,13 @@ QString title_from(const QString& text) {
     return t.isEmpty() ? kNewChat : t;
 }
 
+// A new conversation starts with the loaded model's saved system prompt (Settings: per-model defaults).
+void start_with_preset_prompt(app::ChatStore& store, const SettingsModel& settings, qint64 conversation) {
+    const QString prompt = settings.preset_system_prompt();
+    if (!prompt.isEmpty() && store.conversation(conversation).system_prompt.isEmpty())
+        store.set_system_prompt(conversation, prompt);
+}
+
 QString store_finish(const QString& engine_finish) {
     if (engine_finish == QLatin1String("eos")) return QStringLiteral("end");
     return engine_finish;  // stop, length, context, cancelled
@@ -57,6 +64,7 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         model_error_.clear();
         needs_reload_ = false;
         settings_->add_recent_model(model_path_);
+        settings_->set_preset_model(QFileInfo(model_path_).fileName());
         Q_EMIT recentModelsChanged();
         Q_EMIT settingsNeedReloadChanged();
         Q_EMIT modelChanged();
@@ -280,11 +288,13 @@ qint64 ChatController::newConversation() {
         if (current_ != 0) {
             const app::Conversation c = store_->conversation(current_);
             if (untouched_new_chat(c)) {
+                start_with_preset_prompt(*store_, *settings_, current_);
                 Q_EMIT conversationOpened();
                 return current_;
             }
         }
         current_ = store_->create_conversation(kNewChat);
+        start_with_preset_prompt(*store_, *settings_, current_);
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return 0;
@@ -372,6 +382,7 @@ bool ChatController::send(const QString& text_in) {
     try {
         if (current_ == 0) {
             current_ = store_->create_conversation(title_from(text));
+            start_with_preset_prompt(*store_, *settings_, current_);
             clear_search();
             reload_messages();
         } else {
@@ -596,6 +607,7 @@ QString ChatController::useRemote(const QString& baseUrl, const QString& apiKey,
     }
     remote_.set_endpoint({base.toString(), apiKey.trimmed(), model.trimmed()});
     remote_active_ = true;
+    settings_->set_preset_model(QString());  // per-model defaults are for local model files
     settings_->setUiString(QStringLiteral("remote_url"), baseUrl.trimmed());
     settings_->setUiString(QStringLiteral("remote_key"), apiKey.trimmed());
     settings_->setUiString(QStringLiteral("remote_model"), model.trimmed());

@@ -117,6 +117,7 @@ void ChatController::unloadModel() {
     model_error_.clear();
     model_info_.clear();
     model_path_.clear();
+    settings_->set_preset_model(QString());
     telemetry_->clear();
     EngineWorker* w = worker_;
     w->post([w] { w->unload(); });

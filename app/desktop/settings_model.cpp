@@ -493,4 +493,87 @@ QString SettingsModel::live_group(const QString& key) {
     return {};
 }
 
+QStringList SettingsModel::preset_keys() {
+    return {QStringLiteral("temperature"), QStringLiteral("top_k"),          QStringLiteral("top_p"),
+            QStringLiteral("min_p"),       QStringLiteral("repeat_penalty"), QStringLiteral("max_tokens")};
+}
+
+namespace {
+QString preset_prefix(const QString& model) { return QStringLiteral("presets/") + model + QLatin1Char('/'); }
+}  // namespace
+
+bool SettingsModel::presetActive() const {
+    return !preset_model_.isEmpty() && store_->contains(preset_prefix(preset_model_) + QStringLiteral("saved"));
+}
+
+QString SettingsModel::preset_system_prompt() const {
+    if (!presetActive()) return {};
+    return store_->value(preset_prefix(preset_model_) + QStringLiteral("system_prompt")).toString();
+}
+
+QHash<QString, QVariant> SettingsModel::stored_sampling(const QString& prefix, const QHash<QString, QVariant>& fallback) const {
+    QHash<QString, QVariant> out = fallback;
+    for (const QString& key : preset_keys()) {
+        const int row = row_of(key);
+        const QVariant stored = store_->value(prefix + key);
+        QVariant parsed;
+        if (row >= 0 && stored.isValid() && try_value(fields_[row], stored, &parsed).isEmpty()) out[key] = parsed;
+    }
+    return out;
+}
+
+void SettingsModel::put_sampling(const QHash<QString, QVariant>& next) {
+    for (const QString& key : preset_keys()) {
+        const int row = row_of(key);
+        if (row < 0 || values_.value(key) == next.value(key)) continue;
+        values_[key] = next.value(key);
+        errors_.remove(key);
+        Q_EMIT dataChanged(index(row), index(row), {ValueRole, TextRole, ErrorRole});
+        Q_EMIT changed(key, applies_name(fields_[row].applies));
+    }
+}
+
+void SettingsModel::set_preset_model(const QString& file_name) {
+    if (file_name == preset_model_) return;
+    preset_model_ = file_name;
+    // The global values (each default where none is stored), then the model's over them.
+    QHash<QString, QVariant> defaults;
+    for (const QString& key : preset_keys()) {
+        QVariant parsed;
+        try_value(fields_[row_of(key)], fields_[row_of(key)].def, &parsed);
+        defaults[key] = parsed;
+    }
+    const QHash<QString, QVariant> global = stored_sampling(QStringLiteral("settings/"), defaults);
+    QHash<QString, QVariant> next = values_;
+    for (auto it = global.begin(); it != global.end(); ++it) next[it.key()] = it.value();
+    if (presetActive()) {
+        QHash<QString, QVariant> with = stored_sampling(preset_prefix(preset_model_), global);
+        QHash<QString, QVariant> all = values_;
+        for (auto it = with.begin(); it != with.end(); ++it) all[it.key()] = it.value();
+        // Saved values that no longer validate together are not put in force.
+        if (sampling_from(all).validate().empty()) next = all;
+    }
+    put_sampling(next);
+    Q_EMIT presetChanged();
+}
+
+QString SettingsModel::savePreset(const QString& systemPrompt) {
+    if (preset_model_.isEmpty())
+        return QStringLiteral("No model is loaded: defaults are saved for the loaded model's file.");
+    const QString prefix = preset_prefix(preset_model_);
+    for (const QString& key : preset_keys()) store_->setValue(prefix + key, values_.value(key));
+    store_->setValue(prefix + QStringLiteral("system_prompt"), systemPrompt.trimmed());
+    store_->setValue(prefix + QStringLiteral("saved"), true);
+    Q_EMIT presetChanged();
+    return {};
+}
+
+void SettingsModel::forgetPreset() {
+    if (!presetActive()) return;
+    store_->remove(preset_prefix(preset_model_).chopped(1));
+    const QString model = preset_model_;
+    preset_model_.clear();
+    set_preset_model(model);  // the global values again
+}
+
 }  // namespace strata::desktop

@@ -22,6 +22,10 @@ namespace strata::desktop {
 
 class SettingsModel : public QAbstractListModel {
     Q_OBJECT
+    // Per-model defaults: the loaded model's file name ("" with none loaded)
+    // and whether defaults are saved for it (and so in force).
+    Q_PROPERTY(QString presetModel READ presetModel NOTIFY presetChanged)
+    Q_PROPERTY(bool presetActive READ presetActive NOTIFY presetChanged)
 public:
     enum Role { KeyRole = Qt::UserRole + 1, LabelRole, GroupRole, KindRole, ValueRole, TextRole, ChoicesRole,
                 AppliesRole, HelpRole, ErrorRole, PlaceholderRole };
@@ -50,6 +54,28 @@ public:
     Q_INVOKABLE QString uiString(const QString& key, const QString& fallback = QString()) const;
     Q_INVOKABLE void setUiString(const QString& key, const QString& value);
 
+    // Per-model defaults ("presets/<model file name>/..."): a system prompt
+    // and the sampling settings (preset_keys()), saved for the loaded model
+    // and put in force whenever a model of that file name is loaded; a model
+    // without them gets the sampling settings as saved under "settings/".
+    // While they are in force an edit in the dialog applies and is saved as
+    // usual, and lasts until another model is loaded (save again to keep it).
+    QString presetModel() const { return preset_model_; }
+    bool presetActive() const;
+    // Saves the current sampling settings and `systemPrompt` for the loaded
+    // model: "" when saved, else why not (no model loaded).
+    Q_INVOKABLE QString savePreset(const QString& systemPrompt);
+    // Deletes the loaded model's defaults; the sampling settings saved under
+    // "settings/" are in force again.
+    Q_INVOKABLE void forgetPreset();
+    // The system prompt new conversations start with: the loaded model's saved one, or "".
+    QString preset_system_prompt() const;
+    // The model file name now loaded ("" when none): its defaults, if any, are
+    // put in force (else the global sampling settings). The same name again
+    // changes nothing, so a reload keeps the edits made since.
+    void set_preset_model(const QString& file_name);
+    static QStringList preset_keys();
+
     // Marks (or clears, with "") an error the engine reported applying a live value.
     void set_error(const QString& key, const QString& error);
 
@@ -72,6 +98,7 @@ public:
 Q_SIGNALS:
     // A value was accepted and saved.
     void changed(const QString& key, const QString& applies);
+    void presetChanged();
 
 private:
     struct Field;
@@ -88,6 +115,10 @@ private:
     QHash<QString, QVariant> values_;
     QHash<QString, QString> errors_;
     QHash<QString, std::function<QString(const QString&)>> validators_;
+    QString preset_model_;
+    // The preset keys' values as stored under `prefix` ("settings/" or a preset's), each valid or `fallback`'s.
+    QHash<QString, QVariant> stored_sampling(const QString& prefix, const QHash<QString, QVariant>& fallback) const;
+    void put_sampling(const QHash<QString, QVariant>& next);
 };
 
 // "512M", "4G", "1.5GiB", "300000000" -> bytes. false with a message for anything else.

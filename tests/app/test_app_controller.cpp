@@ -742,6 +742,43 @@ private Q_SLOTS:
         QVERIFY(load(kDemo));
     }
 
+    // Per-model defaults: saved for the loaded model's file, put in force
+    // whenever it is loaded, and new conversations start with its system prompt.
+    void model_defaults_apply_on_load_and_to_new_chats() {
+        QVERIFY(load(kDemo));
+        QCOMPARE(settings_->presetModel(), QFileInfo(kDemo).fileName());
+        QVERIFY(!settings_->presetActive());
+        const qint64 first = chat_->newConversation();
+        QVERIFY(first != 0);
+        chat_->renameConversation(first, QStringLiteral("Verse"));
+        chat_->setSystemPrompt(QStringLiteral("Answer in verse."));
+        const qlonglong global_max = settings_->value(QStringLiteral("max_tokens")).toLongLong();
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 12), QString());
+        QCOMPARE(settings_->savePreset(chat_->systemPrompt()), QString());
+        QVERIFY(settings_->presetActive());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), global_max), QString());
+
+        const qint64 next = chat_->newConversation();
+        QVERIFY(next != first);
+        QCOMPARE(chat_->systemPrompt(), QStringLiteral("Answer in verse."));
+
+        // Unloaded: the global settings; loaded again: its defaults.
+        chat_->unloadModel();
+        QCOMPARE(settings_->presetModel(), QString());
+        QVERIFY(load(kDemo));
+        QVERIFY(settings_->presetActive());
+        QCOMPARE(settings_->sampling_params().max_tokens, 12);
+        QCOMPARE(exchange(QStringLiteral("In the beginning")), QStringLiteral("length"));
+        const qint64 tokens = chat_->store().messages(chat_->currentConversationId()).last().stats.tokens;
+        QVERIFY2(tokens > 0 && tokens <= 12, qPrintable(QString::number(tokens)));
+
+        settings_->forgetPreset();
+        QCOMPARE(settings_->value(QStringLiteral("max_tokens")).toLongLong(), global_max);
+        chat_->renameConversation(chat_->currentConversationId(), QStringLiteral("Used"));
+        QVERIFY(chat_->newConversation() != 0);
+        QCOMPARE(chat_->systemPrompt(), QString());
+    }
+
     void cleanupTestCase() { chat_.reset(); }
 };
 

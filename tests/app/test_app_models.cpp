@@ -250,6 +250,80 @@ private Q_SLOTS:
         QCOMPARE(again.engine_settings().slow_budget, uint64_t(0));
     }
 
+    void settings_presets_per_model() {
+        QTemporaryDir dir;
+        QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        SettingsModel s(&qs);
+        QSignalSpy preset(&s, &SettingsModel::presetChanged);
+        // Nothing loaded: nothing to save for.
+        QVERIFY(!s.savePreset(QStringLiteral("x")).isEmpty());
+        QVERIFY(!s.presetActive());
+
+        s.set_preset_model(QStringLiteral("qwen.gguf"));
+        QCOMPARE(s.presetModel(), QStringLiteral("qwen.gguf"));
+        QVERIFY(!s.presetActive());
+        QCOMPARE(s.setValue(QStringLiteral("temperature"), QStringLiteral("0.2")), QString());
+        QCOMPARE(s.setValue(QStringLiteral("top_k"), QStringLiteral("20")), QString());
+        QCOMPARE(s.setValue(QStringLiteral("max_tokens"), QStringLiteral("1000")), QString());
+        QCOMPARE(s.savePreset(QStringLiteral("  You are terse.  ")), QString());
+        QVERIFY(s.presetActive());
+        QCOMPARE(s.preset_system_prompt(), QStringLiteral("You are terse."));
+        QVERIFY(preset.count() >= 2);
+
+        // Another model without defaults: the global settings (what was last typed, else the defaults).
+        QCOMPARE(s.setValue(QStringLiteral("temperature"), QStringLiteral("0.9")), QString());
+        QSignalSpy changed(&s, &SettingsModel::changed);
+        s.set_preset_model(QStringLiteral("llama.gguf"));
+        QVERIFY(!s.presetActive());
+        QCOMPARE(s.preset_system_prompt(), QString());
+        QCOMPARE(s.value(QStringLiteral("temperature")).toDouble(), 0.9);
+        QCOMPARE(s.value(QStringLiteral("top_k")).toLongLong(), 20);
+
+        // Loading the first model again puts its defaults in force, and says so (the "changed" signals).
+        s.set_preset_model(QStringLiteral("qwen.gguf"));
+        QVERIFY(s.presetActive());
+        QCOMPARE(s.value(QStringLiteral("temperature")).toDouble(), 0.2);
+        QCOMPARE(s.sampling_params().temperature, 0.2f);
+        QCOMPARE(s.sampling_params().max_tokens, 1000);
+        QVERIFY(changed.count() >= 1);
+        QCOMPARE(changed.last().at(0).toString(), QStringLiteral("temperature"));
+        QCOMPARE(changed.last().at(1).toString(), QStringLiteral("next message"));
+        // Putting them in force does not overwrite the global settings.
+        QCOMPARE(qs.value(QStringLiteral("settings/temperature")).toDouble(), 0.9);
+
+        // They last across launches (a new model over the same store).
+        {
+            SettingsModel again(&qs);
+            QCOMPARE(again.value(QStringLiteral("temperature")).toDouble(), 0.9);
+            again.set_preset_model(QStringLiteral("qwen.gguf"));
+            QCOMPARE(again.value(QStringLiteral("temperature")).toDouble(), 0.2);
+            QCOMPARE(again.preset_system_prompt(), QStringLiteral("You are terse."));
+        }
+
+        // Saved values that no longer validate (edited by hand) are not put in force: the global ones are.
+        qs.setValue(QStringLiteral("presets/bad.gguf/saved"), true);
+        qs.setValue(QStringLiteral("presets/bad.gguf/top_p"), QStringLiteral("7"));
+        qs.setValue(QStringLiteral("presets/bad.gguf/min_p"), QStringLiteral("0.1"));
+        s.set_preset_model(QStringLiteral("bad.gguf"));
+        QCOMPARE(s.value(QStringLiteral("top_p")).toDouble(), 0.95);
+        QCOMPARE(s.value(QStringLiteral("min_p")).toDouble(), 0.05);
+        QCOMPARE(s.value(QStringLiteral("temperature")).toDouble(), 0.9);
+
+        // Forget: the global settings again, and nothing left in the store.
+        s.set_preset_model(QStringLiteral("qwen.gguf"));
+        s.forgetPreset();
+        QVERIFY(!s.presetActive());
+        QCOMPARE(s.presetModel(), QStringLiteral("qwen.gguf"));
+        QCOMPARE(s.value(QStringLiteral("temperature")).toDouble(), 0.9);
+        QCOMPARE(s.preset_system_prompt(), QString());
+        QVERIFY(!qs.contains(QStringLiteral("presets/qwen.gguf/temperature")));
+        QVERIFY(qs.contains(QStringLiteral("presets/bad.gguf/saved")));
+
+        // Unloaded: no model to save for.
+        s.set_preset_model(QString());
+        QVERIFY(!s.savePreset(QString()).isEmpty());
+    }
+
     void settings_recent_models() {
         QTemporaryDir dir;
         QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
