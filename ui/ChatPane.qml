@@ -77,6 +77,15 @@ Rectangle {
             }
         }
 
+        // With a conversation open, the launch's word on the last model (the
+        // empty state below has its own copy).
+        LaunchNotice {
+            objectName: "launchNoticeBar"
+            visible: wanted && chat.messages.count > 0
+            Layout.fillWidth: true
+            Layout.margins: 10
+        }
+
         // System prompt editor.
         Rectangle {
             id: systemEditor
@@ -221,6 +230,8 @@ Rectangle {
                         : chat.modelState === "failed" ? chat.modelError
                         : "Strata runs Mixture-of-Experts models in GGUF format, keeping only the hot experts in fast memory."
                 }
+                // The last model, when the launch did not load it: why, and Load anyway.
+                LaunchNotice { Layout.fillWidth: true }
                 Label {
                     Layout.fillWidth: true
                     horizontalAlignment: Text.AlignHCenter

@@ -48,6 +48,7 @@ Dialog {
             visible: chat.planState === "failed"
             Layout.fillWidth: true
             implicitHeight: failText.implicitHeight + 20
+            Layout.minimumHeight: implicitHeight
             radius: 6
             color: Theme.dangerSoft
             border.color: Theme.danger
@@ -96,21 +97,41 @@ Dialog {
                 font.pixelSize: Theme.small
                 text: visible ? "Types: " + dialog.info.recipe : ""
             }
+            // The verdict, whole: its height is the text's (the layout may not
+            // squeeze it, or the advice at its end spilled under the table);
+            // past a quarter of the dialog it scrolls.
             Rectangle {
+                id: verdictBox
+                objectName: "verdictBox"
                 Layout.fillWidth: true
-                implicitHeight: verdict.implicitHeight + 20
+                readonly property real wanted: verdict.implicitHeight + 20
+                implicitHeight: Math.min(wanted, Math.max(72, dialog.height / 4))
+                Layout.minimumHeight: implicitHeight
+                Layout.preferredHeight: implicitHeight
                 radius: 6
                 color: dialog.plan.fits ? "#15302a" : Theme.dangerSoft
                 border.color: dialog.plan.fits ? Theme.success : Theme.danger
-                Label {
-                    id: verdict
+                clip: true
+                Flickable {
+                    id: verdictFlick
                     anchors.fill: parent
                     anchors.margins: 10
-                    wrapMode: Text.Wrap
-                    color: Theme.text
-                    text: {
-                        const r = dialog.plan.reason !== undefined ? dialog.plan.reason : ""
-                        return (dialog.plan.fits ? "✓ " : "✗ ") + r.charAt(0).toUpperCase() + r.slice(1)
+                    contentWidth: width
+                    contentHeight: verdict.implicitHeight
+                    boundsBehavior: Flickable.StopAtBounds
+                    clip: true
+                    ScrollBar.vertical: ScrollBar { policy: verdictFlick.contentHeight > verdictFlick.height ? ScrollBar.AlwaysOn : ScrollBar.AsNeeded }
+                    Label {
+                        id: verdict
+                        objectName: "verdict"
+                        width: verdictFlick.width - 12
+                        wrapMode: Text.Wrap
+                        color: Theme.text
+                        // One clause a line: what is wrong, then what to do.
+                        text: {
+                            const r = dialog.plan.reason !== undefined ? dialog.plan.reason : ""
+                            return (dialog.plan.fits ? "✓ " : "✗ ") + (r.charAt(0).toUpperCase() + r.slice(1)).split("; ").join(";\n")
+                        }
                     }
                 }
             }
@@ -122,11 +143,24 @@ Dialog {
                 color: Theme.textDim
                 font.pixelSize: Theme.small
             }
+            // Where experts stream from disk: how fast that can go, and on what basis.
+            Label {
+                objectName: "speedLine"
+                visible: text.length > 0
+                Layout.fillWidth: true
+                Layout.minimumHeight: implicitHeight
+                wrapMode: Text.Wrap
+                color: Theme.warning
+                font.pixelSize: Theme.small
+                text: dialog.plan.speed !== undefined ? dialog.plan.speed : ""
+            }
 
             // Table: account | tier | bytes | what.
             Rectangle {
+                objectName: "planTable"
                 Layout.fillWidth: true
                 Layout.fillHeight: true
+                Layout.minimumHeight: 80
                 color: Theme.surfaceAlt
                 radius: 6
                 border.color: Theme.border
@@ -202,7 +236,9 @@ Dialog {
                                 color: Theme.text
                                 text: "fast tier: " + TextUtil.formatBytes(dialog.plan.fastTotal)
                                       + (dialog.plan.fastBudget > 0 ? " of a " + TextUtil.formatBytes(dialog.plan.fastBudget)
-                                         + (dialog.plan.fastBudgetAuto ? " automatic budget (" + TextUtil.formatBytes(dialog.plan.fastAvailable) + " available)" : " budget")
+                                         + (dialog.plan.fastBudgetAuto ? " automatic budget (" + TextUtil.formatBytes(dialog.plan.fastAvailable) + " available"
+                                            + (dialog.plan.fastReturned > 0 ? ", " + TextUtil.formatBytes(dialog.plan.fastReturned) + " of it from the loaded model" : "")
+                                            + ")" : " budget")
                                          : " (no budget)")
                                       + " · resident minimum " + TextUtil.formatBytes(dialog.plan.residentMinimum)
                             }

@@ -129,6 +129,34 @@ ToolBar {
                     from: 0; to: 1
                     value: chat.loadFraction
                 }
+                // How far, and Cancel: here too, since the chat's own Cancel is
+                // in its empty state, hidden while a conversation is open.
+                Label {
+                    objectName: "loadPercent"
+                    visible: chat.modelState === "loading" && !bar.compact
+                    color: Theme.textDim
+                    font.pixelSize: Theme.small
+                    text: Math.round((chat.loadFraction || 0) * 100) + "%"
+                }
+                Label {
+                    objectName: "cancelLoadButton"
+                    visible: chat.modelState === "loading"
+                    text: "✕"
+                    color: cancelLoadMouse.containsMouse ? Theme.text : Theme.textDim
+                    font.pixelSize: Theme.small
+                    Accessible.role: Accessible.Button
+                    Accessible.name: "Cancel loading"
+                    ToolTip.visible: cancelLoadMouse.containsMouse
+                    ToolTip.text: "Cancel loading (" + (chat.loadStage || "") + ")"
+                    MouseArea {
+                        id: cancelLoadMouse
+                        anchors.fill: parent
+                        anchors.margins: -6
+                        hoverEnabled: true
+                        cursorShape: Qt.PointingHandCursor
+                        onClicked: chat.cancelModelLoad()
+                    }
+                }
             }
             ToolTip.visible: chipMouse.containsMouse && chat.modelState !== "none"
             ToolTip.delay: 400

@@ -132,6 +132,7 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         if (path.isEmpty()) return {};
         return draft_mismatch(model_state_ == QLatin1String("ready") ? model_path_ : QString(), path);
     });
+    install_model_validators();  // chat_controller_model.cpp
     {
         const int mb = int(settings_->value(QStringLiteral("max_batch")).toLongLong());
         EngineWorker* w = worker_;

@@ -82,6 +82,10 @@ class ChatController : public QObject {
     Q_PROPERTY(QVariantMap plan READ plan NOTIFY planChanged)
     Q_PROPERTY(QString planError READ planError NOTIFY planChanged)
     Q_PROPERTY(bool settingsNeedReload READ settingsNeedReload NOTIFY settingsNeedReloadChanged)
+    // The model loadAtLaunch() planned and did not load (or is planning):
+    // {state: "" | "planning" | "held", path, message, canLoad}. The start
+    // screen says why and offers loadLaunchModel().
+    Q_PROPERTY(QVariantMap launch READ launch NOTIFY launchChanged)
     // Chatting with a server (remote_engine.h) instead of the local engine.
     Q_PROPERTY(bool remote READ remote NOTIFY modelChanged)
     // The last server used (to fill the dialog): address, key, model.
@@ -127,6 +131,7 @@ public:
     QVariantMap plan() const { return plan_; }
     QString planError() const { return plan_error_; }
     bool settingsNeedReload() const { return needs_reload_; }
+    QVariantMap launch() const { return launch_; }
     app::ChatStore& store() { return *store_; }
     EngineWorker* worker() { return worker_; }
     RemoteEngine* remoteEngine() { return &remote_; }
@@ -180,6 +185,20 @@ public:
     // lastError) when its plan does not fit them: the loaded model stays.
     Q_INVOKABLE bool reloadModel();
     Q_INVOKABLE void cancelModelLoad();
+    // At launch, the last model is planned first (an mmap, no weights read)
+    // and loaded only when it fits comfortably (launch_verdict); otherwise
+    // it stays unloaded and `launch` says why. check false (a model the user
+    // named on the command line, an unattended run): loads as loadModel().
+    void loadAtLaunch(const QUrl& urlOrPath, bool check = true);
+    // "Load anyway" on the start screen: loads the model loadAtLaunch held.
+    Q_INVOKABLE void loadLaunchModel();
+    // The launch rule: "" when a plan (plan_model's map) lets the app load
+    // the model unasked with `available` bytes of RAM free (0: unknown),
+    // else why not. The plan must fit and take at most two thirds of what is
+    // available, leaving a third to the system and the user's other programs
+    // (an expert cache streaming from disk grows to the whole budget, so such
+    // a model always waits for a click).
+    static QString launch_verdict(const QVariantMap& plan, uint64_t available);
     // The last answer's other versions (Regenerate keeps the answers it
     // replaces): delta -1 / +1 shows the previous / next one. False (with
     // lastError) while generating or when there is none that way.
@@ -207,6 +226,7 @@ Q_SIGNALS:
     void loadProgressChanged();
     void recentModelsChanged();
     void planChanged();
+    void launchChanged();
     void settingsNeedReloadChanged();
     void speculativeChanged();
     void calibrationChanged();
@@ -230,6 +250,10 @@ private:
     bool start_generation(const QString& what);
     void set_error(const QString& message);
     void set_notice(const QString& message);
+    // RAM the loaded local model gives back before the next load (plans count it).
+    uint64_t ram_returned_by_load() const;
+    // Settings checked against the model the next load uses (the context size).
+    void install_model_validators();
     struct Stream {
         qint64 message = 0;
         qint64 conversation = 0;
@@ -281,6 +305,8 @@ private:
     quint64 load_id_ = 0;
     bool needs_reload_ = false;
 
+    QVariantMap launch_;
+    quint64 launch_id_ = 0;
     QString plan_state_ = QStringLiteral("idle");
     QVariantMap plan_;
     QString plan_error_;

@@ -6,10 +6,48 @@
 
 #include "chat_controller.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "gguf/gguf.h"
+#include "memory/ledger.h"
+#include "memory/system_memory.h"
+#include "model/config.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
 
 namespace strata::desktop {
+
+// The context size against what the model the next load uses was trained on
+// (issue 45: a context of 1,000,000 was accepted until the next plan). That
+// model is the one loaded (or loading), else the most recent one; its header
+// says (an mmap, no weights read). No model or an unreadable file: the
+// field's own range only.
+void ChatController::install_model_validators() {
+    settings_->set_validator(QStringLiteral("n_ctx"), [this](const QString& value) -> QString {
+        const qlonglong n = value.toLongLong();
+        if (n <= 0) return {};  // 0: the model's own
+        QString path = !remote_active_ && model_state_ != QLatin1String("none") ? model_path_ : QString();
+        if (path.isEmpty() && !settings_->recent_models().isEmpty()) path = settings_->recent_models().constFirst();
+        if (path.isEmpty() || !QFileInfo(path).isFile()) return {};
+        int64_t trained = 0;
+        try {
+            trained = model::ModelConfig::from_gguf(*gguf::File::open(path.toStdString())).n_ctx_train;
+        } catch (const std::exception&) {
+            return {};  // the load will say what is wrong with the file
+        }
+        if (trained <= 0 || n <= trained) return {};
+        return QStringLiteral("a context of %1 tokens is more than %2 was trained on (%3 tokens): past that its answers "
+                              "fall apart; use at most %3 (0: the model's own, at most 4096)")
+            .arg(n)
+            .arg(QFileInfo(path).fileName())
+            .arg(qlonglong(trained));
+    });
+}
+
+// A load unloads the local model first (EngineWorker::load): its RAM is the
+// next load's too, so a plan counts it as available (issue 45).
+uint64_t ChatController::ram_returned_by_load() const {
+    return !remote_active_ && model_state_ == QLatin1String("ready") ? worker_->ram_held() : 0;
+}
 
 void ChatController::planModel(const QUrl& urlOrPath) {
     const QString path = localPath(urlOrPath);
@@ -20,12 +58,13 @@ void ChatController::planModel(const QUrl& urlOrPath) {
     plan_[QStringLiteral("path")] = path;
     Q_EMIT planChanged();
     const EngineSettings s = settings_->engine_settings();
-    plan_pool_.start([this, id, path, s] {
+    const uint64_t returned = ram_returned_by_load();
+    plan_pool_.start([this, id, path, s, returned] {
         QVariantMap result;
         QString error;
         try {
             if (!QFileInfo(path).isFile()) throw Error(path.toStdString() + ": no such file");
-            result = plan_model(path, s);
+            result = plan_model(path, s, returned, /*speed=*/true);
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
@@ -40,8 +79,87 @@ void ChatController::planModel(const QUrl& urlOrPath) {
     });
 }
 
+QString ChatController::launch_verdict(const QVariantMap& plan, uint64_t available) {
+    const QString name = QFileInfo(plan.value(QStringLiteral("path")).toString()).fileName();
+    if (!plan.value(QStringLiteral("fits")).toBool())
+        return QStringLiteral("%1 was not loaded at launch: %2").arg(name, plan.value(QStringLiteral("reason")).toString());
+    const double total = plan.value(QStringLiteral("fastTotal")).toDouble();
+    if (available == 0 || total * 3 <= double(available) * 2) return {};
+    const double slots = plan.value(QStringLiteral("expertSlots")).toDouble();
+    const double experts = plan.value(QStringLiteral("expertsTotal")).toDouble();
+    const QString streaming =
+        experts > 0 && slots < experts
+            ? QStringLiteral(", and with %1% of its experts in memory the rest would stream from disk")
+                  .arg(qRound(100.0 * slots / experts))
+            : QString();
+    return QStringLiteral("%1 was not loaded at launch: it would take %2 of the %3 of RAM available (%4%), leaving little "
+                          "to the rest of the system%5. At launch Strata loads the last model by itself only when it "
+                          "takes at most two thirds of the RAM available. Load it anyway, or choose another model.")
+        .arg(name, QString::fromStdString(memory::format_bytes(uint64_t(total))),
+             QString::fromStdString(memory::format_bytes(available)))
+        .arg(qRound(100.0 * total / double(available)))
+        .arg(streaming);
+}
+
+void ChatController::loadAtLaunch(const QUrl& urlOrPath, bool check) {
+    if (!check) {
+        loadModel(urlOrPath);
+        return;
+    }
+    const QString path = localPath(urlOrPath);
+    const quint64 id = ++launch_id_;
+    launch_ = QVariantMap{{QStringLiteral("state"), QStringLiteral("planning")},
+                          {QStringLiteral("path"), path},
+                          {QStringLiteral("message"), QStringLiteral("Planning %1…").arg(QFileInfo(path).fileName())},
+                          {QStringLiteral("canLoad"), false}};
+    Q_EMIT launchChanged();
+    const EngineSettings s = settings_->engine_settings();
+    plan_pool_.start([this, id, path, s] {
+        QVariantMap plan;
+        QString error;
+        try {
+            if (!QFileInfo(path).isFile()) throw Error(path.toStdString() + ": no such file");
+            plan = plan_model(path, s);
+        } catch (const std::exception& e) {
+            error = QString::fromUtf8(e.what());
+        }
+        const uint64_t available = memory::available_ram_bytes();  // nothing of ours is loaded yet
+        QMetaObject::invokeMethod(this, [this, id, path, plan, error, available] {
+            if (id != launch_id_) return;  // a load (or another launch) came first
+            QVariantMap p = plan;
+            p[QStringLiteral("path")] = path;
+            const QString why = error.isEmpty() ? launch_verdict(p, available)
+                                                : QStringLiteral("%1 was not loaded at launch: %2")
+                                                      .arg(QFileInfo(path).fileName(), error);
+            if (why.isEmpty()) {
+                launch_.clear();
+                Q_EMIT launchChanged();
+                loadModel(QUrl::fromLocalFile(path));
+                return;
+            }
+            logger("app")->info("{}", why.toStdString());
+            launch_ = QVariantMap{{QStringLiteral("state"), QStringLiteral("held")},
+                                  {QStringLiteral("path"), path},
+                                  {QStringLiteral("message"), why},
+                                  {QStringLiteral("canLoad"), error.isEmpty() && plan.value(QStringLiteral("fits")).toBool()}};
+            Q_EMIT launchChanged();
+        }, Qt::QueuedConnection);
+    });
+}
+
+void ChatController::loadLaunchModel() {
+    const QString path = launch_.value(QStringLiteral("path")).toString();
+    if (!path.isEmpty()) loadModel(QUrl::fromLocalFile(path));
+}
+
 void ChatController::loadModel(const QUrl& urlOrPath) {
     const QString path = localPath(urlOrPath);
+    // Whatever the launch held back is superseded by this load.
+    ++launch_id_;
+    if (!launch_.isEmpty()) {
+        launch_.clear();
+        Q_EMIT launchChanged();
+    }
     remote_active_ = false;
     local_before_remote_.clear();  // this model now, not the one before a server
     remote_metrics_->stop();
@@ -81,7 +199,7 @@ bool ChatController::reloadModel() {
     // fit is said and the model stays.
     if (model_state_ == QLatin1String("ready")) {
         try {
-            const QVariantMap plan = plan_model(model_path_, settings_->engine_settings());
+            const QVariantMap plan = plan_model(model_path_, settings_->engine_settings(), ram_returned_by_load());
             if (!plan.value(QStringLiteral("fits")).toBool()) {
                 set_error(QStringLiteral("Not reloaded: with the new settings the model does not fit (%1). The loaded model stays; "
                                          "change the settings, or see the plan with Load model….")

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/engine.h"
+#include "experts/stream_estimate.h"
 #include "memory/plan.h"
 #include "model/model.h"
 #include "common/prompt_file.h"
@@ -42,6 +43,7 @@ QVariantMap plan_to_map(const memory::Plan& p) {
     m[QStringLiteral("fastBudget")] = budget(p.fast_budget);
     m[QStringLiteral("fastBudgetAuto")] = p.fast_budget_auto;
     m[QStringLiteral("fastAvailable")] = double(p.fast_available);
+    m[QStringLiteral("fastReturned")] = double(p.fast_returned);
     m[QStringLiteral("slowBudget")] = budget(p.slow_budget);
     m[QStringLiteral("fastTotal")] = double(p.fast_total);
     m[QStringLiteral("slowTotal")] = double(p.slow_total);
@@ -126,13 +128,23 @@ QString draft_mismatch(const QString& model_path, const QString& draft_path) {
     }
 }
 
-QVariantMap plan_model(const QString& path, const EngineSettings& settings) {
+QVariantMap plan_model(const QString& path, const EngineSettings& settings, uint64_t ram_returned, bool speed) {
     if (const std::string err = settings.validate(); !err.empty()) throw Error("invalid setting: " + err);
     auto m = model::Model::load(path.toStdString(), /*random_access=*/true);
     int64_t pinned = 0;
     if (!settings.pin_file.empty()) pinned = static_cast<int64_t>(core::read_pin_file(settings.pin_file, *m).size());
-    const memory::Plan p = memory::make_plan(*m, core::plan_settings(settings, pinned));
+    memory::PlanSettings ps = core::plan_settings(settings, pinned);
+    ps.fast_returned = ram_returned;  // counted only where the budget is automatic (fast_available known)
+    const memory::Plan p = memory::make_plan(*m, ps);
     QVariantMap out = plan_to_map(p);
+    out[QStringLiteral("speed")] = QString();
+    if (speed && p.fits && p.expert_slots < p.experts_total) {
+        const experts::StreamEstimate est = experts::estimate_stream(p, *m, experts::measure_expert_read_rate(*m));
+        out[QStringLiteral("speed")] = qs(est.text);
+        out[QStringLiteral("speedTokSLow")] = est.low_tok_s;
+        out[QStringLiteral("speedTokSHigh")] = est.high_tok_s;
+        out[QStringLiteral("diskBytesPerToken")] = est.disk_bytes_per_token;
+    }
     out[QStringLiteral("info")] = model_info(*m);
     out[QStringLiteral("path")] = path;
     return out;
@@ -267,6 +279,7 @@ void EngineWorker::unload() {
     draft_model_.reset();
     draft_key_.clear();
     engine_.reset();
+    ram_held_.store(0);
     template_.reset();
     model_file_.clear();
     model_path_.clear();
@@ -629,6 +642,7 @@ void EngineWorker::apply_live(const QString& key, const EngineSettings& s) {
 void EngineWorker::emit_telemetry() {
     if (!engine_) return;
     last_telemetry_ = clock_type::now();
+    ram_held_.store(engine_->ram_returned_on_unload());
     const TelemetrySnapshot snap = engine_->snapshot();
     if (serve_backend_) {
         serve_backend_->set_telemetry(snap);

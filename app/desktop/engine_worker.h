@@ -94,9 +94,16 @@ QString draft_mismatch(const QString& model_path, const QString& draft_path);
 // The plan for `path` under `settings` as the engine would make it (the model
 // is opened, not loaded: a cheap mmap). Keys: fits, reason, model, rows
 // [{account, tier, bytes, note}], fastBudget, slowBudget (0: none), fastTotal,
-// slowTotal, residentMinimum, expertSlots, expertsTotal, cacheFraction, nCtx.
+// slowTotal, residentMinimum, expertSlots, expertsTotal, cacheFraction, nCtx,
+// fastAvailable, fastReturned. `ram_returned`: the RAM a loaded engine holds
+// and gives back before this load (EngineWorker::ram_held(); a reload or a
+// switch unloads it first), counted as available. `speed`: where experts
+// would stream from disk, measure the file's read rate (up to ~0.6 s, once
+// per file: call it off the GUI thread) and add "speed" (the expected-speed
+// line, experts::StreamEstimate) with speedTokSLow/High; else "speed" is "".
 // Throws strata::Error for a bad file or bad settings.
-QVariantMap plan_model(const QString& path, const EngineSettings& settings);
+QVariantMap plan_model(const QString& path, const EngineSettings& settings, uint64_t ram_returned = 0,
+                       bool speed = false);
 
 class EngineWorker : public QObject {
     Q_OBJECT
@@ -146,6 +153,9 @@ public:
     void requestStopUpTo(quint64 up_to_request) { stop_up_to_.store(up_to_request); }
     void requestCancelLoad(quint64 load_id) { cancel_load_up_to_.store(load_id); }
     void requestCancelCalibration(quint64 id) { cancel_calibration_up_to_.store(id); }
+    // The RAM the loaded engine gives back when it unloads
+    // (Engine::ram_returned_on_unload), as of its last telemetry; 0 when none.
+    uint64_t ram_held() const { return ram_held_.load(); }
 
 Q_SIGNALS:
     void loadProgress(quint64 loadId, const QString& stage, double fraction);
@@ -211,6 +221,7 @@ private:
     std::atomic<quint64> stop_up_to_{0};
     std::atomic<quint64> cancel_load_up_to_{0};
     std::atomic<quint64> cancel_calibration_up_to_{0};
+    std::atomic<uint64_t> ram_held_{0};
     std::chrono::steady_clock::time_point last_telemetry_{};
     struct Served {
         int64_t sid = -1;

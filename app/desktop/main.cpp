@@ -222,7 +222,10 @@ int main(int argc, char** argv) {
         if (model.isEmpty() && !chat->recentModels().isEmpty()) model = chat->recentModels().constFirst();
         if (model.isEmpty()) model = chat->demoModelPath();
         if (!model.isEmpty()) {
-            chat->loadModel(QUrl::fromLocalFile(QFileInfo(model).absoluteFilePath()));
+            // A model the user named (or an unattended run) loads; the last one used is planned first
+            // and loads by itself only when it fits comfortably (ChatController::launch_verdict).
+            chat->loadAtLaunch(QUrl::fromLocalFile(QFileInfo(model).absoluteFilePath()),
+                               /*check=*/cli.value(model_opt).isEmpty() && !unattended);
         } else if (unattended) {
             std::fprintf(stderr, "strata: no --model given and the demo model was not found\n");
             return 1;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace strata::desktop {
 
@@ -120,10 +121,12 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
       "the CPU from RAM while the GPU computes the rest, or copied to VRAM, whichever the rates measured at load say "
       "is faster for it (a hot expert is also copied for later). transfer: always copied. No effect on the CPU.")
         ->choices = {QStringLiteral("auto"), QStringLiteral("transfer")};
-    f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096.")
+    f("n_ctx", "Context size", mem, "int", 0, A::NextLoad, "Tokens of conversation the model sees. 0: the model's own, at most 4096. At most what the model was "
+      "trained on.")
         ->lo = 0;
     fields_.last().hi = 1 << 20;
-    f("threads", "Compute threads", mem, "int", 0, A::NextLoad, "0: all cores.");
+    f("threads", "Compute threads", mem, "int", 0, A::NextLoad, "0: all cores. At most the machine's hardware threads.")
+        ->lo = 0;
     f("kv_tokens", "KV cache size (tokens)", mem, "int", 0, A::NextLoad,
       "Keys and values of every conversation, shared in blocks of 16 tokens; earlier turns stay cached for the next "
       "one. 0: one context's worth. Raise it so several conversations generate at once without recomputing.")
@@ -257,6 +260,15 @@ QString SettingsModel::try_value(const Field& f, const QVariant& v, QVariant* pa
             return QStringLiteral("'%1' is not a whole number").arg(text);
         if (double(n) < f.lo || double(n) > f.hi)
             return QStringLiteral("%1 is out of range (%2 to %3)").arg(n).arg(qlonglong(f.lo)).arg(qlonglong(f.hi));
+        if (f.key == QLatin1String("threads")) {
+            // More compute threads than the machine runs at once only wait on each other (issue 45: 64 on 2 cores).
+            const qlonglong hw = std::max(1u, std::thread::hardware_concurrency());
+            if (n > hw)
+                return QStringLiteral("%1 threads, but this machine runs %2 hardware threads at once: more only wait for "
+                                      "each other; use at most %2 (0: all of them)")
+                    .arg(n)
+                    .arg(hw);
+        }
         *parsed = n;
         return {};
     }

@@ -10,6 +10,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+#include <thread>
+
 #include "conversation_list_model.h"
 #include "gguf/gguf.h"
 #include "message_list_model.h"
@@ -248,6 +251,24 @@ private Q_SLOTS:
         QCOMPARE(again.engine_settings().fast_budget, strata::kNoBudget);
         QCOMPARE(again.setValue(QStringLiteral("slow_budget"), QStringLiteral("none")), QString());
         QCOMPARE(again.engine_settings().slow_budget, uint64_t(0));
+    }
+
+    // More compute threads than the machine's hardware threads are refused
+    // when typed, with what to use (issue 45: 64 threads on 2 cores were
+    // accepted until the next plan); a stored value like that falls back.
+    void settings_refuse_more_threads_than_the_machine_has() {
+        QTemporaryDir dir;
+        QSettings qs(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        const qlonglong hw = std::max(1u, std::thread::hardware_concurrency());
+        qs.setValue(QStringLiteral("settings/threads"), hw + 62);
+        SettingsModel s(&qs);
+        QCOMPARE(s.value(QStringLiteral("threads")).toLongLong(), 0LL);  // the stored 64-ish: back to "all"
+        const QString err = s.setValue(QStringLiteral("threads"), hw + 1);
+        QVERIFY2(err.contains(QStringLiteral("hardware threads")) && err.contains(QStringLiteral("use at most %1").arg(hw)),
+                 qPrintable(err));
+        QCOMPARE(s.value(QStringLiteral("threads")).toLongLong(), 0LL);
+        QCOMPARE(s.setValue(QStringLiteral("threads"), hw), QString());
+        QVERIFY(!s.setValue(QStringLiteral("threads"), -1).isEmpty());
     }
 
     void settings_presets_per_model() {
