@@ -9,6 +9,7 @@
 #include "app_paths.h"
 #include "chat_controller.h"
 #include "code_highlighter.h"
+#include "markdown_styler.h"
 #include "heat_map_item.h"
 #include "line_chart_item.h"
 #include "settings_model.h"
@@ -25,6 +26,7 @@ void register_qml_types() {
     qmlRegisterType<HeatMapItem>(uri, 1, 0, "HeatMap");
     qmlRegisterType<LineChartItem>(uri, 1, 0, "LineChart");
     qmlRegisterType<CodeHighlighter>(uri, 1, 0, "CodeHighlighter");
+    qmlRegisterType<MarkdownStyler>(uri, 1, 0, "MarkdownStyler");
     qmlRegisterSingletonType<TextUtil>(uri, 1, 0, "TextUtil", [](QQmlEngine*, QJSEngine*) -> QObject* { return new TextUtil(); });
     const QString why = QStringLiteral("created by the application");
     qmlRegisterUncreatableType<TelemetryModel>(uri, 1, 0, "TelemetryModel", why);

@@ -1,11 +1,15 @@
 // How answers' text is drawn: the code blocks' syntax colours
-// (CodeHighlighter) on plain QTextDocuments, as the QML TextEdits hold them.
+// (CodeHighlighter) and the prose's tables and quotes (MarkdownStyler), on
+// plain QTextDocuments, as the QML TextEdits hold them.
 #include <QTextBlock>
 #include <QTextCursor>
 #include <QTextDocument>
+#include <QTextFrame>
+#include <QTextTable>
 #include <QtTest>
 
 #include "code_highlighter.h"
+#include "markdown_styler.h"
 
 using namespace strata::desktop;
 
@@ -238,6 +242,68 @@ private Q_SLOTS:
         QCOMPARE(h.colorAt(int(doc.toPlainText().indexOf(QStringLiteral("x5 ")))), hex(CodeHighlighter::String));
         top.insertText(QStringLiteral("\"\"\"\n"));
         QCOMPARE(h.colorAt(int(doc.toPlainText().indexOf(QStringLiteral("compute(5)")))), hex(CodeHighlighter::Function));
+    }
+
+    void markdown_tables_and_quotes_are_styled() {
+        QTextDocument doc;
+        MarkdownStyler styler;
+        styler.set_text_document(&doc);
+        QSignalSpy changes(&doc, &QTextDocument::contentsChanged);
+        const QString md = QStringLiteral(
+            "Intro.\n\n| Model | Size |\n|---|---|\n| a | 1 |\n| b | 2 |\n\n"
+            "> quoted [link](https://example.com) text\n\nplain");
+        doc.setMarkdown(md);
+        QCoreApplication::processEvents();  // styled once the changes are in
+
+        QTextTable* table = nullptr;
+        for (QTextFrame* f : doc.rootFrame()->childFrames())
+            if (auto* t = qobject_cast<QTextTable*>(f)) table = t;
+        QVERIFY(table);
+        QCOMPARE(table->rows(), 3);
+        const QTextTableFormat tf = table->format();
+        QCOMPARE(tf.border(), 1.0);
+        QCOMPARE(tf.borderBrush().color(), MarkdownStyler::border_color());
+        QCOMPARE(tf.borderStyle(), QTextFrameFormat::BorderStyle_Solid);
+        QVERIFY(tf.borderCollapse());
+        QCOMPARE(tf.cellPadding(), MarkdownStyler::kCellPadding);
+        QCOMPARE(table->cellAt(0, 1).format().background().color(), MarkdownStyler::header_background());
+        QCOMPARE(table->cellAt(1, 1).format().background().style(), Qt::NoBrush);
+
+        const auto block_of = [&doc](const QString& text) {
+            for (QTextBlock b = doc.begin(); b.isValid(); b = b.next())
+                if (b.text().contains(text)) return b;
+            return QTextBlock();
+        };
+        const QTextBlock quote = block_of(QStringLiteral("quoted"));
+        QVERIFY(quote.isValid());
+        QCOMPARE(quote.blockFormat().leftMargin(), MarkdownStyler::kQuoteIndent);
+        QCOMPARE(quote.blockFormat().background().color(), MarkdownStyler::quote_background());
+        QTextCursor c(quote);
+        c.setPosition(quote.position() + 1);
+        QCOMPARE(c.charFormat().foreground().color(), MarkdownStyler::quote_color());
+        // The link keeps its own colour.
+        c.setPosition(quote.position() + int(quote.text().indexOf(QStringLiteral("link"))) + 1);
+        QVERIFY(c.charFormat().isAnchor());
+        QVERIFY(c.charFormat().foreground().color() != MarkdownStyler::quote_color());
+        // Plain paragraphs are left alone.
+        const QTextBlock plain = block_of(QStringLiteral("plain"));
+        QCOMPARE(plain.blockFormat().leftMargin(), 0.0);
+        QTextCursor p(plain);
+        p.setPosition(plain.position() + 1);
+        QVERIFY(p.charFormat().foreground().style() == Qt::NoBrush);
+
+        // Styled once: its own changes do not start it again, and a restyle finds nothing to do.
+        const int after = int(changes.count());
+        QCoreApplication::processEvents();
+        QCOMPARE(int(changes.count()), after);
+        QCOMPARE(styler.restyle(), 0);
+
+        // A streaming answer is set again, longer: styled again.
+        doc.setMarkdown(md + QStringLiteral("\n\n> another quote"));
+        QCoreApplication::processEvents();
+        QCOMPARE(block_of(QStringLiteral("another")).blockFormat().leftMargin(), MarkdownStyler::kQuoteIndent);
+        for (QTextFrame* f : doc.rootFrame()->childFrames())
+            if (auto* t = qobject_cast<QTextTable*>(f)) QCOMPARE(t->format().border(), 1.0);
     }
 };
 
