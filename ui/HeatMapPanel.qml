@@ -21,7 +21,8 @@ Panel {
         id: heat
         visible: telemetry.hasExperts
         Layout.fillWidth: true
-        implicitHeight: Math.max(64, Math.min(16 + telemetry.nLayer * 17, 300))
+        // Rows of at least 7 px (48 layers: 352 px), so residency marks stay visible.
+        implicitHeight: Math.max(64, Math.min(16 + telemetry.nLayer * 17, Math.max(300, 16 + telemetry.nLayer * 7)))
         source: telemetry
         moeLayers: chat.modelInfo.moeLayerIndexes !== undefined ? chat.modelInfo.moeLayerIndexes : []
         textColor: Theme.textDim

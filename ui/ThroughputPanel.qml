@@ -11,7 +11,8 @@ Panel {
     title: "Throughput"
     subtitle: !telemetry.hasData ? ""
               : telemetry.source === "answers" ? TextUtil.formatCount(telemetry.tokensProcessed) + " tokens in its answers"
-              : TextUtil.formatCount(telemetry.tokensProcessed) + " tokens since load"
+              : TextUtil.formatCount(telemetry.tokensProcessed) + " tokens since load, "
+                + telemetry.computeSeconds.toFixed(1) + " s computing"
 
     Label {
         visible: !telemetry.hasData
@@ -26,15 +27,20 @@ Panel {
         ColumnLayout {
             Layout.preferredWidth: 110
             spacing: 6
+            // The local engine's rate while it generates; idle, the last rate is
+            // named as such and dimmed (frozen at its last value it read as live).
             Stat {
-                caption: "tokens/s"
+                objectName: "tokensPerSecondStat"
+                readonly property bool idle: telemetry.source === "engine" && !chat.anyGenerating
+                caption: idle ? "tokens/s, last answer" : "tokens/s"
                 value: telemetry.tokensPerSecond > 0 ? telemetry.tokensPerSecond.toFixed(1) : "–"
-                valueColor: Theme.accentHover
+                valueColor: idle ? Theme.textDim : Theme.accentHover
             }
             Stat {
-                visible: telemetry.source !== "answers"
-                caption: "forward-pass time"
-                value: telemetry.computeSeconds.toFixed(2) + " s"
+                objectName: "perTokenStat"
+                visible: telemetry.source !== "answers" && telemetry.tokensPerSecond > 0
+                caption: "per token"
+                value: (1000 / telemetry.tokensPerSecond).toFixed(1) + " ms"
             }
             Stat {
                 // A server's answers, as measured here (the local engine's TTFT is under each answer).

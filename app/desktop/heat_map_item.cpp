@@ -1,5 +1,7 @@
 #include "heat_map_item.h"
 
+#include <QFontMetricsF>
+
 #include <QPainter>
 #include <QPainterPath>
 #include <algorithm>
@@ -68,18 +70,18 @@ void HeatMapItem::paint(QPainter* p) {
     f.setPixelSize(10);
     p->setFont(f);
     p->setPen(text_color_);
-    // Expert indexes along the top: every column when they fit, else every 4th / 8th / ...
-    int step = 1;
-    while (step * cw < 16) step *= 2;
-    for (int e = 0; e < E; e += step)
-        p->drawText(QRectF(g.left() + e * cw - 8, 0, cw + 16, 14), Qt::AlignHCenter | Qt::AlignBottom, QString::number(e));
-    int lstep = 1;
-    while (lstep * ch < 11) lstep *= 2;
+    const LabelSteps steps = label_steps(QFontMetricsF(f));
+    // Expert indexes along the top, every steps.column-th: never closer than their width.
+    for (int e = 0; e < E; e += steps.column)
+        p->drawText(QRectF(g.left() + (e + 0.5) * cw - 20, 0, 40, 14), Qt::AlignHCenter | Qt::AlignBottom | Qt::TextDontClip,
+                    QString::number(e));
 
     for (int l = 0; l < L; ++l) {
         const qreal y = g.top() + l * ch;
-        if (l % lstep == 0)
-            p->drawText(QRectF(0, y, labelWidth() - 6, ch), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("L%1").arg(l));
+        // A label a line high, centred on its row even where the row is thinner than the text.
+        if (l % steps.row == 0)
+            p->drawText(QRectF(0, y + ch / 2 - 7, labelWidth() - 6, 14), Qt::AlignRight | Qt::AlignVCenter | Qt::TextDontClip,
+                        QStringLiteral("L%1").arg(l));
         const bool dense = is_dense(l);
         if (dense) {
             const QRectF row(g.left(), y + gap / 2, g.width(), ch - gap);
@@ -104,6 +106,8 @@ void HeatMapItem::paint(QPainter* p) {
                 p->setBrush(Qt::NoBrush);
                 p->drawRect(cell.adjusted(0.5, 0.5, -0.5, -0.5));
                 p->restore();
+            } else if (r == 2) {  // resident, in a cell too small to outline: a line along its top
+                p->fillRect(QRectF(g.left() + e * cw, y, std::max<qreal>(cw, 1), std::max<qreal>(1, ch * 0.3)), QColor(255, 255, 255, 170));
             } else if (r == 3) {  // pinned: corner triangle
                 const qreal t = std::min<qreal>({cw, ch, 8.0}) * 0.7;
                 QPainterPath path;
@@ -116,7 +120,7 @@ void HeatMapItem::paint(QPainter* p) {
                 p->setPen(QPen(QColor(255, 255, 255, 200), 1));
                 p->drawRect(cell.adjusted(0.5, 0.5, -0.5, -0.5));
                 p->restore();
-            } else if (r == 4 && cw >= 4 && ch >= 4) {  // computed on the CPU: a bar along the bottom
+            } else if (r == 4) {  // computed on the CPU: a bar along the bottom
                 const qreal bar = std::max<qreal>(1.5, std::min<qreal>(ch * 0.22, 3.0));
                 p->fillRect(QRectF(cell.left(), cell.bottom() - bar, cell.width(), bar), cpu_mark_color());
             } else if (r == 1) {  // loading: a dot
@@ -129,6 +133,25 @@ void HeatMapItem::paint(QPainter* p) {
             }
         }
     }
+}
+
+HeatMapItem::LabelSteps HeatMapItem::label_steps(const QFontMetricsF& fm) const {
+    LabelSteps st;
+    if (!telemetry_ || telemetry_->nLayer() <= 0 || telemetry_->nExpert() <= 0) return st;
+    const QRectF g = grid_rect();
+    const qreal cw = g.width() / telemetry_->nExpert(), ch = g.height() / telemetry_->nLayer();
+    // Every column's index when they fit, else every 2nd, 4th, ...: the widest index and a gap per label.
+    const qreal widest = fm.horizontalAdvance(QString::number(telemetry_->nExpert() - 1)) + 6;
+    while (st.column * cw < widest && st.column < telemetry_->nExpert()) st.column *= 2;
+    while (st.row * ch < fm.height() && st.row < telemetry_->nLayer()) st.row *= 2;
+    return st;
+}
+
+QVariantMap HeatMapItem::labelSteps() const {
+    QFont f;
+    f.setPixelSize(10);
+    const LabelSteps st = label_steps(QFontMetricsF(f));
+    return {{QStringLiteral("column"), st.column}, {QStringLiteral("row"), st.row}};
 }
 
 QVariantMap HeatMapItem::cellAt(qreal x, qreal y) const {

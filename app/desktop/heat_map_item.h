@@ -8,6 +8,7 @@
 #pragma once
 
 #include <QColor>
+#include <QFontMetricsF>
 #include <QPointer>
 #include <QQuickPaintedItem>
 #include <QVariantList>
@@ -42,6 +43,10 @@ public:
     // "loading" | "resident" | "pinned"), dense}; empty outside the grid.
     Q_INVOKABLE QVariantMap cellAt(qreal x, qreal y) const;
 
+    // Which expert indexes and layer names are labelled: every `column`-th
+    // and every `row`-th, so labels never overlap (tests).
+    Q_INVOKABLE QVariantMap labelSteps() const;
+
     // The colour of a heat value in [0, 1] (also used by the legend).
     Q_INVOKABLE static QColor heatColor(qreal t);
     // The mark of an expert computed on the CPU (the legend uses it too).
@@ -53,6 +58,10 @@ Q_SIGNALS:
     void styleChanged();
 
 private:
+    struct LabelSteps {
+        int column = 1, row = 1;
+    };
+    LabelSteps label_steps(const QFontMetricsF& fm) const;
     QRectF grid_rect() const;
     bool is_dense(int layer) const;
 

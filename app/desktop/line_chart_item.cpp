@@ -40,6 +40,19 @@ qreal nice_ceiling(qreal v) {
 
 }  // namespace
 
+qreal LineChartItem::axisMax() const {
+    if (fixed_max_ > 0) return fixed_max_;
+    qreal m = 0;
+    for (qreal v : values_) m = std::max(m, v);
+    const qreal top = nice_ceiling(m);
+    return format_ == QLatin1String("bytes") ? std::max<qreal>(top, 1024) : top;
+}
+
+QStringList LineChartItem::axisLabels() const {
+    const qreal vmax = axisMax();
+    return {label(vmax), label(vmax / 2), label(0)};
+}
+
 void LineChartItem::paint(QPainter* p) {
     const qreal w = width(), h = height();
     if (w <= 0 || h <= 0) return;
@@ -47,12 +60,7 @@ void LineChartItem::paint(QPainter* p) {
     f.setPixelSize(10);
     p->setFont(f);
     const qreal top = 6, bottom = h - 6, left = 0, right = w - 50;
-    qreal vmax = fixed_max_;
-    if (vmax <= 0) {
-        qreal m = 0;
-        for (qreal v : values_) m = std::max(m, v);
-        vmax = nice_ceiling(m);
-    }
+    const qreal vmax = axisMax();
     // Grid: 0, half, top, with the values at the right.
     p->setPen(QPen(grid_color_, 1));
     for (int i = 0; i <= 2; ++i) {

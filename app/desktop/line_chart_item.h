@@ -25,6 +25,12 @@ public:
 
     // How the chart labels a value in its format.
     QString label(qreal v) const;
+    // The scale's top: fixedMax, else a round value at or above the data's
+    // largest (for bytes at least 1 KiB, so an idle chart's scale reads
+    // "1.00 KiB / 512 B / 0 B", not "1 B / 1 B / 0 B").
+    qreal axisMax() const;
+    // The grid lines' labels, top first.
+    Q_INVOKABLE QStringList axisLabels() const;
 
 Q_SIGNALS:
     void valuesChanged();

@@ -2,6 +2,9 @@
 // message and conversation list models, settings validation and the
 // telemetry model's histories.
 #include <QDir>
+#include <QFontMetricsF>
+#include <QImage>
+#include <QPainter>
 #include <QFile>
 #include <QFileInfo>
 #include <QSettings>
@@ -15,6 +18,8 @@
 
 #include "conversation_list_model.h"
 #include "gguf/gguf.h"
+#include "heat_map_item.h"
+#include "line_chart_item.h"
 #include "message_list_model.h"
 #include "model_library.h"
 #include "settings_model.h"
@@ -55,6 +60,54 @@ private Q_SLOTS:
         const QVariantList s = TextUtil::segments(QStringLiteral("line one\nline two\n\npara"));
         QCOMPARE(s.size(), 1);
         QCOMPARE(s[0].toMap()[QStringLiteral("text")].toString(), QStringLiteral("line one  \nline two\n\npara"));
+    }
+
+    // An idle bytes chart (nothing loaded per token) reads "1.00 KiB / 512 B /
+    // 0 B", not "1 B / 1 B / 0 B"; a busy one scales to its data.
+    void chart_axis_labels_are_distinct() {
+        LineChartItem chart;
+        chart.setProperty("format", QStringLiteral("bytes"));
+        chart.setValues({0, 0, 0});
+        QCOMPARE(chart.axisLabels(), QStringList({QStringLiteral("1.00 KiB"), QStringLiteral("512 B"), QStringLiteral("0 B")}));
+        chart.setValues({0, 3.0 * 1024 * 1024});
+        QCOMPARE(chart.axisLabels().first(), QStringLiteral("4.77 MiB"));  // 5e6: round in decimal
+        chart.setProperty("format", QStringLiteral("number"));
+        chart.setValues({0, 140});
+        QCOMPARE(chart.axisLabels(), QStringList({QStringLiteral("200"), QStringLiteral("100"), QStringLiteral("0.0")}));
+    }
+
+    // 48 layers x 128 experts in the panel's space: labels never overlap (the
+    // step covers the widest label) and resident experts stay marked though
+    // their cells are too small to outline.
+    void heat_map_of_many_layers_keeps_labels_and_marks() {
+        TelemetryModel t;
+        strata::TelemetrySnapshot s;
+        s.n_layer = 48;
+        s.n_expert = 128;
+        s.heat.assign(size_t(48 * 128), 0.0f);
+        s.residency.assign(size_t(48 * 128), 0);
+        s.residency[size_t(10 * 128 + 64)] = 2;  // layer 10, expert 64 resident
+        s.heat[0] = 1.0f;
+        t.push(s);
+        HeatMapItem map;
+        map.setTelemetry(&t);
+        map.setSize(QSizeF(330, 16 + 48 * 7));
+        const QVariantMap steps = map.labelSteps();
+        QFont f;
+        f.setPixelSize(10);
+        const QFontMetricsF fm(f);
+        const qreal cw = (330.0 - map.labelWidth()) / 128, ch = 48 * 7.0 / 48;
+        QVERIFY(steps[QStringLiteral("column")].toInt() * cw >= fm.horizontalAdvance(QStringLiteral("127")) + 4);
+        QVERIFY(steps[QStringLiteral("row")].toInt() * ch >= fm.height());
+        QImage img(330, 16 + 48 * 7, QImage::Format_ARGB32);
+        img.fill(Qt::black);
+        QPainter p(&img);
+        map.paint(&p);
+        p.end();
+        const int x = int(map.labelWidth() + (64 + 0.5) * cw), y = int(16 + 10 * ch + 0.5);
+        const int x_absent = int(map.labelWidth() + (66 + 0.5) * cw);
+        QVERIFY2(img.pixelColor(x, y).lightness() > img.pixelColor(x_absent, y).lightness() + 40,
+                 qPrintable(QStringLiteral("resident %1, absent %2").arg(img.pixelColor(x, y).name(), img.pixelColor(x_absent, y).name())));
     }
 
     void formats() {
@@ -532,5 +585,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestAppModels)
+QTEST_MAIN(TestAppModels)  // a QGuiApplication: the heat map test paints
 #include "test_app_models.moc"
