@@ -180,12 +180,13 @@ Rectangle {
                     required property int versionCount
                     required property string reasoning
                     required property bool reasoningOpen
+                    required property int reasoningWords
                     width: ListView.view.width
                     maxContentWidth: 820
                     bubbleId: messageId
                     bubbleRole: role
                     bubbleContent: content
-                    bubbleSegments: segments
+                    segmentSource: segments
                     bubbleStreaming: streaming
                     bubblePartial: partial
                     bubbleStats: statsText
@@ -195,6 +196,7 @@ Rectangle {
                     bubbleVersionCount: versionCount
                     bubbleReasoning: reasoning
                     bubbleReasoningOpen: reasoningOpen
+                    bubbleReasoningWords: reasoningWords
                     canAct: !chat.generating && pane.ready
                     onRegenerateRequested: chat.regenerate()
                     onVersionRequested: (delta) => chat.showAnswerVersion(delta)

@@ -83,16 +83,21 @@ Rectangle {
                         RowLayout {
                             Layout.fillWidth: true
                             spacing: 6
-                            // An answer is being generated in this conversation.
+                            // An answer is being generated in this conversation: a dot
+                            // that blinks (a timer, two frames a second; an animation
+                            // would redraw the window at the display's rate meanwhile,
+                            // taking CPU from the engine).
                             Rectangle {
+                                objectName: "generatingDot"
                                 visible: row.generating
                                 implicitWidth: 7; implicitHeight: 7; radius: 3.5
                                 color: Theme.success
-                                SequentialAnimation on opacity {
+                                Timer {
                                     running: row.generating
-                                    loops: Animation.Infinite
-                                    NumberAnimation { from: 1; to: 0.3; duration: 600 }
-                                    NumberAnimation { from: 0.3; to: 1; duration: 600 }
+                                    repeat: true
+                                    interval: 600
+                                    onTriggered: parent.opacity = parent.opacity > 0.5 ? 0.3 : 1
+                                    onRunningChanged: parent.opacity = 1
                                 }
                             }
                             Label {

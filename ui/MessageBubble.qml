@@ -12,7 +12,15 @@ Item {
     property var bubbleId: 0
     property string bubbleRole: "assistant"
     property string bubbleContent: ""
-    property var bubbleSegments: TextUtil.segments(bubbleContent)
+    // The answer in prose and code pieces: the message list's (segmentSource,
+    // fed as the answer streams, with no text passing through QML), or made
+    // here from bubbleContent for a bubble on its own.
+    property var segmentSource: null
+    readonly property var segments: segmentSource ? segmentSource : ownSegments
+    // What Copy copies, read when asked (a binding would copy the answer into
+    // QML at every streamed chunk), and whether there is an answer yet.
+    function answerText() { return segmentSource ? segmentSource.markdown : bubbleContent }
+    readonly property bool hasAnswer: segmentSource ? segmentSource.count > 0 : bubbleContent.length > 0
     property bool bubbleStreaming: false
     property bool bubblePartial: false
     property string bubbleStats: ""
@@ -21,22 +29,24 @@ Item {
     property int bubbleVersion: 0        // which version of this answer (Regenerate keeps the others)
     property int bubbleVersionCount: 0
     property string bubbleReasoning: ""    // the model's reasoning before its answer (shown collapsed)
+    property int bubbleReasoningWords: bubbleReasoning.length > 0 ? bubbleReasoning.trim().split(/\s+/).length : 0
     property bool bubbleReasoningOpen: false  // still being written
     property bool reasoningShown: false
     property bool canAct: true
     property real maxContentWidth: 820
     property bool editing: false
     readonly property bool isUser: bubbleRole === "user"
-    readonly property int codeBlockCount: {
-        let n = 0
-        for (let i = 0; i < bubbleSegments.length; ++i) if (bubbleSegments[i].kind === "code") ++n
-        return n
-    }
+    readonly property int codeBlockCount: segments.codeBlockCount
     signal regenerateRequested()
     signal versionRequested(int delta)
     signal editSubmitted(var id, string text)
 
     implicitHeight: column.implicitHeight + 12
+
+    SegmentModel {
+        id: ownSegments
+        markdown: bubble.isUser || bubble.segmentSource ? "" : bubble.bubbleContent
+    }
     readonly property real columnWidth: Math.min(width - 48, maxContentWidth)
 
     ColumnLayout {
@@ -85,16 +95,26 @@ Item {
                 visible: !bubble.isUser
                 width: parent.width
                 spacing: 10
+                // One item per piece: as an answer streams only the last
+                // piece's text changes, and pieces are added, never rebuilt.
                 Repeater {
-                    model: bubble.isUser ? [] : bubble.bubbleSegments
+                    model: bubble.isUser ? null : bubble.segments
                     delegate: Loader {
-                        required property var modelData
+                        id: piece
+                        required property string kind
+                        required property string text
+                        required property string lang
+                        required property bool joined
                         Layout.fillWidth: true
-                        sourceComponent: modelData.kind === "code" ? codeComponent : proseComponent
+                        // A long paragraph cut at a line break reads as one.
+                        Layout.topMargin: joined ? -content.spacing : 0
+                        sourceComponent: kind === "code" ? codeComponent : proseComponent
                         Component {
                             id: proseComponent
                             TextEdit {
-                                text: modelData.text
+                                id: proseText
+                                objectName: "proseText"
+                                text: piece.text
                                 textFormat: TextEdit.MarkdownText
                                 readOnly: true
                                 selectByMouse: true
@@ -103,11 +123,12 @@ Item {
                                 font.pixelSize: Theme.fontSize
                                 selectionColor: Theme.accent
                                 onLinkActivated: (link) => Qt.openUrlExternally(link)
+                                MarkdownStyler { document: proseText.textDocument }  // tables and quotes
                             }
                         }
                         Component {
                             id: codeComponent
-                            CodeBlock { code: modelData.text; language: modelData.lang }
+                            CodeBlock { code: piece.text; language: piece.lang }
                         }
                     }
                 }
@@ -130,7 +151,7 @@ Item {
                             id: reasoningHeader
                             text: (bubble.reasoningShown ? "▾ " : "▸ ")
                                   + (bubble.bubbleReasoningOpen ? "Reasoning…" : "Reasoning")
-                                  + "  ·  " + bubble.bubbleReasoning.trim().split(/\s+/).length + " words"
+                                  + "  ·  " + bubble.bubbleReasoningWords + " words"
                             color: Theme.textDim
                             font.pixelSize: Theme.small
                         }
@@ -147,7 +168,7 @@ Item {
                             objectName: "reasoningText"
                             x: 10; y: 8
                             width: parent.width - 20
-                            text: bubble.bubbleReasoning.trim()
+                            text: bubble.reasoningShown ? bubble.bubbleReasoning.trim() : ""
                             readOnly: true
                             selectByMouse: true
                             wrapMode: TextEdit.Wrap
@@ -157,16 +178,22 @@ Item {
                         }
                     }
                 }
+                // Until the first words: blinks by a timer (an animation would
+                // redraw the window at the display's rate, taking CPU from the
+                // engine while it reads the prompt).
                 Label {
-                    visible: bubble.bubbleStreaming && bubble.bubbleContent.length === 0 && bubble.bubbleReasoning.length === 0
+                    id: thinking
+                    objectName: "thinkingLabel"
+                    visible: bubble.bubbleStreaming && !bubble.hasAnswer && bubble.bubbleReasoning.length === 0
                     text: "Thinking…"
                     color: Theme.textFaint
                     font.italic: true
-                    SequentialAnimation on opacity {
-                        running: bubble.bubbleStreaming
-                        loops: Animation.Infinite
-                        NumberAnimation { to: 0.35; duration: 600 }
-                        NumberAnimation { to: 1; duration: 600 }
+                    Timer {
+                        running: thinking.visible
+                        repeat: true
+                        interval: 600
+                        onTriggered: thinking.opacity = thinking.opacity > 0.5 ? 0.35 : 1
+                        onRunningChanged: thinking.opacity = 1
                     }
                 }
             }
@@ -264,9 +291,9 @@ Item {
                 text: copied ? "Copied ✓" : "Copy"
                 flat: true
                 font.pixelSize: Theme.small
-                visible: bubble.bubbleContent.length > 0
+                visible: bubble.isUser ? bubble.bubbleContent.length > 0 : bubble.hasAnswer
                 onClicked: {
-                    TextUtil.copyToClipboard(bubble.bubbleContent)
+                    TextUtil.copyToClipboard(bubble.isUser ? bubble.bubbleContent : bubble.answerText())
                     copied = true
                     copiedTimer.restart()
                 }

@@ -79,6 +79,9 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         if (!cancelled) Q_EMIT modelLoadFailed(message);
         else set_notice(QStringLiteral("Loading was cancelled."));
     });
+    flush_timer_.setSingleShot(true);
+    flush_timer_.setInterval(kFlushMs);
+    connect(&flush_timer_, &QTimer::timeout, this, &ChatController::flush_streamed);
     connect(&remote_, &RemoteEngine::token, this, &ChatController::on_token);
     connect(&remote_, &RemoteEngine::finished, this, &ChatController::on_finished);
     connect(&remote_, &RemoteEngine::failed, this, &ChatController::on_failed);
@@ -274,6 +277,7 @@ void ChatController::reload_messages() {
             for (app::Message& m : list)
                 if (m.id == st->message) m.content = st->text;
         }
+        for (Stream& s : streams_) s.unshown.clear();  // the list shows all streamed text now
         messages_.set_messages(list);
         messages_.set_streaming(st ? st->message : 0);
         refresh_versions();
@@ -406,7 +410,8 @@ bool ChatController::send(const QString& text_in) {
 }
 
 bool ChatController::start_generation(const QString&) {
-    const sched::SamplingParams sp = settings_->sampling_params();
+    sched::SamplingParams sp = settings_->sampling_params();
+    if (max_tokens_override_ > 0) sp.max_tokens = max_tokens_override_;
     if (const std::string err = sp.validate(); !err.empty()) {
         set_error(QStringLiteral("Sampling settings: ") + QString::fromStdString(err));
         return false;
@@ -519,8 +524,21 @@ void ChatController::on_token(quint64 id, const QString& text) {
     if (it == streams_.end()) return;
     Stream& s = *it;
     s.text += text;
-    if (s.conversation == current_ && s.message) messages_.append_text(s.message, text);
+    if (s.conversation == current_ && s.message) s.unshown += text;
     if (s.saved.elapsed() >= 500) save_streaming(s, false, nullptr, QString());
+    if (!flush_timer_.isActive()) flush_streamed();
+}
+
+void ChatController::flush_streamed() {
+    bool any = false;
+    for (Stream& s : streams_) {
+        if (s.unshown.isEmpty()) continue;
+        if (s.conversation == current_ && s.message) messages_.append_text(s.message, s.unshown);
+        s.unshown.clear();
+        any = true;
+    }
+    if (!any) return;
+    flush_timer_.start();  // the next chunk waits for the interval's end
     Q_EMIT streamed();
 }
 

@@ -134,6 +134,13 @@ public:
     QVariantMap launch() const { return launch_; }
     app::ChatStore& store() { return *store_; }
     EngineWorker* worker() { return worker_; }
+    // Tokens reach the view at most every kFlushMs: a chunk on the leading
+    // edge at once, the rest gathered until the interval ends. The engine
+    // may stream hundreds of tokens a second; the view gains nothing from
+    // more than a screen refresh's worth of updates, and each costs a layout.
+    static constexpr int kFlushMs = 50;
+    // Answers of at most n tokens, whatever the settings say (strata --max-tokens; not saved). 0: the settings'.
+    void set_max_tokens_override(int n) { max_tokens_override_ = n; }
     RemoteEngine* remoteEngine() { return &remote_; }
     bool remote() const { return remote_active_; }
     QString remoteUrl() const;
@@ -258,8 +265,12 @@ private:
         qint64 message = 0;
         qint64 conversation = 0;
         QString text;
+        QString unshown;  // streamed since the view was last updated (see flush_streamed)
         QElapsedTimer saved;
     };
+    void flush_streamed();
+    QTimer flush_timer_;
+    int max_tokens_override_ = 0;
     quint64 request_for(qint64 conversation) const;
     void streams_changed();
     void save_streaming(Stream& s, bool final_commit, const QVariantMap* stats, const QString& finish);

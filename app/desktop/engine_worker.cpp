@@ -370,12 +370,20 @@ void EngineWorker::on_text(quint64 id, std::string_view piece) {
     Active& a = it->second;
     if (a.ttft_ms < 0) a.ttft_ms = std::chrono::duration<double, std::milli>(clock_type::now() - a.t0).count();
     a.text.append(piece);
-    Q_EMIT token(id, QString::fromUtf8(piece.data(), int(piece.size())));
+    if (clock_type::now() - a.sent_at >= std::chrono::milliseconds(kTextBatchMs)) send_text(id, a);
+}
+
+void EngineWorker::send_text(quint64 id, Active& a) {
+    if (a.sent >= a.text.size()) return;
+    Q_EMIT token(id, QString::fromUtf8(a.text.data() + a.sent, qsizetype(a.text.size() - a.sent)));
+    a.sent = a.text.size();
+    a.sent_at = clock_type::now();
 }
 
 void EngineWorker::on_done(quint64 id, const sched::RequestResult& r) {
     auto it = active_.find(id);
     if (it == active_.end()) return;
+    send_text(id, it->second);  // the last pieces, before the answer is reported done
     const Active a = std::move(it->second);
     active_.erase(it);
     const double seconds = std::chrono::duration<double>(clock_type::now() - a.t0).count();
@@ -471,6 +479,7 @@ void EngineWorker::run_speculative(quint64 id) {
         stats[QStringLiteral("speculative")] = true;
         stats[QStringLiteral("specAcceptance")] = st.acceptance();
         stats[QStringLiteral("specDrafted")] = qlonglong(st.drafted);
+        send_text(id, a);
         active_.erase(id);
         emit_telemetry();
         Q_EMIT finished(id, stats);

@@ -188,7 +188,16 @@ private:
         sched::SamplingParams params;
         std::vector<int32_t> prompt;
         DraftSettings draft;
+        size_t sent = 0;                              // bytes of text emitted as `token`
+        std::chrono::steady_clock::time_point sent_at{};
     };
+    // Streamed text leaves this thread at most every kTextBatchMs per request
+    // (the first piece at once, a slow stream's every piece at once): each
+    // `token` wakes the GUI thread, which on a machine with as many compute
+    // threads as cores takes a core from the engine; a few hundred wakes a
+    // second cost it far more than the text is worth.
+    static constexpr int kTextBatchMs = 50;
+    void send_text(quint64 id, Active& a);
 
     bool stopped(quint64 id) const;
     void tick();

@@ -1,11 +1,53 @@
 #include "message_list_model.h"
 
 #include "chat/chat_template.h"
-#include "text_util.h"
+#include "chat/reply_stream.h"
 
 namespace strata::desktop {
 
+namespace {
+
+// Words in s[from..]: runs of non-space, one started before `from` not counted again.
+int count_words(const QString& s, qsizetype from = 0) {
+    int n = 0;
+    bool in_word = from > 0 && !s.at(from - 1).isSpace();
+    for (qsizetype i = from; i < s.size(); ++i) {
+        const bool space = s.at(i).isSpace();
+        if (!space && !in_word) ++n;
+        in_word = !space;
+    }
+    return n;
+}
+
+// `dst` (the UTF-8 `old_bytes` it was made from) becomes `now`, of which the first `kept` bytes are unchanged.
+bool follow(QString& dst, qsizetype old_bytes, const std::string& now, size_t kept) {
+    if (kept == size_t(old_bytes)) {
+        if (now.size() == kept) return false;
+        dst += QString::fromUtf8(now.data() + kept, qsizetype(now.size() - kept));
+    } else {
+        dst = QString::fromStdString(now);
+    }
+    return true;
+}
+
+}  // namespace
+
 MessageListModel::MessageListModel(QObject* parent) : QAbstractListModel(parent) {}
+MessageListModel::~MessageListModel() = default;
+
+MessageListModel::Reply MessageListModel::reply_of(const app::Message& m, Reply* reuse) {
+    Reply r;
+    if (m.role != QLatin1String("assistant")) return r;
+    r.stream = std::make_unique<chat::ReplyStream>();
+    r.stream->append(m.content.toStdString());
+    r.answer = QString::fromStdString(r.stream->parts().answer);
+    r.reasoning = QString::fromStdString(r.stream->parts().reasoning);
+    r.reasoning_words = count_words(r.reasoning);
+    if (reuse && reuse->segments) r.segments = std::move(reuse->segments);
+    else r.segments.reset(new SegmentListModel());
+    r.segments->setMarkdown(r.answer);
+    return r;
+}
 
 QString MessageListModel::answer_of(const app::Message& m) {
     if (m.role != QLatin1String("assistant")) return m.content;
@@ -32,18 +74,16 @@ QString MessageListModel::stats_text(const app::Message& m) {
 QVariant MessageListModel::data(const QModelIndex& index, int role) const {
     if (!index.isValid() || index.row() < 0 || index.row() >= items_.size()) return {};
     const app::Message& m = items_[index.row()];
+    const Reply& r = replies_[size_t(index.row())];
     switch (role) {
         case IdRole: return m.id;
         case RoleRole: return m.role;
         case Qt::DisplayRole:
-        case ContentRole: return answer_of(m);
-        case SegmentsRole: return TextUtil::segments(answer_of(m));
-        case ReasoningRole:
-            return m.role == QLatin1String("assistant")
-                       ? QString::fromStdString(chat::split_reply(m.content.toStdString()).reasoning)
-                       : QString();
-        case ReasoningOpenRole:
-            return m.role == QLatin1String("assistant") && chat::split_reply(m.content.toStdString()).reasoning_open;
+        case ContentRole: return r.stream ? r.answer : m.content;
+        case SegmentsRole: return QVariant::fromValue(static_cast<QObject*>(r.segments.get()));
+        case ReasoningRole: return r.reasoning;
+        case ReasoningOpenRole: return r.stream && r.stream->parts().reasoning_open;
+        case ReasoningWordsRole: return r.reasoning_words;
         case PartialRole: return m.partial;
         case StreamingRole: return streaming_ != 0 && m.id == streaming_;
         case TokensRole: return m.stats.tokens;
@@ -64,13 +104,15 @@ QHash<int, QByteArray> MessageListModel::roleNames() const {
     return {{IdRole, "messageId"},   {RoleRole, "role"},         {ContentRole, "content"},   {SegmentsRole, "segments"},
             {PartialRole, "partial"}, {StreamingRole, "streaming"}, {TokensRole, "tokens"},   {TokSRole, "tokS"},
             {TtftRole, "ttftMs"},     {SecondsRole, "seconds"},    {FinishRole, "finish"},     {ModelRole, "modelFile"},
-            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"},
+            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"}, {ReasoningWordsRole, "reasoningWords"},
             {VersionCountRole, "versionCount"}};
 }
 
 void MessageListModel::set_messages(const QList<app::Message>& list) {
     beginResetModel();
     items_ = list;
+    replies_.clear();
+    for (const app::Message& m : items_) replies_.push_back(reply_of(m));
     endResetModel();
     Q_EMIT countChanged();
 }
@@ -79,6 +121,7 @@ void MessageListModel::append(const app::Message& m) {
     const int row = int(items_.size());
     beginInsertRows({}, row, row);
     items_.append(m);
+    replies_.push_back(reply_of(m));
     endInsertRows();
     if (row > 0) Q_EMIT dataChanged(index(row - 1), index(row - 1), {IsLastRole});
     Q_EMIT countChanged();
@@ -88,13 +131,39 @@ void MessageListModel::append_text(qint64 id, const QString& text) {
     const int row = row_of(id);
     if (row < 0) return;
     items_[row].content += text;
-    Q_EMIT dataChanged(index(row), index(row), {ContentRole, SegmentsRole, Qt::DisplayRole, ReasoningRole, ReasoningOpenRole});
+    Reply& r = replies_[size_t(row)];
+    if (!r.stream) {
+        Q_EMIT dataChanged(index(row), index(row), {ContentRole, Qt::DisplayRole});
+        return;
+    }
+    const qsizetype answer_bytes = qsizetype(r.stream->parts().answer.size());
+    const qsizetype reasoning_bytes = qsizetype(r.stream->parts().reasoning.size());
+    const bool was_open = r.stream->parts().reasoning_open;
+    r.stream->append(text.toStdString());
+    const chat::ReplyParts& p = r.stream->parts();
+    QList<int> roles;
+    const qsizetype shown = r.answer.size();
+    if (follow(r.answer, answer_bytes, p.answer, r.stream->answer_kept())) {
+        // The pieces grow by what the answer gained (or are read afresh); the
+        // whole text is not signalled: the view shows the pieces.
+        if (r.stream->answer_kept() == size_t(answer_bytes)) r.segments->append(r.answer.mid(shown));
+        else r.segments->setMarkdown(r.answer);
+    }
+    const qsizetype words_from = r.stream->reasoning_kept() == size_t(reasoning_bytes) ? r.reasoning.size() : 0;
+    if (follow(r.reasoning, reasoning_bytes, p.reasoning, r.stream->reasoning_kept())) {
+        r.reasoning_words = (words_from > 0 ? r.reasoning_words : 0) + count_words(r.reasoning, words_from);
+        roles << ReasoningRole << ReasoningWordsRole;
+    }
+    if (p.reasoning_open != was_open) roles << ReasoningOpenRole;
+    if (!roles.isEmpty()) Q_EMIT dataChanged(index(row), index(row), roles);
 }
 
 void MessageListModel::update(const app::Message& m) {
     const int row = row_of(m.id);
     if (row < 0) return;
+    const bool same_text = items_[row].content == m.content && items_[row].role == m.role;
     items_[row] = m;
+    if (!same_text) replies_[size_t(row)] = reply_of(m, &replies_[size_t(row)]);
     Q_EMIT dataChanged(index(row), index(row));
 }
 
@@ -123,6 +192,7 @@ void MessageListModel::remove_from(qint64 id) {
     if (row < 0) return;
     beginRemoveRows({}, row, int(items_.size()) - 1);
     items_.erase(items_.begin() + row, items_.end());
+    replies_.resize(size_t(row));
     endRemoveRows();
     if (!items_.isEmpty()) Q_EMIT dataChanged(index(int(items_.size()) - 1), index(int(items_.size()) - 1), {IsLastRole});
     Q_EMIT countChanged();

@@ -1,10 +1,24 @@
 // The messages of the open conversation (centre column), oldest first. The
 // answer being generated is the last row; chunks are appended to it in place.
+//
+// An assistant's text is kept split into reasoning and answer
+// (chat::ReplyStream): a chunk is read once, the answer and reasoning grow by
+// what it added, and the answer's pieces (SegmentsRole, a SegmentListModel
+// per answer) grow by it too. While an answer streams only its pieces and
+// reasoning are signalled, not its whole text, so a streamed token costs the
+// same at the end of a long answer as at its start.
 #pragma once
 
 #include <QAbstractListModel>
+#include <memory>
+#include <vector>
 
 #include "chat_store.h"
+#include "markdown_segments.h"
+
+namespace strata::chat {
+class ReplyStream;
+}
 
 namespace strata::desktop {
 
@@ -15,8 +29,8 @@ public:
     enum Role {
         IdRole = Qt::UserRole + 1,
         RoleRole,        // "user" | "assistant"
-        ContentRole,     // an assistant's answer without its reasoning (chat::split_reply)
-        SegmentsRole,    // [{kind: "text"|"code", text, lang}] of the answer (TextUtil::segments)
+        ContentRole,     // an assistant's answer without its reasoning (chat::split_reply); not signalled while it streams
+        SegmentsRole,    // an assistant's answer in prose and code pieces (SegmentListModel); null for the user's
         PartialRole,
         StreamingRole,   // the answer being generated now
         TokensRole,
@@ -31,8 +45,10 @@ public:
         VersionCountRole,  // how many versions its answer has (the last answer only; 0 elsewhere)
         ReasoningRole,     // the reasoning before an assistant's answer (harmony's analysis, <think>); "" if none
         ReasoningOpenRole, // the reasoning is still being written
+        ReasoningWordsRole, // how many words the reasoning has
     };
     explicit MessageListModel(QObject* parent = nullptr);
+    ~MessageListModel() override;
 
     int rowCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role) const override;
@@ -60,7 +76,20 @@ Q_SIGNALS:
     void countChanged();
 
 private:
+    // An assistant message's text, split as it streams.
+    struct DeleteLater {
+        void operator()(QObject* o) const { o->deleteLater(); }  // a view may still hold it this turn
+    };
+    struct Reply {
+        std::unique_ptr<chat::ReplyStream> stream;
+        QString answer, reasoning;
+        int reasoning_words = 0;
+        std::unique_ptr<SegmentListModel, DeleteLater> segments;
+    };
+    // `reuse`: the row's old reply, whose pieces model is kept (the view keeps its items).
+    static Reply reply_of(const app::Message& m, Reply* reuse = nullptr);
     QList<app::Message> items_;
+    std::vector<Reply> replies_;  // one per item (empty for the user's)
     qint64 streaming_ = 0;
     qint64 versions_of_ = 0;
     int version_ = 0, version_count_ = 0;

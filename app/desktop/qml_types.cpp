@@ -12,6 +12,7 @@
 #include "markdown_styler.h"
 #include "heat_map_item.h"
 #include "line_chart_item.h"
+#include "markdown_segments.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
 #include "text_util.h"
@@ -25,6 +26,7 @@ void register_qml_types() {
     const char* uri = "Strata";
     qmlRegisterType<HeatMapItem>(uri, 1, 0, "HeatMap");
     qmlRegisterType<LineChartItem>(uri, 1, 0, "LineChart");
+    qmlRegisterType<SegmentListModel>(uri, 1, 0, "SegmentModel");
     qmlRegisterType<CodeHighlighter>(uri, 1, 0, "CodeHighlighter");
     qmlRegisterType<MarkdownStyler>(uri, 1, 0, "MarkdownStyler");
     qmlRegisterSingletonType<TextUtil>(uri, 1, 0, "TextUtil", [](QQmlEngine*, QJSEngine*) -> QObject* { return new TextUtil(); });

@@ -1,77 +1,24 @@
 #include "text_util.h"
 
+#include "markdown_segments.h"
+
 #include <QClipboard>
 #include <QGuiApplication>
-#include <QRegularExpression>
-#include <QStringList>
 #include <QVariantMap>
 
 namespace strata::desktop {
 
-namespace {
-
-void add(QVariantList& out, const QString& kind, QString text, const QString& lang) {
-    if (kind == QLatin1String("text")) {
-        // Trim blank lines around prose; skip prose that is only whitespace.
-        while (text.startsWith(QLatin1Char('\n'))) text.remove(0, 1);
-        while (text.endsWith(QLatin1Char('\n'))) text.chop(1);
-        if (text.trimmed().isEmpty()) return;
-        // Models write one line per sentence or verse: keep their line breaks
-        // (Markdown would join them) by making each a hard break.
-        QStringList lines = text.split(QLatin1Char('\n'));
-        for (int i = 0; i + 1 < lines.size(); ++i)
-            if (!lines[i].trimmed().isEmpty() && !lines[i + 1].trimmed().isEmpty() && !lines[i].endsWith(QLatin1String("  ")))
-                lines[i] += QStringLiteral("  ");
-        text = lines.join(QLatin1Char('\n'));
-    }
-    QVariantMap m;
-    m[QStringLiteral("kind")] = kind;
-    m[QStringLiteral("text")] = text;
-    m[QStringLiteral("lang")] = lang;
-    out.append(m);
-}
-
-}  // namespace
-
 QVariantList TextUtil::segments(const QString& markdown) {
+    MarkdownSegmenter segmenter;
+    segmenter.append(markdown);
     QVariantList out;
-    const QStringList lines = markdown.split(QLatin1Char('\n'));
-    static const QRegularExpression open_re(QStringLiteral("^ {0,3}(`{3,}|~{3,})\\s*([^`\\s]*)[^`]*$"));
-    QString prose, code, lang, fence;
-    bool in_code = false;
-    for (const QString& line : lines) {
-        if (!in_code) {
-            const QRegularExpressionMatch m = open_re.match(line);
-            if (m.hasMatch()) {
-                add(out, QStringLiteral("text"), prose, {});
-                prose.clear();
-                in_code = true;
-                fence = m.captured(1);
-                lang = m.captured(2);
-                code.clear();
-                continue;
-            }
-            prose += line;
-            prose += QLatin1Char('\n');
-        } else {
-            const QString t = line.trimmed();
-            if (t.startsWith(fence.at(0)) && t.size() >= fence.size() &&
-                t == QString(t.size(), fence.at(0)) && line.indexOf(fence.at(0)) <= 3) {
-                if (code.endsWith(QLatin1Char('\n'))) code.chop(1);
-                add(out, QStringLiteral("code"), code, lang);
-                in_code = false;
-                continue;
-            }
-            code += line;
-            code += QLatin1Char('\n');
-        }
-    }
-    if (in_code) {
-        if (code.endsWith(QLatin1Char('\n'))) code.chop(1);
-        add(out, QStringLiteral("code"), code, lang);
-    } else {
-        if (prose.endsWith(QLatin1Char('\n'))) prose.chop(1);
-        add(out, QStringLiteral("text"), prose, {});
+    for (const Segment& s : segmenter.all()) {
+        QVariantMap m;
+        m[QStringLiteral("kind")] = s.kind;
+        m[QStringLiteral("text")] = s.text;
+        m[QStringLiteral("lang")] = s.lang;
+        m[QStringLiteral("joined")] = s.joined;
+        out.append(m);
     }
     return out;
 }

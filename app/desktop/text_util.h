@@ -13,9 +13,10 @@ public:
     explicit TextUtil(QObject* parent = nullptr) : QObject(parent) {}
 
     // Splits Markdown into prose and fenced code blocks (``` or ~~~, with an
-    // optional language): [{kind: "text"|"code", text, lang}], in order. A
-    // fence not yet closed (an answer still streaming) runs to the end.
-    // Empty prose between blocks is left out.
+    // optional language), prose into paragraphs: [{kind: "text"|"code", text,
+    // lang, joined}], in order (MarkdownSegmenter read at once). A fence not
+    // yet closed (an answer still streaming) runs to the end. Empty prose
+    // between blocks is left out.
     Q_INVOKABLE static QVariantList segments(const QString& markdown);
 
     // "12.3 MiB" (binary units).

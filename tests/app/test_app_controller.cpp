@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "chat_controller.h"
+#include "engine_worker.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
 
@@ -436,6 +437,29 @@ private Q_SLOTS:
         QVERIFY(load(kDemo));
         QCOMPARE(chat_->modelInfo()[QStringLiteral("context")].toLongLong(), 128);
         QVERIFY(!chat_->settingsNeedReload());
+    }
+
+    // The view is updated at most every ChatController::kFlushMs, however fast
+    // the engine streams: tokens arriving meanwhile are shown together, and
+    // the answer shown is the whole answer.
+    void streamed_tokens_reach_the_view_in_batches() {
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 96), QString());
+        chat_->newConversation();
+        QSignalSpy streamed(chat_.get(), &ChatController::streamed);
+        QSignalSpy tokens(chat_->worker(), &EngineWorker::token);
+        QElapsedTimer t;
+        t.start();
+        const QString finish = exchange(QStringLiteral("In the beginning"));
+        const qint64 ms = t.elapsed();
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 24), QString());
+        QCOMPARE(finish, QStringLiteral("length"));
+        QVERIFY2(streamed.count() <= 2 + ms / ChatController::kFlushMs,
+                 qPrintable(QStringLiteral("%1 view updates in %2 ms").arg(streamed.count()).arg(ms)));
+        QString all;
+        for (const QList<QVariant>& tok : tokens) all += tok.at(1).toString();
+        const MessageListModel* m = chat_->messages();
+        QCOMPARE(m->get(m->rowCount() - 1)[QStringLiteral("content")].toString(), all);
+        chat_->newConversation();  // the next tests start afresh
     }
 
     void plan_before_loading() {

@@ -147,7 +147,7 @@ private Q_SLOTS:
         QCOMPARE(chat_->modelState(), QStringLiteral("ready"));
         QSignalSpy streamed(chat_.get(), &ChatController::streamed);
         QCOMPARE(exchange(QStringLiteral("Who is the LORD?")), QStringLiteral("length"));
-        QVERIFY(streamed.count() > 2);
+        QVERIFY(streamed.count() >= 1);  // shown while it streamed (in batches: ChatController::kFlushMs)
         const auto msgs = chat_->store().messages(chat_->currentConversationId());
         QCOMPARE(msgs.size(), qsizetype(2));
         QCOMPARE(msgs[0].content, QStringLiteral("Who is the LORD?"));

@@ -75,6 +75,17 @@ Item {
                 chat.streamed()
             }
             tryVerify(() => list.atYEnd, 3000, "follows the stream")
+            // Each update is followed as it comes, not only once the answer ends:
+            // prose, then a code block that grows line by line, then prose again.
+            const chunks = ["\n\nNow some code:\n\n```python\n"]
+            for (let i = 0; i < 12; ++i) chunks.push("print(" + i + ")  # a line of the listing\n")
+            chunks.push("```\n\nAnd a last paragraph, long enough to wrap in a chat of this width, closing the answer.")
+            for (let i = 0; i < chunks.length; ++i) {
+                messagesFixture.appendToLast(chunks[i])
+                chat.streamed()
+                wait(40)  // about one view update (ChatController::kFlushMs)
+                verify(list.atYEnd, "in view after chunk " + i + ": contentY " + list.contentY + " of " + (list.contentHeight - list.height))
+            }
             // A notice appears: the list leaves room for it.
             const toast = find(pane, "toast")
             chat.notice = "The oldest 2 message(s) did not fit the model's context (2048 tokens) and were left out of the prompt."

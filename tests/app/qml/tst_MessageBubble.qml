@@ -77,7 +77,7 @@ Item {
 
         function test_code_blocks() {
             compare(bubble.codeBlockCount, 2)
-            compare(bubble.bubbleSegments.length, 5)
+            compare(bubble.segments.count, 5)
             tryVerify(() => findAll(bubble, "codeText", []).length === 2)
             const code = findAll(bubble, "codeText", [])
             compare(code[0].text, "for (int i = 0; i < 3; ++i) {}")
