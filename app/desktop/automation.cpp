@@ -9,11 +9,23 @@
 #include <QJsonObject>
 #include <QQuickWindow>
 #include <cstdio>
+#include <ctime>
 
 #include "chat_controller.h"
 #include "telemetry_model.h"
+#include "thread_priority.h"
 
 namespace strata::desktop {
+
+namespace {
+
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
 
 Automation::Automation(AutomationOptions options, ChatController* chat, TelemetryModel* telemetry, QQuickWindow* window,
                        QObject* parent)
@@ -40,17 +52,23 @@ void Automation::on_model_loaded() {
         return;
     }
     chat_->newConversation();
-    if (!chat_->send(opt_.prompt)) fail(QStringLiteral("cannot send the prompt: ") + chat_->lastError());
+    send(opt_.prompt);
+}
+
+void Automation::send(const QString& text) {
+    cpu_at_send_ = thread_cpu_seconds();
+    answer_clock_.start();
+    if (!chat_->send(text)) fail(QStringLiteral("cannot send the prompt: ") + chat_->lastError());
 }
 
 void Automation::on_answer(qint64 message_id, const QString& finish) {
     if (message_id_ != 0) return;
+    cpu_at_answer_ = thread_cpu_seconds();
+    answer_seconds_ = answer_clock_.isValid() ? answer_clock_.nsecsElapsed() * 1e-9 : 0.0;
     if (next_prompt_ < opt_.more_prompts.size()) {
         // The next turn of the conversation; the report covers the last answer.
         const QString text = opt_.more_prompts[next_prompt_++];
-        QTimer::singleShot(0, this, [this, text] {
-            if (!chat_->send(text)) fail(QStringLiteral("cannot send the prompt: ") + chat_->lastError());
-        });
+        QTimer::singleShot(0, this, [this, text] { send(text); });
         return;
     }
     message_id_ = message_id;
@@ -109,6 +127,15 @@ void Automation::capture() {
         report[QStringLiteral("model")] = chat_->modelInfo();
         report[QStringLiteral("telemetry")] = telemetry_->figures();
         report[QStringLiteral("screenshot")] = opt_.screenshot;
+        // The threads' priorities: the GUI thread's, and the others' (the engine's among them).
+        QVariantList nices;
+        for (int n : process_thread_nices()) nices << n;
+        report[QStringLiteral("guiThreadNice")] = this_thread_nice();
+        report[QStringLiteral("threadNices")] = nices;
+        if (answer_seconds_ > 0) {
+            report[QStringLiteral("guiCpuSeconds")] = cpu_at_answer_ - cpu_at_send_;
+            report[QStringLiteral("answerSeconds")] = answer_seconds_;
+        }
         for (const app::Message& m : chat_->messages()->messages()) {
             if (m.id != message_id_) continue;
             report[QStringLiteral("answer")] = m.content;

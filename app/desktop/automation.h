@@ -7,9 +7,12 @@
 // settings|model` opens the settings dialog or the model dialog (with the
 // plan of the loaded model) before the screenshot. --prompt given several
 // times sends each in turn in the same conversation (a multi-turn chat); the
-// screenshot and report follow the last answer.
+// screenshot and report follow the last answer. The report has the GUI
+// thread's CPU seconds while the last answer streamed (guiCpuSeconds, beside
+// answerSeconds): what the app itself costs per answer.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QObject>
 #include <QPointer>
 #include <QString>
@@ -60,6 +63,12 @@ private:
     int waits_ = 0;
     bool shown_ = false;
     int next_prompt_ = 0;  // index into more_prompts
+    // This (the GUI) thread's CPU time and the wall clock when the last prompt
+    // was sent and when its answer ended: the app's own cost while it streams.
+    double cpu_at_send_ = 0, cpu_at_answer_ = 0;
+    QElapsedTimer answer_clock_;
+    double answer_seconds_ = 0;
+    void send(const QString& text);
 };
 
 }  // namespace strata::desktop

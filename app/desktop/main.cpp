@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string_view>
 
 #include "app_paths.h"
 #include "app_server.h"
@@ -20,6 +21,7 @@
 #include "common/log.h"
 #include "qml_types.h"
 #include "settings_model.h"
+#include "thread_priority.h"
 #include "telemetry_model.h"
 
 using namespace strata::desktop;
@@ -59,10 +61,22 @@ void save_window(const QQuickWindow* w, QSettings& s) {
     if (!maximized) s.setValue(QStringLiteral("ui/windowRect"), w->geometry());
 }
 
+// --help and --version only print: they are answered without a display (a
+// QGuiApplication aborts where there is none, and a terminal is all they need).
+bool only_prints(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "-h" || a == "--help" || a == "--help-all" || a == "-v" || a == "--version") return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    QGuiApplication app(argc, argv);
+    const std::unique_ptr<QCoreApplication> app_owner =
+        only_prints(argc, argv) ? std::make_unique<QCoreApplication>(argc, argv) : std::make_unique<QGuiApplication>(argc, argv);
+    QCoreApplication& app = *app_owner;
     QGuiApplication::setApplicationName(QStringLiteral("strata"));
     QGuiApplication::setOrganizationName(QStringLiteral("Strata"));
     QGuiApplication::setApplicationDisplayName(QStringLiteral("Strata"));
@@ -110,8 +124,11 @@ int main(int argc, char** argv) {
     const QCommandLineOption size_opt(QStringLiteral("size"),
                                       QStringLiteral("Open the window at WIDTHxHEIGHT pixels (e.g. 960x600) instead of where it was left."),
                                       QStringLiteral("WxH"));
+    const QCommandLineOption max_tokens_opt(QStringLiteral("max-tokens"),
+                                            QStringLiteral("With --prompt: answers of at most N tokens, whatever the settings say (not saved)."),
+                                            QStringLiteral("N"));
     cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt, server_opt, server_model_opt,
-                    server_key_opt, size_opt});
+                    server_key_opt, size_opt, max_tokens_opt});
     cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
 
     bool ok = false;
@@ -119,6 +136,14 @@ int main(int argc, char** argv) {
     if (!ok || timeout <= 0) {
         std::fprintf(stderr, "strata: --timeout: '%s' is not a positive number of seconds\n", qPrintable(cli.value(timeout_opt)));
         return 2;
+    }
+    int max_tokens = 0;
+    if (cli.isSet(max_tokens_opt)) {
+        max_tokens = cli.value(max_tokens_opt).toInt(&ok);
+        if (!ok || max_tokens <= 0) {
+            std::fprintf(stderr, "strata: --max-tokens: '%s' is not a positive number of tokens\n", qPrintable(cli.value(max_tokens_opt)));
+            return 2;
+        }
     }
     const QStringList prompts = cli.values(prompt_opt);
     if (std::any_of(prompts.begin(), prompts.end(), [](const QString& p) { return p.trimmed().isEmpty(); })) {
@@ -170,6 +195,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "strata: cannot open the chat database: %s\n", e.what());
         return 1;
     }
+    if (max_tokens > 0) chat->set_max_tokens_override(max_tokens);
+    // The engine's worker runs now: from here this thread yields to it (thread_priority.h).
+    // STRATA_GUI_NICE=0 keeps the default.
+    const int gui_nice = qEnvironmentVariableIsSet("STRATA_GUI_NICE") ? qEnvironmentVariableIntValue("STRATA_GUI_NICE") : kGuiNice;
+    if (gui_nice > 0 && !lower_this_thread_priority(gui_nice))
+        strata::logger("app")->warn("could not lower the GUI thread's priority; it competes with the engine's threads");
     AppInfo info(paths.log_file, paths.data_dir);
     // Serving the loaded model to other clients (Settings); destroyed before the chat's worker.
     AppServer server(chat->worker(), qsettings.get());

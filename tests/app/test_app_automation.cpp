@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <string_view>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -22,10 +23,10 @@ struct Run {
     QString err;
 };
 
-Run run_strata(const QStringList& args, int timeout_ms = 240000) {
+Run run_strata(const QStringList& args, int timeout_ms = 240000, const QString& platform = QStringLiteral("offscreen")) {
     QProcess p;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), platform);
     p.setProcessEnvironment(env);
     p.start(QStringLiteral(STRATA_APP_BINARY), args);
     Run r;
@@ -52,6 +53,28 @@ private Q_SLOTS:
         QCOMPARE(r.code, 0);
         r = run_strata({QStringLiteral("--no-such-option")}, 30000);
         QVERIFY(r.code != 0);
+        r = run_strata({QStringLiteral("--max-tokens"), QStringLiteral("0")}, 30000);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(QStringLiteral("--max-tokens")), qPrintable(r.err));
+    }
+
+    // In a terminal without a display (ssh, a container), --help still prints
+    // the help: the GUI platform is not started to print it.
+    void help_without_a_display() {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.remove(QStringLiteral("DISPLAY"));
+        env.remove(QStringLiteral("WAYLAND_DISPLAY"));
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("xcb"));
+        p.setProcessEnvironment(env);
+        for (const char* arg : {"--help", "--version"}) {
+            p.start(QStringLiteral(STRATA_APP_BINARY), {QString::fromLatin1(arg)});
+            QVERIFY(p.waitForFinished(30000));
+            QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+            QCOMPARE(p.exitCode(), 0);
+            const QByteArray out = p.readAllStandardOutput();
+            QVERIFY2(arg == std::string_view("--version") || out.contains("--max-tokens"), out.constData());
+        }
     }
 
     void one_exchange_screenshot_and_figures() {
@@ -65,7 +88,8 @@ private Q_SLOTS:
         QFile::remove(report);
         const Run r = run_strata({QStringLiteral("--model"), kDemo, QStringLiteral("--prompt"), QStringLiteral("In the beginning"),
                                   QStringLiteral("--screenshot"), shot, QStringLiteral("--report"), report,
-                                  QStringLiteral("--quit-after-reply"), QStringLiteral("--data-dir"), data.path()});
+                                  QStringLiteral("--quit-after-reply"), QStringLiteral("--data-dir"), data.path(),
+                                  QStringLiteral("--max-tokens"), QStringLiteral("40")});
         QVERIFY2(r.code == 0, qPrintable(QStringLiteral("exit %1: %2").arg(r.code).arg(r.err)));
         // Quitting is clean: no timer destroyed from a thread not its own.
         QVERIFY2(!r.err.contains(QStringLiteral("Timers cannot be stopped")), qPrintable(r.err));
@@ -83,6 +107,13 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::ReadOnly));
         const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
         QVERIFY(!o[QStringLiteral("answer")].toString().trimmed().isEmpty());
+        // The app's own cost: the GUI thread's CPU time while the answer streamed.
+        QVERIFY(o[QStringLiteral("answerSeconds")].toDouble() > 0);
+        QVERIFY(o[QStringLiteral("guiCpuSeconds")].toDouble() > 0);
+        QVERIFY(o[QStringLiteral("guiCpuSeconds")].toDouble() < 2 * o[QStringLiteral("answerSeconds")].toDouble());
+        // The GUI thread yields to the engine's threads, which keep the default priority.
+        QCOMPARE(o[QStringLiteral("guiThreadNice")].toInt(), 10);
+        QVERIFY(o[QStringLiteral("threadNices")].toArray().contains(QJsonValue(0)));
         const QJsonObject t = o[QStringLiteral("telemetry")].toObject();
         QVERIFY(t[QStringLiteral("tokensProcessed")].toDouble() > 0);
         // ledger
@@ -118,7 +149,7 @@ private Q_SLOTS:
         QCOMPARE(msgs[1].role, QStringLiteral("assistant"));
         QVERIFY(!msgs[1].content.trimmed().isEmpty());
         QCOMPARE(msgs[1].partial, false);
-        QVERIFY(msgs[1].stats.tokens > 0);
+        QVERIFY(msgs[1].stats.tokens > 0 && msgs[1].stats.tokens <= 40);  // --max-tokens
         QCOMPARE(msgs[1].content, o[QStringLiteral("answer")].toString());
         QVERIFY(QFile::exists(data.filePath(QStringLiteral("strata.log"))));
     }
