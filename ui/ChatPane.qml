@@ -147,10 +147,13 @@ Rectangle {
                 boundsBehavior: Flickable.StopAtBounds
                 ScrollBar.vertical: ScrollBar {}
                 property bool followEnd: true
-                // To the very end, the bottom margin included (positionViewAtEnd
-                // stops short of it, and the margin is the notice's room).
+                // To the very end, the bottom margin included (the margin is the notice's room).
+                // Far from the end (a conversation just opened), the view first makes
+                // the last items so their heights are known; near it (an answer
+                // growing) it only moves down: positionViewAtEnd stops short of the
+                // margin, and calling it every update stepped the view back first.
                 function scrollToEnd() {
-                    positionViewAtEnd()
+                    if (originY + contentHeight + bottomMargin - height - contentY > height) positionViewAtEnd()
                     const end = originY + contentHeight + bottomMargin - height
                     if (end > contentY) contentY = end
                 }

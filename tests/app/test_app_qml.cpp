@@ -31,6 +31,22 @@ public:
         }
         model_.set_messages(list);
     }
+    // Starts an exchange as ChatController does: the question, then an empty
+    // answer marked streaming.
+    Q_INVOKABLE void startExchange(const QString& question) {
+        const qint64 id = model_.count() + 1000;
+        strata::app::Message q, a;
+        q.id = id;
+        q.role = QStringLiteral("user");
+        q.content = question;
+        a.id = id + 1;
+        a.role = QStringLiteral("assistant");
+        a.partial = true;
+        model_.append(q);
+        model_.append(a);
+        model_.set_streaming(a.id);
+    }
+    Q_INVOKABLE void clear() { model_.set_messages({}); }
     // Streams text into the last message.
     Q_INVOKABLE void appendToLast(const QString& text) {
         if (model_.count() > 0) model_.append_text(model_.messages().last().id, text);

@@ -64,6 +64,37 @@ Item {
         name: "ChatPane"
         when: windowShown
 
+        // A new conversation's first answer streams in as the app sends it:
+        // the question, an empty answer ("Thinking…"), then text at each
+        // update, taller than the view after a few. Each update is in view
+        // as it comes, not only when the answer ends.
+        function test_a_first_answer_is_followed_as_it_streams() {
+            messagesFixture.clear()
+            const list = find(pane, "messageList")
+            messagesFixture.startExchange("Tell me a long story.")
+            chat.streamed()
+            tryVerify(() => list.count === 2, 3000)
+            // The view only ever moves down while it follows: an update that
+            // rebuilt the answer's items collapsed it for a moment, and the
+            // view jumped to the top.
+            let lastY = list.contentY, jumps = []
+            const watch = () => {
+                if (list.contentY < lastY - 1) jumps.push(Math.round(lastY) + " → " + Math.round(list.contentY))
+                lastY = list.contentY
+            }
+            list.contentYChanged.connect(watch)
+            for (let i = 0; i < 60; ++i) {
+                messagesFixture.appendToLast((i % 7 === 6 ? "\n\n" : " ") + "Line " + i + " of the story goes on and on, word after word.")
+                chat.streamed()
+                wait(40)
+                if (list.contentHeight > list.height)
+                    verify(list.atYEnd, "update " + i + ": contentY " + list.contentY + ", end " + (list.originY + list.contentHeight - list.height))
+            }
+            list.contentYChanged.disconnect(watch)
+            compare(jumps.join(", "), "", "the view moved back up while following")
+            verify(list.contentHeight > 2 * list.height, "the answer outgrew the view")
+        }
+
         function test_follows_the_stream_and_the_notice_covers_nothing() {
             messagesFixture.fill(6)
             const list = find(pane, "messageList")
