@@ -4,15 +4,22 @@ import QtQuick.Layouts
 import Strata
 
 // The tool bar: the model (state, file name, load / recent / reload), panel
-// toggle, settings and the help menu. Where the window is narrow (below
-// compactWidth, e.g. the window's 960 px minimum) the panel toggle, Settings
-// and Help fold into one "⋯" menu and the model chip shrinks, so every
-// action stays reachable.
+// toggle, settings and the help menu. Where the window is too narrow for all
+// of it (fullWidth: what the bar's items need with the model chip at 300 px,
+// Reload and the server badge counted when shown), the panel toggle,
+// Settings and Help fold into one "⋯" menu; the model chip then shrinks, its
+// details dropping whole parts, never cut mid-word. Every action stays in
+// the bar at any width from the window's 960 px minimum.
 ToolBar {
     id: bar
     property bool showPanels: true
-    property int compactWidth: 1180
-    readonly property bool compact: width < compactWidth
+    readonly property bool reloadShown: chat.settingsNeedReload && chat.modelState === "ready"
+    readonly property real fullWidth: 16 + 22 + 8 + titleLabel.implicitWidth + 118 + 300
+        + loadButton.implicitWidth + recentButton.implicitWidth + (reloadShown ? reloadButton.implicitWidth + 10 : 0)
+        + (appServer.running ? badgeMetrics.advanceWidth("Serving · :" + appServer.port + " · 00000 requests") + 42 : 0)
+        + panelsButton.implicitWidth + settingsButton.implicitWidth + moreButton.implicitWidth + 10 * 7 + 10
+    readonly property bool compact: width < fullWidth
+    FontMetrics { id: badgeMetrics; font.pixelSize: Theme.small }
     signal loadModelRequested()
     signal recentModelChosen(string path)
     signal remoteRequested()
@@ -58,6 +65,7 @@ ToolBar {
                 }
             }
             Label {
+                id: titleLabel
                 visible: !bar.compact
                 text: "Strata"
                 font.pixelSize: 17
@@ -77,6 +85,7 @@ ToolBar {
             Layout.preferredWidth: Math.min(chipRow.implicitWidth + 24, 560)
             Layout.minimumWidth: 120
             Layout.maximumWidth: Math.min(chipRow.implicitWidth + 24, 560)
+            Layout.fillWidth: true  // gives way first where the bar is short
             radius: 17
             color: Theme.surfaceAlt
             border.color: Theme.border
@@ -103,18 +112,42 @@ ToolBar {
                         : chat.modelState === "loading" ? "Loading " + chat.modelPath.split("/").pop()
                         : chat.modelState === "failed" ? "Model failed to load" : "No model"
                 }
-                Label {
-                    objectName: "modelDetails"
+                // As many of its parts as fit, whole: "Q4_K_M · qwen3moe · 30.5 B params · 128 experts top-8".
+                // The label sits in an item the layout sizes, so what it shows
+                // does not feed back into its own width.
+                Item {
+                    id: detailsBox
                     visible: chat.modelState === "ready" && !bar.compact
+                    readonly property var parts: chat.modelState !== "ready" ? []
+                        : chat.remote ? ["server · " + chat.modelInfo.url]
+                        : (chat.modelInfo.quant ? [chat.modelInfo.quant] : []).concat([
+                              chat.modelInfo.arch, TextUtil.formatCount(chat.modelInfo.paramsTotal) + " params",
+                              chat.modelInfo.experts > 0 ? chat.modelInfo.experts + " experts top-" + chat.modelInfo.expertsUsed : "dense"])
+                    Layout.fillWidth: true
+                    Layout.minimumWidth: 0
                     Layout.maximumWidth: 300
-                    elide: Text.ElideMiddle
-                    color: Theme.textDim
-                    font.pixelSize: Theme.small
-                    text: chat.modelState !== "ready" ? ""
-                          : chat.remote ? "server · " + chat.modelInfo.url
-                          : (chat.modelInfo.quant ? chat.modelInfo.quant + " · " : "")
-                            + chat.modelInfo.arch + " · " + TextUtil.formatCount(chat.modelInfo.paramsTotal) + " params · "
-                            + (chat.modelInfo.experts > 0 ? chat.modelInfo.experts + " experts top-" + chat.modelInfo.expertsUsed : "dense")
+                    Layout.preferredWidth: Math.min(300, detailsMetrics.advanceWidth(parts.join(" · ")) + 2)
+                    implicitHeight: details.implicitHeight
+                    Label {
+                        id: details
+                        objectName: "modelDetails"
+                        readonly property var parts: detailsBox.parts
+                        width: detailsBox.width
+                        anchors.verticalCenter: parent.verticalCenter
+                        elide: Text.ElideRight  // a single part wider than the room (a server's URL)
+                        color: Theme.textDim
+                        font.pixelSize: Theme.small
+                        text: {
+                            let shown = ""
+                            for (let i = 0; i < parts.length; ++i) {
+                                const next = shown.length > 0 ? shown + " · " + parts[i] : parts[i]
+                                if (i > 0 && detailsMetrics.advanceWidth(next) > detailsBox.width) break
+                                shown = next
+                            }
+                            return shown
+                        }
+                    }
+                    FontMetrics { id: detailsMetrics; font: details.font }
                 }
                 Label {
                     objectName: "modelQuant"
@@ -170,16 +203,18 @@ ToolBar {
         }
 
         StrataButton {
+            id: loadButton
             objectName: "loadButton"
-            text: bar.compact ? "Load…" : "Load model…"
+            text: "Load model…"
             highlighted: chat.modelState !== "ready" && chat.modelState !== "loading"
             onClicked: bar.loadModelRequested()
         }
         StrataButton {
             id: recentButton
             objectName: "openMenuButton"
-            text: bar.compact ? "▾" : "Open ▾"
-            ToolTip.visible: bar.compact && hovered
+            text: "Open ▾"
+            ToolTip.visible: hovered
+            ToolTip.delay: 600
             ToolTip.text: "Open a recent model or connect to a server"
             onClicked: recentMenu.open()
             Menu {
@@ -210,9 +245,10 @@ ToolBar {
             }
         }
         StrataButton {
+            id: reloadButton
             objectName: "reloadButton"
             text: "Reload"
-            visible: chat.settingsNeedReload && chat.modelState === "ready"
+            visible: bar.reloadShown
             highlighted: true
             onClicked: bar.reloadRequested()
             ToolTip.visible: hovered
@@ -269,6 +305,7 @@ ToolBar {
         }
 
         StrataButton {
+            id: panelsButton
             objectName: "panelsButton"
             visible: !bar.compact
             text: bar.showPanels ? "Hide panels" : "Show panels"
@@ -276,6 +313,7 @@ ToolBar {
             onClicked: bar.showPanelsToggled()
         }
         StrataButton {
+            id: settingsButton
             objectName: "settingsButton"
             visible: !bar.compact
             text: "Settings"

@@ -95,6 +95,43 @@ Item {
             compare(about.count, 1)
         }
 
+        // At every width, with Reload and the server badge shown (the widest
+        // bar), each visible item lies inside the bar after the layout has
+        // run, none overlaps the next, Open says "Open", and the model's
+        // details show whole parts only (1280 px used to push Help off-screen,
+        // 1000 px showed Open as a bare "▾", the details were cut mid-word).
+        function test_every_width_fits_the_whole_bar() {
+            appServer.running = true
+            appServer.requests = 12
+            const names = ["modelChip", "loadButton", "openMenuButton", "reloadButton", "serverBadge", "panelsButton",
+                           "settingsButton", "overflowButton", "helpButton"]
+            for (const w of [960, 1000, 1100, 1180, 1280, 1440, 1920]) {
+                bar.width = w
+                wait(50)  // the layout runs before the next frame
+                let right = -1
+                for (const name of names) {
+                    const item = find(bar, name)
+                    if (!item.visible) continue
+                    verify(inBar(name), name + " inside the bar at " + w + " (x " + item.mapToItem(bar, 0, 0).x + ", w " + item.width + ")")
+                    const x = item.mapToItem(bar, 0, 0).x
+                    verify(x >= right - 0.5, name + " overlaps the item before it at " + w)
+                    right = x + item.width
+                }
+                verify(find(bar, "openMenuButton").text.indexOf("Open") === 0, "Open at " + w)
+                verify(find(bar, "modelChip").width >= 120, "chip at " + w)
+                const details = find(bar, "modelDetails")
+                if (details.visible && details.text.length > 0) {
+                    verify(details.text.indexOf("…") < 0, "details cut at " + w + ": " + details.text)
+                    verify(details.parts.join(" · ").indexOf(details.text) === 0, "whole parts at " + w + ": " + details.text)
+                }
+            }
+            verify(!bar.compact, "1920 px shows everything")
+            bar.width = 960
+            verify(bar.compact)
+            appServer.running = false
+            appServer.requests = 0
+        }
+
         function test_wide_windows_show_the_actions() {
             for (const w of [1280, 1920]) {
                 bar.width = w
@@ -122,6 +159,7 @@ Item {
             compare(text.text, ":8080 · 12 requests")
             appServer.requests = 1
             compare(text.text, ":8080 · 1 request")
+            wait(50)  // the layout, for the badge's width
             verify(badge.height <= 30 && badge.width < 160, "compact: " + badge.width + "x" + badge.height)
             const before = settings.count
             mouseClick(badge)
@@ -154,6 +192,7 @@ Item {
 
         function test_chip_names_the_file_and_its_quantization() {
             bar.width = 1280
+            wait(50)  // the layout gives the details their width
             compare(find(bar, "modelName").text, "Qwen3-30B-A3B-Instruct-2507-Q4_K_M")
             verify(find(bar, "modelDetails").text.startsWith("Q4_K_M · qwen3moe"), find(bar, "modelDetails").text)
             bar.width = 960
