@@ -184,6 +184,8 @@ Rectangle {
                     required property string reasoning
                     required property bool reasoningOpen
                     required property int reasoningWords
+                    required property int promptDone
+                    required property int promptTotal
                     width: ListView.view.width
                     maxContentWidth: 820
                     bubbleId: messageId
@@ -200,6 +202,8 @@ Rectangle {
                     bubbleReasoning: reasoning
                     bubbleReasoningOpen: reasoningOpen
                     bubbleReasoningWords: reasoningWords
+                    bubblePromptDone: promptDone
+                    bubblePromptTotal: promptTotal
                     canAct: !chat.generating && pane.ready
                     onRegenerateRequested: chat.regenerate()
                     onVersionRequested: (delta) => chat.showAnswerVersion(delta)

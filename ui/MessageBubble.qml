@@ -32,6 +32,8 @@ Item {
     property int bubbleReasoningWords: bubbleReasoning.length > 0 ? bubbleReasoning.trim().split(/\s+/).length : 0
     property bool bubbleReasoningOpen: false  // still being written
     property bool reasoningShown: false
+    property int bubblePromptDone: 0      // a long prompt being read: tokens so far ...
+    property int bubblePromptTotal: 0     // ... of this many (0: not reading one)
     property bool canAct: true
     property real maxContentWidth: 820
     property bool editing: false
@@ -185,7 +187,11 @@ Item {
                     id: thinking
                     objectName: "thinkingLabel"
                     visible: bubble.bubbleStreaming && !bubble.hasAnswer && bubble.bubbleReasoning.length === 0
-                    text: "Thinking…"
+                    // A long prompt: how far the engine has read it (it takes seconds on a CPU).
+                    text: bubble.bubblePromptTotal > 0
+                          ? "Reading the prompt · " + bubble.bubblePromptDone.toLocaleString(Qt.locale(), "f", 0) + " of "
+                            + bubble.bubblePromptTotal.toLocaleString(Qt.locale(), "f", 0) + " tokens"
+                          : "Thinking…"
                     color: Theme.textFaint
                     font.italic: true
                     Timer {
@@ -195,6 +201,14 @@ Item {
                         onTriggered: thinking.opacity = thinking.opacity > 0.5 ? 0.35 : 1
                         onRunningChanged: thinking.opacity = 1
                     }
+                }
+                ProgressBar {
+                    objectName: "promptProgress"
+                    visible: thinking.visible && bubble.bubblePromptTotal > 0
+                    Layout.preferredWidth: 240
+                    from: 0
+                    to: 1
+                    value: bubble.bubblePromptTotal > 0 ? bubble.bubblePromptDone / bubble.bubblePromptTotal : 0
                 }
             }
 

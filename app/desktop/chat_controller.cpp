@@ -87,6 +87,10 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
     connect(&remote_, &RemoteEngine::failed, this, &ChatController::on_failed);
     connect(&remote_, &RemoteEngine::modelsListed, this, &ChatController::remoteModelsListed);
     connect(worker_, &EngineWorker::token, this, &ChatController::on_token);
+    connect(worker_, &EngineWorker::promptProgress, this, [this](quint64 id, qint64 done, qint64 total) {
+        const auto it = streams_.find(id);
+        if (it != streams_.end() && it->conversation == current_ && it->message) messages_.set_prompt_progress(it->message, done, total);
+    });
     connect(worker_, &EngineWorker::finished, this, &ChatController::on_finished);
     connect(worker_, &EngineWorker::failed, this, &ChatController::on_failed);
     remote_metrics_ = new RemoteMetrics(telemetry_, this);
@@ -533,7 +537,10 @@ void ChatController::flush_streamed() {
     bool any = false;
     for (Stream& s : streams_) {
         if (s.unshown.isEmpty()) continue;
-        if (s.conversation == current_ && s.message) messages_.append_text(s.message, s.unshown);
+        if (s.conversation == current_ && s.message) {
+            messages_.set_prompt_progress(s.message, 0, 0);  // the prompt is read: the answer has begun
+            messages_.append_text(s.message, s.unshown);
+        }
         s.unshown.clear();
         any = true;
     }

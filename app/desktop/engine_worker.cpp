@@ -188,7 +188,7 @@ void EngineWorker::make_scheduler() {
     if (!engine_) return;
     sched::SchedulerConfig c;
     c.max_batch = max_batch_;
-    c.prefill_chunk = 64;  // a long prompt is several steps: commands and telemetry in between
+    c.prefill_chunk = kPrefillChunk;  // a long prompt is several steps: commands, telemetry and progress in between
     sched_ = std::make_unique<sched::Scheduler>(engine_->context(), engine_->vocab(), c);
 }
 
@@ -373,6 +373,19 @@ void EngineWorker::on_text(quint64 id, std::string_view piece) {
     if (clock_type::now() - a.sent_at >= std::chrono::milliseconds(kTextBatchMs)) send_text(id, a);
 }
 
+void EngineWorker::report_prompt_progress() {
+    if (!sched_) return;
+    const auto now = clock_type::now();
+    for (auto& [id, a] : active_) {
+        if (a.sid < 0 || a.ttft_ms >= 0 || now - a.progress_at < std::chrono::milliseconds(kProgressMs)) continue;
+        const auto p = sched_->prompt_progress(a.sid);
+        // Prompts read in one or two steps need no progress.
+        if (!p || p->total <= 2 * int64_t(kPrefillChunk)) continue;
+        a.progress_at = now;
+        Q_EMIT promptProgress(id, p->done, p->total);
+    }
+}
+
 void EngineWorker::send_text(quint64 id, Active& a) {
     if (a.sent >= a.text.size()) return;
     Q_EMIT token(id, QString::fromUtf8(a.text.data() + a.sent, qsizetype(a.text.size() - a.sent)));
@@ -543,6 +556,7 @@ void EngineWorker::tick() {
         }
         remote_.erase(std::remove_if(remote_.begin(), remote_.end(), [](const Served& r) { return r.ch->ended(); }),
                       remote_.end());
+        report_prompt_progress();
         maybe_telemetry();
         return;
     }

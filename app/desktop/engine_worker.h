@@ -163,6 +163,8 @@ Q_SIGNALS:
     void loadFailed(quint64 loadId, const QString& message, bool cancelled);
     void unloaded();
     void token(quint64 requestId, const QString& text);
+    // A long prompt being read: `done` of its `total` tokens are in the KV cache (a reused prefix counts).
+    void promptProgress(quint64 requestId, qint64 done, qint64 total);
     // stats: text, finish ("eos", "stop", "length", "context", "cancelled"), promptTokens,
     // reusedTokens (prompt tokens whose KV blocks were cached), droppedMessages, tokens, tokS, ttftMs,
     // seconds, model, speculative (bool), specAcceptance (share of draft tokens kept; -1 without a draft).
@@ -190,7 +192,12 @@ private:
         DraftSettings draft;
         size_t sent = 0;                              // bytes of text emitted as `token`
         std::chrono::steady_clock::time_point sent_at{};
+        std::chrono::steady_clock::time_point progress_at{};  // the last promptProgress
     };
+    static constexpr int kPrefillChunk = 64;  // prompt tokens a step reads (of each request)
+    static constexpr int kProgressMs = 100;   // promptProgress at most this often per request
+    // While a long prompt is read (before the first token): promptProgress.
+    void report_prompt_progress();
     // Streamed text leaves this thread at most every kTextBatchMs per request
     // (the first piece at once, a slow stream's every piece at once): each
     // `token` wakes the GUI thread, which on a machine with as many compute

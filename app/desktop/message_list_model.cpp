@@ -84,6 +84,8 @@ QVariant MessageListModel::data(const QModelIndex& index, int role) const {
         case ReasoningRole: return r.reasoning;
         case ReasoningOpenRole: return r.stream && r.stream->parts().reasoning_open;
         case ReasoningWordsRole: return r.reasoning_words;
+        case PromptDoneRole: return r.prompt_done;
+        case PromptTotalRole: return r.prompt_total;
         case PartialRole: return m.partial;
         case StreamingRole: return streaming_ != 0 && m.id == streaming_;
         case TokensRole: return m.stats.tokens;
@@ -104,7 +106,7 @@ QHash<int, QByteArray> MessageListModel::roleNames() const {
     return {{IdRole, "messageId"},   {RoleRole, "role"},         {ContentRole, "content"},   {SegmentsRole, "segments"},
             {PartialRole, "partial"}, {StreamingRole, "streaming"}, {TokensRole, "tokens"},   {TokSRole, "tokS"},
             {TtftRole, "ttftMs"},     {SecondsRole, "seconds"},    {FinishRole, "finish"},     {ModelRole, "modelFile"},
-            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"}, {ReasoningWordsRole, "reasoningWords"},
+            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"}, {ReasoningWordsRole, "reasoningWords"}, {PromptDoneRole, "promptDone"}, {PromptTotalRole, "promptTotal"},
             {VersionCountRole, "versionCount"}};
 }
 
@@ -185,6 +187,16 @@ void MessageListModel::set_streaming(qint64 id) {
         const int row = row_of(x);
         if (row >= 0) Q_EMIT dataChanged(index(row), index(row), {StreamingRole});
     }
+}
+
+void MessageListModel::set_prompt_progress(qint64 id, qint64 done, qint64 total) {
+    const int row = row_of(id);
+    if (row < 0) return;
+    Reply& r = replies_[size_t(row)];
+    if (r.prompt_done == done && r.prompt_total == total) return;
+    r.prompt_done = done;
+    r.prompt_total = total;
+    Q_EMIT dataChanged(index(row), index(row), {PromptDoneRole, PromptTotalRole});
 }
 
 void MessageListModel::remove_from(qint64 id) {

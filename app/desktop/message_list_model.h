@@ -46,6 +46,8 @@ public:
         ReasoningRole,     // the reasoning before an assistant's answer (harmony's analysis, <think>); "" if none
         ReasoningOpenRole, // the reasoning is still being written
         ReasoningWordsRole, // how many words the reasoning has
+        PromptDoneRole,     // a long prompt being read for this answer: tokens read so far (0: none)
+        PromptTotalRole,    // ... of this many (0: not reading one)
     };
     explicit MessageListModel(QObject* parent = nullptr);
     ~MessageListModel() override;
@@ -61,6 +63,8 @@ public:
     void append_text(qint64 id, const QString& text);
     void update(const app::Message& m);             // by id
     void set_streaming(qint64 id);                  // 0: none
+    // How far the prompt of answer `id` has been read; total 0: done (or none).
+    void set_prompt_progress(qint64 id, qint64 done, qint64 total);
     // The answer `id` is version `version` of `count` (regenerated answers kept).
     void set_versions(qint64 id, int version, int count);
     void remove_from(qint64 id);                    // this message and every later one
@@ -85,6 +89,7 @@ private:
         QString answer, reasoning;
         int reasoning_words = 0;
         std::unique_ptr<SegmentListModel, DeleteLater> segments;
+        qint64 prompt_done = 0, prompt_total = 0;
     };
     // `reuse`: the row's old reply, whose pieces model is kept (the view keeps its items).
     static Reply reply_of(const app::Message& m, Reply* reuse = nullptr);

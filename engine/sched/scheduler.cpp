@@ -94,6 +94,23 @@ size_t Scheduler::waiting() const {
 
 bool Scheduler::idle() const { return running_.empty() && waiting() == 0; }
 
+std::optional<Scheduler::PromptProgress> Scheduler::prompt_progress(int64_t id) const {
+    for (const auto& r : running_) {
+        if (r->id != id) continue;
+        if (r->all.size() > r->prompt.size()) return std::nullopt;  // it has generated
+        const int64_t total = static_cast<int64_t>(r->prompt.size());
+        const int64_t done = r->seq >= 0 ? std::min(ctx_.kv_cache().n_tokens(r->seq), total) : 0;
+        if (done >= total) return std::nullopt;
+        return PromptProgress{done, total};
+    }
+    for (const auto& r : waiting_)
+        if (r->id == id) return PromptProgress{0, static_cast<int64_t>(r->prompt.size())};
+    std::lock_guard<std::mutex> lk(inbox_mu_);
+    for (const auto& r : inbox_)
+        if (r->id == id) return PromptProgress{0, static_cast<int64_t>(r->prompt.size())};
+    return std::nullopt;
+}
+
 void Scheduler::take_inbox() {
     std::vector<int64_t> cancels;
     {

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "kv/kv_cache.h"
@@ -107,6 +108,13 @@ public:
 
     size_t waiting() const;
     size_t running() const { return running_.size(); }
+    // How far request `id` has read its prompt: tokens in its KV cache (a
+    // reused prefix counts) of the prompt's; {0, n} while it waits; nullopt
+    // once it has a first token, or for an unknown id. Same thread as step().
+    struct PromptProgress {
+        int64_t done = 0, total = 0;
+    };
+    std::optional<PromptProgress> prompt_progress(int64_t id) const;
     bool idle() const;
     const SchedulerStats& stats() const { return stats_; }
     const SchedulerConfig& config() const { return cfg_; }

@@ -93,6 +93,40 @@ private Q_SLOTS:
         QCOMPARE(kvc.stats().used_blocks, int64_t{0});              // every block released
     }
 
+    // A prompt read in chunks reports how far it got after each step, and
+    // nothing once its first token is out (the app's "reading the prompt").
+    void prompt_progress_follows_the_chunks() {
+        auto m = model::Model::load(kDemo);
+        kv::KvCache kvc(model::kv_cache_params(m->config(), 64 * 4));
+        model::Context ctx(*m, test::context_params(256, 64, 2), nullptr, nullptr, &kvc);
+        sched::SchedulerConfig sc;
+        sc.prefill_chunk = 16;
+        sched::Scheduler s(ctx, m->vocab(), sc);
+        std::string text;
+        for (const char* t : kTexts) text += std::string(t) + " ";
+        const std::vector<int32_t> prompt = m->vocab().encode(text, true);
+        QVERIFY(prompt.size() > 48);
+        sched::SamplingParams p;
+        p.temperature = 0.0f;
+        p.max_tokens = 3;
+        const int64_t id = s.submit(prompt, p);
+        auto first = s.prompt_progress(id);
+        QVERIFY(first.has_value());
+        QCOMPARE(first->done, int64_t{0});
+        QCOMPARE(first->total, int64_t(prompt.size()));
+        std::vector<int64_t> seen;
+        while (s.step()) {
+            if (auto pp = s.prompt_progress(id)) seen.push_back(pp->done);
+            else break;
+        }
+        // 16 tokens a step until the prompt is read; then no progress (it has a token).
+        QCOMPARE(int64_t(seen.size()), (int64_t(prompt.size()) - 1) / 16);
+        for (size_t i = 0; i < seen.size(); ++i) QCOMPARE(seen[i], int64_t(16 * (i + 1)));
+        QVERIFY(!s.prompt_progress(id).has_value());
+        QVERIFY(!s.prompt_progress(id + 100).has_value());
+        s.run();
+    }
+
     void kv_exhaustion_waits_or_preempts_and_the_ledger_holds() {
         EngineSettings es;
         es.kv_tokens = 20 * 16;  // 20 blocks for 16 requests of up to ~110 tokens

@@ -36,6 +36,15 @@ Item {
         canAct: true
     }
 
+    // An answer whose long prompt is still being read.
+    MessageBubble {
+        id: reading
+        width: 800
+        y: 650
+        bubbleRole: "assistant"
+        bubbleStreaming: true
+    }
+
     // A reasoning model's answer (gpt-oss's analysis channel): the reasoning collapsed.
     MessageBubble {
         id: reasoned
@@ -124,6 +133,22 @@ Item {
             verify(p.x >= 0 && p.x + copy.width <= narrow.width + 0.5, "Copy at " + p.x + ".." + (p.x + copy.width))
             const stats = findAll(narrow, "statsLabel", [])[0]
             verify(stats.truncated, "the figures give way")
+        }
+
+        // While a long prompt is read, the answer says how far (not just "Thinking…").
+        function test_prompt_reading_progress() {
+            reading.bubblePromptDone = 1280
+            reading.bubblePromptTotal = 5000
+            const label = findAll(reading, "thinkingLabel", [])[0]
+            verify(label.visible)
+            verify(label.text.indexOf("Reading the prompt") === 0, label.text)
+            verify(label.text.indexOf("of") > 0 && label.text.indexOf("tokens") > 0, label.text)
+            const bar = findAll(reading, "promptProgress", [])[0]
+            verify(bar.visible)
+            fuzzyCompare(bar.value, 1280 / 5000, 1e-6)
+            reading.bubblePromptTotal = 0
+            compare(label.text, "Thinking…")
+            verify(!bar.visible)
         }
 
         function test_user_text_is_plain() {
