@@ -102,6 +102,31 @@ private Q_SLOTS:
         QTRY_VERIFY(telemetry_->hasData());
     }
 
+    // A long prompt says how far it has been read before the first token
+    // (the answer's promptDone/promptTotal), and nothing once the answer begins.
+    void a_long_prompt_reports_its_reading() {
+        const qint64 conversation = chat_->newConversation();
+        QString prompt;
+        while (prompt.size() < 2400) prompt += QStringLiteral("And the LORD spake unto Moses, saying, Speak unto the children of Israel. ");
+        QList<QPair<qint64, qint64>> seen;
+        MessageListModel* m = chat_->messages();
+        QMetaObject::Connection c = connect(m, &QAbstractItemModel::dataChanged, this,
+                                            [&](const QModelIndex& from, const QModelIndex&, const QList<int>& roles) {
+                                                if (!roles.contains(MessageListModel::PromptTotalRole)) return;
+                                                const QVariantMap row = m->get(from.row());
+                                                seen << qMakePair(row[QStringLiteral("promptDone")].toLongLong(),
+                                                                  row[QStringLiteral("promptTotal")].toLongLong());
+                                            });
+        QCOMPARE(exchange(prompt), QStringLiteral("length"));
+        disconnect(c);
+        QVERIFY2(seen.size() >= 2, qPrintable(QString::number(seen.size())));
+        QVERIFY(seen.first().second > 2 * 64);                       // the prompt's tokens: more than two steps
+        QVERIFY(seen.first().first < seen.first().second);           // part of it read
+        QCOMPARE(seen.last(), qMakePair(qint64(0), qint64(0)));      // cleared when the answer began
+        QCOMPARE(m->get(m->rowCount() - 1)[QStringLiteral("promptTotal")].toLongLong(), qint64(0));
+        chat_->deleteConversation(conversation);  // the next tests start with none
+    }
+
     void send_streams_and_stores_the_answer() {
         QSignalSpy streamed(chat_.get(), &ChatController::streamed);
         QCOMPARE(exchange(QStringLiteral("And God said")), QStringLiteral("length"));
@@ -460,31 +485,6 @@ private Q_SLOTS:
         const MessageListModel* m = chat_->messages();
         QCOMPARE(m->get(m->rowCount() - 1)[QStringLiteral("content")].toString(), all);
         chat_->newConversation();  // the next tests start afresh
-    }
-
-    // A long prompt says how far it has been read before the first token
-    // (the answer's promptDone/promptTotal), and nothing once the answer begins.
-    void a_long_prompt_reports_its_reading() {
-        chat_->newConversation();
-        QString prompt;
-        while (prompt.size() < 2400) prompt += QStringLiteral("And the LORD spake unto Moses, saying, Speak unto the children of Israel. ");
-        QList<QPair<qint64, qint64>> seen;
-        MessageListModel* m = chat_->messages();
-        QMetaObject::Connection c = connect(m, &QAbstractItemModel::dataChanged, this,
-                                            [&](const QModelIndex& from, const QModelIndex&, const QList<int>& roles) {
-                                                if (!roles.contains(MessageListModel::PromptTotalRole)) return;
-                                                const QVariantMap row = m->get(from.row());
-                                                seen << qMakePair(row[QStringLiteral("promptDone")].toLongLong(),
-                                                                  row[QStringLiteral("promptTotal")].toLongLong());
-                                            });
-        QCOMPARE(exchange(prompt), QStringLiteral("length"));
-        disconnect(c);
-        QVERIFY2(seen.size() >= 2, qPrintable(QString::number(seen.size())));
-        QVERIFY(seen.first().second > 2 * 64);                       // the prompt's tokens: more than two steps
-        QVERIFY(seen.first().first < seen.first().second);           // part of it read
-        QCOMPARE(seen.last(), qMakePair(qint64(0), qint64(0)));      // cleared when the answer began
-        QCOMPARE(m->get(m->rowCount() - 1)[QStringLiteral("promptTotal")].toLongLong(), qint64(0));
-        chat_->newConversation();
     }
 
     void plan_before_loading() {
