@@ -5,8 +5,11 @@ import Strata
 
 // The memory ledger: per tier a stacked bar of its accounts (the solid part
 // used, the pale part reserved), the budget line, and the accounts by name.
+// Narrow (the window's minimum), the tier's totals go under its name and the
+// accounts into one column, so neither is cut.
 Panel {
     id: panel
+    readonly property bool narrow: width < 340
     title: "Memory ledger"
     subtitle: telemetry.hasData ? "reserved and used, per tier" : ""
 
@@ -28,19 +31,24 @@ Panel {
             spacing: 5
             visible: modelData.accounts.length > 0
 
-            RowLayout {
+            GridLayout {
                 Layout.fillWidth: true
-                spacing: 8
+                columns: panel.narrow ? 1 : 2
+                columnSpacing: 8
+                rowSpacing: 1
                 Label {
+                    Layout.fillWidth: panel.narrow
+                    elide: Text.ElideRight
                     text: (tier.modelData.tier === "fast" ? "Fast tier" : "Slow tier") + " · " + tier.modelData.description
                     color: Theme.text
                     font.pixelSize: Theme.small
                     font.weight: Font.Medium
                 }
                 Label {
+                    objectName: "tierTotals"
                     Layout.fillWidth: true
-                    horizontalAlignment: Text.AlignRight
-                    elide: Text.ElideLeft
+                    horizontalAlignment: panel.narrow ? Text.AlignLeft : Text.AlignRight
+                    elide: Text.ElideRight
                     color: Theme.textDim
                     font.pixelSize: Theme.tiny
                     font.family: Theme.mono
@@ -97,7 +105,7 @@ Panel {
             // The accounts.
             GridLayout {
                 Layout.fillWidth: true
-                columns: 2
+                columns: panel.narrow ? 1 : 2
                 columnSpacing: 12
                 rowSpacing: 2
                 Repeater {
@@ -110,6 +118,7 @@ Panel {
                         spacing: 6
                         Rectangle { implicitWidth: 9; implicitHeight: 9; radius: 2; color: Theme.accountColor(modelData.account) }
                         Label {
+                            objectName: "accountName"
                             text: modelData.account
                             color: Theme.textDim
                             font.pixelSize: Theme.tiny
