@@ -20,11 +20,15 @@ Panel {
         font.pixelSize: Theme.small
     }
 
+    // Indexes, not the arrays, are the Repeaters' models: a new array at every
+    // snapshot (five a second while answering) rebuilt every item; by index
+    // the items stay and only their bindings update.
     Repeater {
-        model: telemetry.ledger
+        model: telemetry.ledger.length
         delegate: ColumnLayout {
             id: tier
-            required property var modelData
+            required property int index
+            readonly property var modelData: telemetry.ledger[index] || ({ accounts: [], reserved: 0, used: 0, budget: 0 })
             readonly property real budget: modelData.budget
             readonly property real scale: Math.max(budget, modelData.reserved, 1)
             Layout.fillWidth: true
@@ -69,9 +73,10 @@ Panel {
                     id: bar
                     anchors.fill: parent
                     Repeater {
-                        model: tier.modelData.accounts
+                        model: tier.modelData.accounts.length
                         delegate: Item {
-                            required property var modelData
+                            required property int index
+                            readonly property var modelData: tier.modelData.accounts[index] || ({ account: "", reserved: 0, used: 0 })
                             width: Math.max(2, bar.width * modelData.reserved / tier.scale)
                             height: bar.height
                             Rectangle {  // reserved
@@ -109,9 +114,10 @@ Panel {
                 columnSpacing: 12
                 rowSpacing: 2
                 Repeater {
-                    model: tier.modelData.accounts
+                    model: tier.modelData.accounts.length
                     delegate: RowLayout {
-                        required property var modelData
+                        required property int index
+                        readonly property var modelData: tier.modelData.accounts[index] || ({ account: "", reserved: 0, used: 0 })
                         Layout.fillWidth: true
                         Layout.preferredWidth: 1
                         Layout.minimumWidth: 0
