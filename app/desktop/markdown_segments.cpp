@@ -181,16 +181,12 @@ QVariantMap SegmentListModel::get(int row) const {
 
 void SegmentListModel::setMarkdown(const QString& text) {
     if (text == markdown_) return;
-    int unchanged = 0;
-    if (!markdown_.isEmpty() && text.startsWith(markdown_)) {
-        unchanged = int(segmenter_.stable().size());  // read on from where the last text ended
-        segmenter_.append(QStringView(text).mid(markdown_.size()).toString());
-    } else {
-        segmenter_.clear();
-        segmenter_.append(text);
-    }
+    // Text that extends the last is read on from where that ended.
+    if (!markdown_.isEmpty() && text.startsWith(markdown_)) return append(text.mid(markdown_.size()));
+    segmenter_.clear();
+    segmenter_.append(text);
     markdown_ = text;
-    sync(unchanged);
+    sync(0);
     Q_EMIT markdownChanged();
 }
 

@@ -49,11 +49,6 @@ MessageListModel::Reply MessageListModel::reply_of(const app::Message& m, Reply*
     return r;
 }
 
-QString MessageListModel::answer_of(const app::Message& m) {
-    if (m.role != QLatin1String("assistant")) return m.content;
-    return QString::fromStdString(chat::split_reply(m.content.toStdString()).answer);
-}
-
 int MessageListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(items_.size()); }
 
 QString MessageListModel::stats_text(const app::Message& m) {

@@ -55,8 +55,6 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role) const override;
     QHash<int, QByteArray> roleNames() const override;
-    // What the bubble shows as the answer: an assistant's text less its reasoning.
-    static QString answer_of(const app::Message& m);
 
     void set_messages(const QList<app::Message>& list);
     void append(const app::Message& m);
