@@ -91,18 +91,18 @@ void MarkdownSegmenter::append(const QString& more) {
     qsizetype from = 0;
     for (qsizetype nl = more.indexOf(QLatin1Char('\n')); nl >= 0; nl = more.indexOf(QLatin1Char('\n'), from)) {
         partial_ += QStringView(more).mid(from, nl - from);
-        cut_long_line();
+        cut_long_line(true);
         feed(state_, done_, partial_);
         partial_.clear();
         scan_ = CutScan{};
         from = nl + 1;
     }
     partial_ += QStringView(more).mid(from);
-    cut_long_line();
+    cut_long_line(false);
 }
 
-void MarkdownSegmenter::cut_long_line() {
-    // Decided by the line's own text up to the cut, so text read in pieces is
+void MarkdownSegmenter::cut_long_line(bool whole_line) {
+    // Decided by the line's own text around the cut, so text read in pieces is
     // cut where the whole text is.
     while (!state_.in_code && !scan_.barred && partial_.size() > kLongLine) {
         // A plain line may start with up to three spaces (a model's first token
@@ -117,17 +117,22 @@ void MarkdownSegmenter::cut_long_line() {
         qsizetype cut = -1;
         for (; scan_.at < partial_.size(); ++scan_.at) {
             const QChar c = partial_.at(scan_.at);
-            // Past kLongLine after a sentence with no span open; past 1.25x at
-            // any space outside `code`; past 1.5x at any space (a span "open"
-            // that long is a stray marker, not a span).
-            const bool code_closed = scan_.ticks % 2 == 0;
-            const bool closed = code_closed && scan_.stars % 2 == 0 && scan_.brackets == 0 && scan_.parens == 0;
+            // Past kLongLine after a sentence, past 1.25x at any space, with no
+            // span open; past 1.5x at any space (a span "open" that long is a
+            // stray marker, not a span).
+            const bool closed = scan_.ticks % 2 == 0 && scan_.stars % 2 == 0 && scan_.brackets == 0 && scan_.parens == 0;
             const QChar before = scan_.at > 0 ? partial_.at(scan_.at - 1) : QChar();
             const bool sentence = before == QLatin1Char('.') || before == QLatin1Char('!') || before == QLatin1Char('?');
             if (c == QLatin1Char(' ') && scan_.at >= kLongLine &&
-                ((closed && sentence) || (code_closed && scan_.at >= kLongLine * 5 / 4) || scan_.at >= kLongLine * 3 / 2)) {
-                cut = scan_.at;
-                break;
+                ((closed && (sentence || scan_.at >= kLongLine * 5 / 4)) || scan_.at >= kLongLine * 3 / 2)) {
+                // The rest starts a piece of its own: it must read as a paragraph
+                // ("1. ", "- ", "# " or spaces would make it a list, a heading or code).
+                const QString next = partial_.mid(scan_.at + 1, kLeadLook);
+                if (next.size() < kLeadLook && !whole_line) return;  // its start is still to come
+                if (!next.isEmpty() && plain_line(next) && !next.startsWith(QLatin1Char('#'))) {
+                    cut = scan_.at;
+                    break;
+                }
             }
             if (c == QLatin1Char('`')) ++scan_.ticks;
             else if (c == QLatin1Char('*')) ++scan_.stars;

@@ -35,8 +35,9 @@ public:
     static constexpr int kLongParagraph = 400;
     // A plain line longer than this is cut after a sentence (". ", "! ", "? ")
     // where no inline span (`code`, *emphasis*, [link](...)) is open; past
-    // 1.25x this length at any space outside `code`, past 1.5x at any space.
-    // The rest is joined.
+    // 1.25x this length at any such space, past 1.5x at any space; never
+    // where the rest would begin a list, heading, quote or code. The rest is
+    // joined.
     static constexpr int kLongLine = 800;
 
     void append(const QString& more);
@@ -59,8 +60,11 @@ private:
     };
     static void feed(State& s, QList<Segment>& out, const QString& line);
     static void finish(const State& s, QList<Segment>& out);
-    // Cuts the line being read where kLongLine allows, as often as it does.
-    void cut_long_line();
+    // Cuts the line being read where kLongLine allows, as often as it does;
+    // `whole_line`: its end has come (else a cut waits for kLeadLook
+    // characters after it, to see how the rest begins).
+    void cut_long_line(bool whole_line);
+    static constexpr int kLeadLook = 16;
 
     // How far the line being read was searched for a cut, and what was open there.
     struct CutScan {

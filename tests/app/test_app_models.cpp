@@ -2,6 +2,7 @@
 // message and conversation list models, settings validation and the
 // telemetry model's histories.
 #include <QDir>
+#include <QRegularExpression>
 #include <QFontMetricsF>
 #include <QImage>
 #include <QPainter>
@@ -105,8 +106,12 @@ private Q_SLOTS:
         // ... one of sentences: cut after the first one that ends past kLongLine ...
         text += QStringLiteral("\n\n");
         for (int i = 0; i < 120; ++i) text += QStringLiteral("Sentence number %1 is here. ").arg(i);
+        // ... one of steps written inline ("... 2. Mix ..."): a piece never starts
+        // with what would make it a list, a heading or a quote ...
+        text += QStringLiteral("\n\nThe recipe goes as follows:");
+        for (int i = 1; i < 60; ++i) text += QStringLiteral(" %1. Mix the flour - then # wait > a while.").arg(i);
         // ... and one with a stray '(' early on, after a leading space (a model's
-        // first token): cut all the same, past 1.25 kLongLine.
+        // first token): cut all the same, past 1.5 kLongLine.
         text += QStringLiteral("\n\n (stray ");
         for (int i = 0; i < 700; ++i) text += QStringLiteral("more%1 ").arg(i);
         text += QStringLiteral("\n\n```python\nprint(1)");
@@ -154,7 +159,15 @@ private Q_SLOTS:
             const auto stray = std::find_if(all.begin(), all.end(), [](const Segment& x) { return x.text.contains(QLatin1String(" (stray")); });
             QVERIFY(stray != all.end() && stray + 1 != all.end() && (stray + 1)->joined);
             const qsizetype line = stray->text.size() - stray->text.indexOf(QLatin1String(" (stray"));
-            QVERIFY(line >= MarkdownSegmenter::kLongLine * 5 / 4 && line < MarkdownSegmenter::kLongLine * 5 / 4 + 40);
+            QVERIFY2(line >= MarkdownSegmenter::kLongLine * 3 / 2 && line < MarkdownSegmenter::kLongLine * 3 / 2 + 40,
+                     qPrintable(QString::number(line)));
+            static const QRegularExpression block(QStringLiteral("^(\\d+[.)] |[-*+] |#|>| )"));
+            int recipe_pieces = 0;
+            for (const Segment& x : all) {
+                if (x.joined) QVERIFY2(!block.match(x.text).hasMatch(), qPrintable(x.text.left(40)));
+                if (x.joined && x.text.contains(QLatin1String("Mix the flour"))) ++recipe_pieces;
+            }
+            QVERIFY(recipe_pieces >= 2);  // the steps' line was cut, twice or more
             QCOMPARE(model.codeBlockCount(), 4);  // cpp, ~~~, the four-backtick block (with ``` inside), the open python
             Q_UNUSED(removed);
         }
