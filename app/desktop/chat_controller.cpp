@@ -146,7 +146,8 @@ ChatController::ChatController(const QString& store_path, SettingsModel* setting
         w->post([w, mb] { w->set_max_batch(mb); });
     }
 
-    library_ = new ModelLibrary(settings_, [this] { return settings_->engine_settings(); }, this);
+    library_ = new ModelLibrary(
+        settings_, [this] { return settings_->engine_settings(); }, [this] { return ram_returned_by_load(); }, this);
     library_->set_initial_folder(
         ModelLibrary::default_folder(settings_->uiString(QStringLiteral("modelsFolder")), settings_->recent_models()));
 
@@ -298,6 +299,7 @@ qint64 ChatController::newConversation() {
             const app::Conversation c = store_->conversation(current_);
             if (untouched_new_chat(c)) {
                 start_with_preset_prompt(*store_, *settings_, current_);
+                Q_EMIT currentConversationChanged();  // its system prompt may be the preset's now
                 Q_EMIT conversationOpened();
                 return current_;
             }

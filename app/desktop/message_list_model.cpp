@@ -3,6 +3,8 @@
 #include "chat/chat_template.h"
 #include "chat/reply_stream.h"
 
+#include <QQmlEngine>
+
 namespace strata::desktop {
 
 namespace {
@@ -44,7 +46,10 @@ MessageListModel::Reply MessageListModel::reply_of(const app::Message& m, Reply*
     r.reasoning = QString::fromStdString(r.stream->parts().reasoning);
     r.reasoning_words = count_words(r.reasoning);
     if (reuse && reuse->segments) r.segments = std::move(reuse->segments);
-    else r.segments.reset(new SegmentListModel());
+    else {
+        r.segments.reset(new SegmentListModel());
+        QQmlEngine::setObjectOwnership(r.segments.get(), QQmlEngine::CppOwnership);  // QML only borrows it
+    }
     r.segments->setMarkdown(r.answer);
     return r;
 }

@@ -14,8 +14,10 @@
 
 namespace strata::desktop {
 
-ModelLibrary::ModelLibrary(SettingsModel* settings, std::function<EngineSettings()> engine_settings, QObject* parent)
-    : QAbstractListModel(parent), settings_(settings), engine_settings_(std::move(engine_settings)) {
+ModelLibrary::ModelLibrary(SettingsModel* settings, std::function<EngineSettings()> engine_settings,
+                           std::function<uint64_t()> ram_returned, QObject* parent)
+    : QAbstractListModel(parent), settings_(settings), engine_settings_(std::move(engine_settings)),
+      ram_returned_(std::move(ram_returned)) {
     pool_.setMaxThreadCount(1);  // plans read headers one file at a time: the disk, not the CPU, is the limit
 }
 
@@ -139,13 +141,14 @@ void ModelLibrary::rescan() {
     endResetModel();
     pending_ = int(rows_.size());
     const EngineSettings s = engine_settings_ ? engine_settings_() : EngineSettings{};
+    const uint64_t returned = ram_returned_ ? ram_returned_() : 0;  // as the plan dialog counts it
     for (int i = 0; i < rows_.size(); ++i) {
         const QString path = rows_[i].path;
-        pool_.start([this, gen, i, path, s] {
+        pool_.start([this, gen, i, path, s, returned] {
             QVariantMap plan;
             QString error, unsupported;
             try {
-                plan = plan_model(path, s);
+                plan = plan_model(path, s, returned);
             } catch (const model::UnsupportedArchitecture& e) {
                 // A good file the engine cannot run: not "unreadable".
                 unsupported = QString::fromStdString(e.arch());

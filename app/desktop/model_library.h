@@ -42,7 +42,9 @@ public:
     };
 
     // engine_settings: the settings a load would use now (the plan depends on them).
-    ModelLibrary(SettingsModel* settings, std::function<EngineSettings()> engine_settings, QObject* parent = nullptr);
+    // `ram_returned`: the RAM a load would first free (the loaded model's), counted as available.
+    ModelLibrary(SettingsModel* settings, std::function<EngineSettings()> engine_settings,
+                 std::function<uint64_t()> ram_returned = {}, QObject* parent = nullptr);
     ~ModelLibrary() override;
 
     int rowCount(const QModelIndex& parent = {}) const override;
@@ -86,6 +88,7 @@ private:
 
     SettingsModel* settings_;
     std::function<EngineSettings()> engine_settings_;
+    std::function<uint64_t()> ram_returned_;
     QString folder_, message_;
     QVector<Row> rows_;
     quint64 generation_ = 0;

@@ -58,8 +58,10 @@ public:
     // and the sampling settings (preset_keys()), saved for the loaded model
     // and put in force whenever a model of that file name is loaded; a model
     // without them gets the sampling settings as saved under "settings/".
-    // While they are in force an edit in the dialog applies and is saved as
-    // usual, and lasts until another model is loaded (save again to keep it).
+    // While they are in force an edit in the dialog applies at once and is
+    // saved as the global value ("settings/"), as any edit is; the model's
+    // defaults change only when saved again, and are in force again at its
+    // next load.
     QString presetModel() const { return preset_model_; }
     bool presetActive() const;
     // Saves the current sampling settings and `systemPrompt` for the loaded

@@ -103,11 +103,16 @@ std::optional<Scheduler::PromptProgress> Scheduler::prompt_progress(int64_t id) 
         if (done >= total) return std::nullopt;
         return PromptProgress{done, total};
     }
+    // Waiting: nothing read yet, unless it ran and was preempted after its first token.
+    auto waiting = [&](const Request& r) -> std::optional<PromptProgress> {
+        if (r.all.size() > r.prompt.size()) return std::nullopt;
+        return PromptProgress{0, static_cast<int64_t>(r.prompt.size())};
+    };
     for (const auto& r : waiting_)
-        if (r->id == id) return PromptProgress{0, static_cast<int64_t>(r->prompt.size())};
+        if (r->id == id) return waiting(*r);
     std::lock_guard<std::mutex> lk(inbox_mu_);
     for (const auto& r : inbox_)
-        if (r->id == id) return PromptProgress{0, static_cast<int64_t>(r->prompt.size())};
+        if (r->id == id) return waiting(*r);
     return std::nullopt;
 }
 
