@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <string_view>
 
 #include "app_paths.h"
 #include "app_server.h"
@@ -61,28 +60,9 @@ void save_window(const QQuickWindow* w, QSettings& s) {
     if (!maximized) s.setValue(QStringLiteral("ui/windowRect"), w->geometry());
 }
 
-// --help and --version only print: they are answered without a display (a
-// QGuiApplication aborts where there is none, and a terminal is all they need).
-bool only_prints(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        if (a == "-h" || a == "--help" || a == "--help-all" || a == "-v" || a == "--version") return true;
-    }
-    return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::unique_ptr<QCoreApplication> app_owner =
-        only_prints(argc, argv) ? std::make_unique<QCoreApplication>(argc, argv) : std::make_unique<QGuiApplication>(argc, argv);
-    QCoreApplication& app = *app_owner;
-    QGuiApplication::setApplicationName(QStringLiteral("strata"));
-    QGuiApplication::setOrganizationName(QStringLiteral("Strata"));
-    QGuiApplication::setApplicationDisplayName(QStringLiteral("Strata"));
-    QGuiApplication::setApplicationVersion(QStringLiteral(STRATA_VERSION));
-    QGuiApplication::setDesktopFileName(QStringLiteral("strata"));
-
     QCommandLineParser cli;
     cli.setApplicationDescription(QStringLiteral(
         "Strata: chat with Mixture-of-Experts models larger than memory, with the engine's memory ledger,\n"
@@ -129,6 +109,22 @@ int main(int argc, char** argv) {
                                             QStringLiteral("N"));
     cli.addOptions({model_opt, prompt_opt, shot_opt, report_opt, quit_opt, data_opt, timeout_opt, show_opt, server_opt, server_model_opt,
                     server_key_opt, size_opt, max_tokens_opt});
+    // --help and --version only print: they are answered without a display (a
+    // QGuiApplication aborts where there is none, and a terminal is all they
+    // need). Parsed first, so a "-v" that is an option's value is not one.
+    QStringList args;
+    for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+    const bool only_prints =
+        cli.parse(args) && (cli.isSet(QStringLiteral("help")) || cli.isSet(QStringLiteral("help-all")) || cli.isSet(QStringLiteral("version")));
+    const std::unique_ptr<QCoreApplication> app_owner =
+        only_prints ? std::make_unique<QCoreApplication>(argc, argv) : std::make_unique<QGuiApplication>(argc, argv);
+    QCoreApplication& app = *app_owner;
+    QGuiApplication::setApplicationName(QStringLiteral("strata"));
+    QGuiApplication::setOrganizationName(QStringLiteral("Strata"));
+    QGuiApplication::setApplicationDisplayName(QStringLiteral("Strata"));
+    QGuiApplication::setApplicationVersion(QStringLiteral(STRATA_VERSION));
+    QGuiApplication::setDesktopFileName(QStringLiteral("strata"));
+
     cli.process(app);  // --help / --version exit here; unknown options exit 1 with a message
 
     bool ok = false;

@@ -75,6 +75,21 @@ private Q_SLOTS:
             const QByteArray out = p.readAllStandardOutput();
             QVERIFY2(arg == std::string_view("--version") || out.contains("--max-tokens"), out.constData());
         }
+
+    }
+
+    // "-v" as a prompt is a prompt, not --version: the app starts its GUI
+    // and answers it (it once took it for --version and crashed without a GUI).
+    void a_prompt_that_looks_like_an_option() {
+        if (!QFile::exists(kDemo)) QSKIP("the demo model is not in resources/models");
+        QTemporaryDir data;
+        const Run r = run_strata({QStringLiteral("--model"), kDemo, QStringLiteral("--prompt"), QStringLiteral("-v"),
+                                  QStringLiteral("--quit-after-reply"), QStringLiteral("--max-tokens"), QStringLiteral("4"),
+                                  QStringLiteral("--data-dir"), data.path()},
+                                 120000);
+        QVERIFY2(r.code == 0, qPrintable(QStringLiteral("exit %1: %2").arg(r.code).arg(r.err)));
+        strata::app::ChatStore store(data.filePath(QStringLiteral("chats.sqlite")));
+        QCOMPARE(store.messages(store.conversations().first().id).first().content, QStringLiteral("-v"));
     }
 
     void one_exchange_screenshot_and_figures() {

@@ -464,10 +464,10 @@ private Q_SLOTS:
         QVERIFY(!chat_->settingsNeedReload());
     }
 
-    // The view is updated at most every ChatController::kFlushMs, however fast
-    // the engine streams: tokens arriving meanwhile are shown together, and
-    // the answer shown is the whole answer.
-    void streamed_tokens_reach_the_view_in_batches() {
+    // However fast the engine streams, the view is updated at most every
+    // ChatController::kFlushMs (the worker batches its tokens too: either
+    // alone keeps this bound), and the answer shown is the whole answer.
+    void streamed_text_reaches_the_view_at_most_20_times_a_second() {
         QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 96), QString());
         chat_->newConversation();
         QSignalSpy streamed(chat_.get(), &ChatController::streamed);
