@@ -205,24 +205,27 @@ void SegmentListModel::append(const QString& more) {
 }
 
 void SegmentListModel::sync(int unchanged) {
-    // Rows before `unchanged` were stable pieces already: only the rest is compared.
-    const QList<Segment> want = segmenter_.all();
-    const int old_count = int(rows_.size()), new_count = int(want.size());
-    for (int i = std::min(unchanged, old_count); i < std::min(old_count, new_count); ++i) {
-        if (rows_[i] == want[i]) continue;
-        rows_[i] = want[i];
+    // Rows before `unchanged` were stable pieces already: only the rest is
+    // built, compared and counted (a streamed update touches the last few).
+    auto is_code = [](const Segment& x) { return x.kind == QLatin1String("code"); };
+    const QList<Segment> want = segmenter_.stable().mid(unchanged) + segmenter_.tail();
+    const int old_count = int(rows_.size()), new_count = unchanged + int(want.size());
+    const int code = code_blocks_ - int(std::count_if(rows_.begin() + unchanged, rows_.end(), is_code)) +
+                     int(std::count_if(want.begin(), want.end(), is_code));
+    for (int i = unchanged; i < std::min(old_count, new_count); ++i) {
+        if (rows_[i] == want[i - unchanged]) continue;
+        rows_[i] = want[i - unchanged];
         Q_EMIT dataChanged(index(i), index(i));
     }
     if (new_count > old_count) {
         beginInsertRows({}, old_count, new_count - 1);
-        rows_.append(want.mid(old_count));
+        rows_.append(want.mid(old_count - unchanged));
         endInsertRows();
     } else if (new_count < old_count) {
         beginRemoveRows({}, new_count, old_count - 1);
         rows_.resize(new_count);
         endRemoveRows();
     }
-    const int code = int(std::count_if(rows_.begin(), rows_.end(), [](const Segment& s) { return s.kind == QLatin1String("code"); }));
     if (new_count != old_count || code != code_blocks_) {
         code_blocks_ = code;
         Q_EMIT countChanged();
