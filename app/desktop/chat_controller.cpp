@@ -529,10 +529,13 @@ void ChatController::on_token(quint64 id, const QString& text) {
     auto it = streams_.find(id);
     if (it == streams_.end()) return;
     Stream& s = *it;
+    const bool first = s.text.isEmpty();
     s.text += text;
     if (s.conversation == current_ && s.message) s.unshown += text;
     if (s.saved.elapsed() >= 500) save_streaming(s, false, nullptr, QString());
-    if (!flush_timer_.isActive()) flush_streamed();
+    // An answer's first words are shown at once, even while another answer's
+    // interval runs: the time to the first token is what the user waits.
+    if (first || !flush_timer_.isActive()) flush_streamed();
 }
 
 void ChatController::flush_streamed() {
@@ -552,8 +555,12 @@ void ChatController::flush_streamed() {
 }
 
 void ChatController::on_finished(quint64 id, const QVariantMap& stats) {
+    if (!streams_.contains(id)) return;
+    // Text still waiting for the interval's end is shown now: an answer that
+    // ends within one interval (a fast, short one) was otherwise never shown
+    // streaming, only replaced whole.
+    flush_streamed();
     auto it = streams_.find(id);
-    if (it == streams_.end()) return;
     Stream s = *it;
     const QString finish = store_finish(stats.value(QStringLiteral("finish")).toString());
     if (stats.value(QStringLiteral("remote")).toBool())
