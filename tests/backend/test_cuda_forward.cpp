@@ -1,8 +1,10 @@
 // The CUDA forward pass against the fixtures and the CPU. Built twice:
-//  - test_cuda_forward_emulated (label unit): engine/backend/cuda/
-//    cuda_forward.cpp compiled unchanged over a host emulation of the CUDA
-//    runtime and kernels (cuda_emulation/), so the pass's own logic runs in
-//    CI without a GPU;
+//  - test_cuda_on_cpu_forward (labels unit slow, STRATA_CUDA_ON_CPU):
+//    engine/backend/cuda/cuda_forward.cpp, its runtime wrapper
+//    (cuda_runtime.cpp) and the kernels of kernels/cuda, all unchanged, run
+//    on the CPU by tests/cuda_on_cpu (each CUDA thread a fiber; kernel
+//    arguments and copies checked against device allocations), so the pass
+//    and its kernels run in every CI run without a GPU;
 //  - test_cuda_forward (label gpu, STRATA_TEST_REAL_GPU): the same checks on
 //    the real runtime and kernels, plus Engine::load on the GPU (its
 //    self-check against the CPU); skipped, saying why, without a GPU.
@@ -46,14 +48,14 @@ using namespace strata;
 namespace bc = strata::backend::cuda;
 
 #ifndef STRATA_TEST_REAL_GPU
-namespace strata::kernels::cuda {
-extern int emulated_gemm_failure_in;  // tests/backend/cuda_emulation/kernels_emu.cpp
-}
+#include "cuda_on_cpu/control.h"
+// Makes the n-th kernel launch from now fail, as a lost device would.
+using cuda_on_cpu::fail_launch_in;
 #endif
 
 namespace {
 
-// A context whose forward pass is the (emulated) CUDA one, with its KV tables
+// A context whose forward pass is the CUDA one (on the CPU or a GPU), with its KV tables
 // and ledger kept alive beside it.
 struct GpuContext {
     memory::Ledger ledger;
@@ -468,7 +470,7 @@ private Q_SLOTS:
         {
             auto g = gpu_context(*m, total / 4, 256, 64, 0, 0, nullptr, host);
             g->ctx->clear();
-            kernels::cuda::emulated_gemm_failure_in = 7;  // inside the first layer's experts
+            fail_launch_in(7);  // inside the first layer
             bool threw = false;
             try {
                 g->ctx->decode(prompt, false);
@@ -639,7 +641,7 @@ private Q_SLOTS:
         const float* l = g->ctx->decode(prompt, false);
         const std::vector<float> want(l, l + V);
         g->ctx->clear();
-        kernels::cuda::emulated_gemm_failure_in = 7;  // a launch inside the first layer
+        fail_launch_in(7);  // a launch inside the first layer
         QString what;
         try {
             g->ctx->decode(prompt, false);
@@ -684,4 +686,4 @@ private Q_SLOTS:
 };
 
 QTEST_GUILESS_MAIN(TestCudaForward)
-#include "test_cuda_forward_emulated.moc"
+#include "test_cuda_forward.moc"

@@ -3,9 +3,9 @@
 // and every error turned into a strata::Error that names the operation. No
 // CUDA header here (handles are the runtime's opaque pointers), so the rest
 // of the engine compiles without the toolkit. cuda_runtime.cpp implements it
-// on the CUDA runtime (built with STRATA_HAVE_CUDA); the tests' host
-// emulation (tests/backend/cuda_emulation) implements the same interface on
-// host memory, so the CUDA forward pass's own logic runs in CI without a GPU.
+// on the CUDA runtime (built with STRATA_HAVE_CUDA, or in tests over the
+// CUDA-on-CPU runtime of tests/cuda_on_cpu, so the forward pass and its
+// kernels run in CI without a GPU).
 // Everything the forward pass asks of the runtime goes through here.
 #pragma once
 
