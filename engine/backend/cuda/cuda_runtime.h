@@ -30,8 +30,8 @@ void memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
 // The device's name ("NVIDIA H200").
 std::string device_name(int index);
 
-// The runtime's allocators (cuda_runtime.cpp: cudaMalloc / cudaHostAlloc;
-// the tests' emulation: host memory). Allocation failures throw strata::Error
+// The runtime's allocators (cudaMalloc / cudaHostAlloc: on a GPU, or host
+// memory under tests/cuda_on_cpu). Allocation failures throw strata::Error
 // naming `what` and the size; frees never throw.
 void* device_alloc(uint64_t bytes, const std::string& what);
 void device_free(void* p) noexcept;
