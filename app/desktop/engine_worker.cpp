@@ -24,6 +24,7 @@
 #include "sched/generator.h"
 #include "sched/scheduler.h"
 #include "sched/speculative.h"
+#include "chat/prompt.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::desktop {
@@ -307,36 +308,24 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
     model::Context& ctx = engine_->context();
     const tok::Vocab& vocab = engine_->vocab();
     try {
-        // The conversation: system prompt first, then the turns; the oldest
-        // turns give way when the prompt and room for the answer do not fit.
-        std::vector<chat::Message> system, dialog;
-        for (const ChatTurn& t : turns) {
-            chat::Message m{t.role.toStdString(), t.content.toStdString()};
-            (m.role == "system" ? system : dialog).push_back(std::move(m));
-        }
+        // The conversation as every front end prepares it (chat/prompt.h);
+        // here the oldest turns give way when the prompt and room for the
+        // answer do not fit.
+        std::vector<chat::Message> messages;
+        for (const ChatTurn& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
         const int64_t n_ctx = ctx.n_ctx();
         const int64_t room = std::min<int64_t>(params.max_tokens, std::max<int64_t>(n_ctx / 4, 1));
-        int dropped = 0;
-        std::vector<int32_t> tokens;
-        for (;;) {
-            std::vector<chat::Message> all = system;
-            all.insert(all.end(), dialog.begin(), dialog.end());
-            tokens = vocab.encode(template_->render(all, true), /*add_special=*/true, /*parse_special=*/true);
-            // A template that spells out BOS, encoded with BOS added: keep one.
-            if (tokens.size() >= 2 && tokens[0] == vocab.bos() && tokens[1] == vocab.bos()) tokens.erase(tokens.begin());
-            if (static_cast<int64_t>(tokens.size()) + room <= n_ctx) break;
-            // Drop the oldest exchange (up to the next user turn); keep the last user turn.
-            size_t cut = 1;
-            while (cut < dialog.size() && dialog[cut].role != "user") ++cut;
-            if (cut >= dialog.size()) break;
-            dialog.erase(dialog.begin(), dialog.begin() + static_cast<std::ptrdiff_t>(cut));
-            dropped += static_cast<int>(cut);
-        }
-        if (static_cast<int64_t>(tokens.size()) >= n_ctx - 1) {
-            throw Error("the message needs " + std::to_string(tokens.size()) + " tokens but the model's context holds " +
+        chat::Prompt prompt;
+        try {
+            prompt = chat::prepare_prompt(messages, *template_, vocab, {n_ctx, true, room});
+        } catch (const chat::PromptError& e) {
+            if (e.kind() != chat::PromptError::Kind::TooLong) throw;
+            throw Error("the message needs " + std::to_string(e.n_tokens()) + " tokens but the model's context holds " +
                         std::to_string(n_ctx) + "; shorten the message or the system prompt, or raise the context size in Settings");
         }
-        for (const std::string& s : template_->stop_strings())
+        std::vector<int32_t> tokens = std::move(prompt.tokens);
+        const int dropped = prompt.dropped_messages;
+        for (const std::string& s : prompt.stop)
             if (!s.empty() && std::find(params.stop.begin(), params.stop.end(), s) == params.stop.end()) params.stop.push_back(s);
 
         Active a;

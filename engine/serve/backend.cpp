@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "chat/prompt.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::serve {
@@ -89,36 +90,38 @@ PreparedRequest prepare_request(const CompletionRequest& r, const tok::Vocab& vo
     p.sampling = r.sampling;
     if (!r.seed_given) p.sampling.seed = random_seed;
     p.sampling.stop = r.stop;
+    const char* param = r.endpoint == Endpoint::Chat ? "messages" : "prompt";
+    auto empty = [&] {
+        return ApiException{ApiError{400, "the prompt is empty: nothing to generate from", "invalid_request_error",
+                                     param, ""}};
+    };
+    auto too_long = [&](int64_t n) {
+        return ApiException{ApiError{400,
+                                     "the prompt has " + std::to_string(n) + " tokens but the model's context holds " +
+                                         std::to_string(n_ctx) + " (with room for at least one more): shorten it",
+                                     "invalid_request_error", param, "context_length_exceeded"}};
+    };
     if (r.endpoint == Endpoint::Chat) {
-        std::string text;
+        // As the app prepares a conversation, less dropping old turns: an API
+        // request that does not fit is refused.
         try {
-            text = tmpl.render(r.messages, true);
-        } catch (const Error& e) {
+            chat::Prompt prompt = chat::prepare_prompt(r.messages, tmpl, vocab, {n_ctx, false, 1});
+            p.tokens = std::move(prompt.tokens);
+            for (const std::string& s : prompt.stop)
+                if (std::find(p.sampling.stop.begin(), p.sampling.stop.end(), s) == p.sampling.stop.end())
+                    p.sampling.stop.push_back(s);
+        } catch (const chat::PromptError& e) {
+            if (e.kind() == chat::PromptError::Kind::Empty) throw empty();
+            if (e.kind() == chat::PromptError::Kind::TooLong) throw too_long(e.n_tokens());
             throw ApiException{ApiError{400, e.what(), "invalid_request_error", "messages", ""}};
         }
-        // Control tokens spelled by the template become tokens, as in the app.
-        p.tokens = vocab.encode(text, true, true);
-        for (const std::string& s : tmpl.stop_strings())
-            if (std::find(p.sampling.stop.begin(), p.sampling.stop.end(), s) == p.sampling.stop.end())
-                p.sampling.stop.push_back(s);
     } else {
         // As `strata-cli run -p` tokenizes: BOS as the vocabulary says, text as text.
         p.tokens = vocab.encode(r.prompt, true);
+        if (std::all_of(p.tokens.begin(), p.tokens.end(), [&](int32_t t) { return t == vocab.bos(); })) throw empty();
+        if (static_cast<int64_t>(p.tokens.size()) >= n_ctx) throw too_long(static_cast<int64_t>(p.tokens.size()));
     }
     const int64_t n = static_cast<int64_t>(p.tokens.size());
-    const bool only_specials = std::all_of(p.tokens.begin(), p.tokens.end(),
-                                           [&](int32_t t) { return t == vocab.bos(); });
-    if (n == 0 || only_specials) {
-        throw ApiException{ApiError{400, "the prompt is empty: nothing to generate from", "invalid_request_error",
-                                    r.endpoint == Endpoint::Chat ? "messages" : "prompt", ""}};
-    }
-    if (n >= n_ctx) {
-        throw ApiException{ApiError{400,
-                                    "the prompt has " + std::to_string(n) + " tokens but the model's context holds " +
-                                        std::to_string(n_ctx) + " (with room for at least one more): shorten it",
-                                    "invalid_request_error", r.endpoint == Endpoint::Chat ? "messages" : "prompt",
-                                    "context_length_exceeded"}};
-    }
     const int64_t room = n_ctx - n;
     if (p.sampling.max_tokens <= 0 || p.sampling.max_tokens > room) p.sampling.max_tokens = static_cast<int32_t>(room);
     if (const std::string err = p.sampling.validate(); !err.empty())

@@ -15,6 +15,7 @@
 
 #include "app_server.h"
 #include "chat_controller.h"
+#include "engine_worker.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
 
@@ -116,6 +117,44 @@ private Q_SLOTS:
         // The badge's count: the one request another app sent (the app's own chat is not one).
         QCOMPARE(server_->requests(), qint64(1));
         QTRY_VERIFY(!counted.isEmpty());
+    }
+
+    // One conversation through the app's chat and through HTTP: the same
+    // prompt tokens (one preparation for both, chat/prompt.h) and, greedy,
+    // the same answer.
+    void a_conversation_gives_the_same_tokens_in_the_app_and_over_http() {
+        QCOMPARE(chat_->modelState(), QStringLiteral("ready"));  // loaded by the test before
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 12), QString());
+        QVariantMap stats;
+        QObject scope;  // the connection ends with this test
+        connect(chat_->worker(), &EngineWorker::finished, &scope, [&](quint64, const QVariantMap& s) { stats = s; });
+        QVERIFY(chat_->newConversation() != 0);
+        for (const QString& text : {QStringLiteral("In the beginning"), QStringLiteral("And the earth")}) {
+            QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+            QVERIFY(chat_->send(text));
+            QVERIFY(done.wait(60000));
+        }
+        QCOMPARE(chat_->messages()->rowCount(), 4);
+        json messages = json::array();
+        if (!chat_->systemPrompt().isEmpty())
+            messages.push_back({{"role", "system"}, {"content", chat_->systemPrompt().toStdString()}});
+        for (int row = 0; row < 3; ++row) {
+            const QVariantMap m = chat_->messages()->get(row);
+            messages.push_back({{"role", m[QStringLiteral("role")].toString().toStdString()},
+                                {"content", m[QStringLiteral("content")].toString().toStdString()}});
+        }
+        const Reply r = post(server_->port(), "/v1/chat/completions",
+                             json{{"messages", messages},
+                                  {"max_tokens", 12},
+                                  {"temperature", 0},
+                                  {"repeat_penalty", settings_->value(QStringLiteral("repeat_penalty")).toDouble()}});
+        QCOMPARE(r.status, 200);
+        QVERIFY(stats[QStringLiteral("promptTokens")].toLongLong() > 10);  // two turns and an answer
+        QVERIFY(!chat_->messages()->get(3)[QStringLiteral("content")].toString().isEmpty());
+        QCOMPARE(r.body["usage"]["prompt_tokens"].get<qint64>(), stats[QStringLiteral("promptTokens")].toLongLong());
+        QCOMPARE(QString::fromStdString(r.body["choices"][0]["message"]["content"].get<std::string>()),
+                 chat_->messages()->get(3)[QStringLiteral("content")].toString());
+        QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 256), QString());
     }
 
     void a_port_in_use_is_an_error_on_the_toggle() {
