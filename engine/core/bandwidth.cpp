@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/tuning.h"

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cpu/numa.h"
+#include "platform/numa.h"
 #include "backend/device.h"
 #include "common/error.h"
 #include "common/json.h"

@@ -9,7 +9,7 @@
 
 #include <fstream>
 
-#include "backend/cpu/numa.h"
+#include "platform/numa.h"
 #include "common/error.h"
 #include "common/log.h"
 

@@ -47,7 +47,7 @@ const char* tier_default_description(Tier t);
 std::string format_bytes(uint64_t bytes);
 
 // Where a tier's memory is placed on a machine with several NUMA nodes (the
-// engine's numa policy, backend/cpu/numa.h). Every AlignedBuffer and expert
+// engine's numa policy, platform/numa.h). Every AlignedBuffer and expert
 // slot arena of the tier applies it before its memory is first touched.
 struct Placement {
     enum Kind : uint8_t { Default, Bind, Interleave };

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/numa.h"
+#include "platform/numa.h"
 #include "kv/kv_cache.h"
 #include "memory/ledger.h"
 
@@ -86,7 +86,7 @@ struct PlanSettings {
     // (and none is left to the CPU), host RAM holds none.
     bool gpu = false;
     uint64_t runtime_reserve = 64ull << 20;
-    std::string numa = "auto";           // auto | off | bind | bind:N | interleave (backend/cpu/numa.h)
+    std::string numa = "auto";           // auto | off | bind | bind:N | interleave (platform/numa.h)
 };
 
 struct Plan {

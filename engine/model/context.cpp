@@ -11,7 +11,7 @@
 #include <numeric>
 #include <thread>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "common/error.h"
 #include "kernels/quant.h"
 #include "kernels/tuning.h"

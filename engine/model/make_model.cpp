@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "gguf/gguf.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "common/error.h"
 #include "model/context.h"
 #include "model/model.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "kernels/ref/quant_ref.h"

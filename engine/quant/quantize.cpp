@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"

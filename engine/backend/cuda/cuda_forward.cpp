@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 #include "backend/cuda/cuda_runtime.h"
 #include "common/error.h"
 #include "common/log.h"

@@ -48,7 +48,7 @@ struct EngineSettings {
     std::string kv_type = "f32";
 
     // NUMA placement (several memory nodes): auto | off | bind | bind:N |
-    // interleave; see backend/cpu/numa.h. auto does nothing on one node.
+    // interleave; see platform/numa.h. auto does nothing on one node.
     std::string numa = "auto";
 
     // The CPU kernels' knobs (engine/core/kernel_tuning.h): auto (measured

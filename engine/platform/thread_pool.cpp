@@ -1,9 +1,9 @@
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "backend/cpu/numa.h"
+#include "platform/numa.h"
 #include "common/log.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

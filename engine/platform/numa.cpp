@@ -1,4 +1,4 @@
-#include "backend/cpu/numa.h"
+#include "platform/numa.h"
 
 #include <pthread.h>
 #include <sched.h>
