@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/cpu/numa.h"
-#include "backend/cpu/thread_pool.h"
+#include "platform/numa.h"
+#include "platform/thread_pool.h"
 #include "common/error.h"
 #include "core/engine.h"
 #include "memory/aligned_buffer.h"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "platform/thread_pool.h"
 
 using namespace strata;
 
