@@ -24,7 +24,7 @@
 #include "core/resident_weights.h"
 #include "experts/expert_store.h"
 #include "memory/ledger.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "strata/settings.h"

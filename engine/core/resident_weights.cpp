@@ -70,7 +70,7 @@ ResidentWeights::ResidentWeights(const model::Model& m, memory::Ledger& ledger, 
     // From 2 MiB up on huge pages, as the expert slots and the KV pool: decode
     // streams the attention matrices every token, and on 4 KiB pages each
     // 4 KiB of them is a TLB miss (and a boundary the hardware prefetcher
-    // stops at). The plan reserves the same (memory/plan.cpp).
+    // stops at). The plan reserves the same (plan/plan.cpp).
     const auto huge = [](uint64_t bytes) { return bytes >= memory::AlignedBuffer::kHugePage; };
     shared_ = memory::AlignedBuffer(ledger, memory::Account::WeightsShared, tier, shared.bytes(align), huge(shared.bytes(align)));
     router_ = memory::AlignedBuffer(ledger, memory::Account::WeightsRouter, tier, std::max<uint64_t>(router.bytes(align), 1),

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 
 namespace strata::experts {
 

@@ -18,7 +18,7 @@
 #include "common/log.h"
 #include "experts/slow_tier.h"
 #include "memory/ledger.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "model/model.h"
 
 namespace strata::experts {

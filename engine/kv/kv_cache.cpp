@@ -70,7 +70,7 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     block_bytes_ = p_.block_bytes();
     data_bytes_ = p_.data_bytes();
     // One mapping for the whole pool; from 2 MiB up it is huge-page advised
-    // (the plan rounds kv.pages the same way: reserved_bytes in memory/plan.cpp).
+    // (the plan rounds kv.pages the same way: reserved_bytes in plan/plan.cpp).
     if (p_.host_storage) {
         pool_ = memory::AlignedBuffer(*ledger_, memory::Account::KvPages, tier_, block_bytes_ * p_.n_blocks,
                                       /*huge_pages=*/true, /*zero=*/true);

@@ -36,7 +36,7 @@
 #endif
 #include "common/error.h"
 #include "experts/expert_store.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "fixture_check.h"
 #include "kernels/quant_types.h"
 #include "model/context.h"

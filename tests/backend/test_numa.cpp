@@ -17,7 +17,7 @@
 #include "common/error.h"
 #include "core/engine.h"
 #include "memory/aligned_buffer.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "test_support.h"
 
 using namespace strata;

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "memory/system_memory.h"
 #include "model/context.h"
 #include "model/make_model.h"
