@@ -5,7 +5,7 @@
 #include "common.h"
 #include "gguf/gguf.h"
 #include "memory/aligned_buffer.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "quant/recipe.h"
 
 namespace strata::cli {

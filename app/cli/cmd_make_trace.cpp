@@ -2,7 +2,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "experts/synthetic_trace.h"
+#include "analysis/synthetic_trace.h"
 
 namespace strata::cli {
 

@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "core/kernel_tuning.h"
 #include "experts/stream_estimate.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "memory/system_memory.h"
 
 namespace strata::cli {

@@ -5,7 +5,7 @@
 #include "common.h"
 #include "common/error.h"
 #include "core/engine.h"
-#include "experts/routing_stats.h"
+#include "analysis/routing_stats.h"
 
 namespace strata::cli {
 

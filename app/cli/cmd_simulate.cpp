@@ -24,9 +24,9 @@
 #include "commands.h"
 #include "common.h"
 #include "common/error.h"
-#include "experts/hardware_profile.h"
-#include "experts/hybrid_sim.h"
-#include "experts/simulator.h"
+#include "analysis/hardware_profile.h"
+#include "analysis/hybrid_sim.h"
+#include "analysis/simulator.h"
 #include "experts/trace.h"
 
 namespace strata::cli {

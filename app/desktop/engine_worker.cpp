@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "core/engine.h"
 #include "experts/stream_estimate.h"
-#include "memory/plan.h"
+#include "plan/plan.h"
 #include "model/model.h"
 #include "common/prompt_file.h"
 #include "core/calibration.h"

@@ -125,9 +125,10 @@ private Q_SLOTS:
     void a_conversation_gives_the_same_tokens_in_the_app_and_over_http() {
         QCOMPARE(chat_->modelState(), QStringLiteral("ready"));  // loaded by the test before
         QCOMPARE(settings_->setValue(QStringLiteral("max_tokens"), 12), QString());
-        QVariantMap stats;
-        QObject scope;  // the connection ends with this test
-        connect(chat_->worker(), &EngineWorker::finished, &scope, [&](quint64, const QVariantMap& s) { stats = s; });
+        QList<QVariantMap> finished;  // the worker's stats of each answer, in order
+        QObject scope;                // the connection ends with this test
+        connect(chat_->worker(), &EngineWorker::finished, &scope,
+                [&](quint64, const QVariantMap& s) { finished.push_back(s); });
         QVERIFY(chat_->newConversation() != 0);
         for (const QString& text : {QStringLiteral("In the beginning"), QStringLiteral("And the earth")}) {
             QSignalSpy done(chat_.get(), &ChatController::answerFinished);
@@ -135,6 +136,9 @@ private Q_SLOTS:
             QVERIFY(done.wait(60000));
         }
         QCOMPARE(chat_->messages()->rowCount(), 4);
+        // The controller hears `finished` first: the second answer's stats may still be on their way.
+        QTRY_COMPARE(finished.size(), 2);
+        const QVariantMap stats = finished[1];
         json messages = json::array();
         if (!chat_->systemPrompt().isEmpty())
             messages.push_back({{"role", "system"}, {"content", chat_->systemPrompt().toStdString()}});

@@ -8,9 +8,9 @@
 #include <QtTest>
 
 #include "common/error.h"
-#include "experts/hybrid_sim.h"
-#include "experts/simulator.h"
-#include "experts/synthetic_trace.h"
+#include "analysis/hybrid_sim.h"
+#include "analysis/simulator.h"
+#include "analysis/synthetic_trace.h"
 
 using namespace strata;
 using namespace strata::experts;

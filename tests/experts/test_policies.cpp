@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "experts/policies.h"
-#include "experts/simulator.h"
+#include "analysis/simulator.h"
 
 using namespace strata;
 using namespace strata::experts;

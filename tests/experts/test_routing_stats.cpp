@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "experts/routing_stats.h"
+#include "analysis/routing_stats.h"
 #include "model/model.h"
 #include "test_support.h"
 

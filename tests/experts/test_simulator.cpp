@@ -11,9 +11,9 @@
 #include <random>
 
 #include "common/error.h"
-#include "experts/hardware_profile.h"
+#include "analysis/hardware_profile.h"
 #include "experts/predictor.h"
-#include "experts/simulator.h"
+#include "analysis/simulator.h"
 #include "experts/trace.h"
 #include "model/model.h"
 #include "test_support.h"

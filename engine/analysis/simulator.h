@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "experts/cache_policy.h"
-#include "experts/hardware_profile.h"
+#include "analysis/hardware_profile.h"
 #include "experts/predictor.h"
 #include "experts/trace.h"
 

@@ -1,4 +1,4 @@
-#include "experts/simulator.h"
+#include "analysis/simulator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "experts/hybrid_sim.h"
+#include "analysis/hybrid_sim.h"
 
 #include <algorithm>
 #include <deque>
@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "experts/hybrid_cost.h"
-#include "experts/simulator.h"
+#include "analysis/simulator.h"
 
 namespace strata::experts {
 

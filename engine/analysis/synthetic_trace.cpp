@@ -1,4 +1,4 @@
-#include "experts/synthetic_trace.h"
+#include "analysis/synthetic_trace.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "experts/hardware_profile.h"
+#include "analysis/hardware_profile.h"
 
 #include <algorithm>
 #include <cmath>

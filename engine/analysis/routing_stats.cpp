@@ -1,4 +1,4 @@
-#include "experts/routing_stats.h"
+#include "analysis/routing_stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -45,7 +45,7 @@
 
 #include "experts/cache_policy.h"
 
-#include "experts/hardware_profile.h"
+#include "analysis/hardware_profile.h"
 #include "experts/trace.h"
 
 namespace strata::experts {
