@@ -1,7 +1,7 @@
 // strata-cli simulate: replays a routing trace through the expert cache
 // policies and projects decode speed onto a hardware profile.
 //
-// Projection model (also in --help; engine/experts/simulator.h has the code):
+// Projection model (also in --help; engine/analysis/simulator.h has the code):
 // per decoded token,
 //   compute  = (shared_bytes + uses_per_token * expert_bytes) / fast_bw     (bandwidth-bound decode)
 //   demand   = demand_misses * expert_bytes / link_bw                      (stalls)

@@ -1,4 +1,4 @@
-// The simulator's hybrid projection (experts/hybrid_sim.h) on hand-built
+// The simulator's hybrid projection (analysis/hybrid_sim.h) on hand-built
 // traces where the right placement is known, with the rates stated here as a
 // measurement would give them: one token on a cold expert is computed on the
 // CPU; 16 tokens of a batch on one expert are copied over the link; an expert

@@ -89,7 +89,7 @@ struct KeysSpared final : experts::EvictableFilter {
 };
 
 // Steps that count as "recent" for an expert's expected reuse (as the
-// simulator's reuse window, experts/hybrid_sim.h).
+// simulator's reuse window, analysis/hybrid_sim.h).
 constexpr uint64_t kReuseWindow = 16;
 
 class CudaForward final : public model::DeviceForward {
@@ -1037,7 +1037,7 @@ void CudaForward::release_to_host_cache(int64_t li) {
 }
 
 // The cost model's choice for a missing expert routed `tokens` tokens this
-// step, as the simulator replays it (experts/hybrid_sim.h): over the link
+// step, as the simulator replays it (analysis/hybrid_sim.h): over the link
 // when the copy beats the CPU for this step's tokens alone; otherwise on the
 // CPU, and also copied in the background when its expected reuse (the steps
 // of the last kReuseWindow that routed it) repays the copy and the link's
