@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "kernels/ops.h"
 #include "gguf/gguf.h"
 #include "model/unsupported_architecture.h"
 
@@ -205,6 +206,24 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>(toks->size());
     c.n_vocab = static_cast<int64_t>(f.get_uint_or(a + "vocab_size", static_cast<uint64_t>(c.n_vocab)));
     return c;
+}
+
+void rope_tables(const ModelConfig& c, const int64_t* pos, int64_t n, int64_t stride, float* out) {
+    if (!c.yarn) {
+        for (int64_t t = 0; t < n; ++t)
+            kernels::ops::rope_table(c.n_rot, pos[t], c.rope_freq_base, c.rope_freq_scale, out + t * stride);
+        return;
+    }
+    // YaRN as llama.cpp applies it (ext_factor 1): deepseek2 folds the
+    // magnitude correction into the attention scale instead
+    // (ModelConfig::attention_scale), so its cos/sin stay unscaled.
+    float corr[2];
+    kernels::ops::rope_yarn_corr_dims(c.n_rot, c.yarn.orig_ctx, c.rope_freq_base, c.yarn.beta_fast, c.yarn.beta_slow,
+                                      corr);
+    const float mscale = c.mla ? 1.0f : 1.0f + 0.1f * std::log(c.yarn.factor);
+    for (int64_t t = 0; t < n; ++t)
+        kernels::ops::rope_table_yarn(c.n_rot, pos[t], c.rope_freq_base, c.rope_freq_scale, 1.0f, corr, mscale,
+                                      out + t * stride);
 }
 
 }  // namespace strata::model

@@ -115,4 +115,9 @@ struct ModelConfig {
     static ModelConfig from_gguf(const gguf::File& f);
 };
 
+// The RoPE tables of n tokens at positions pos (cos and sin of each rotated
+// pair: n_rot floats a token, `stride` apart), YaRN included: one definition
+// for every device, which applies them with its own rotation kernel.
+void rope_tables(const ModelConfig& c, const int64_t* pos, int64_t n, int64_t stride, float* out);
+
 }  // namespace strata::model

@@ -611,20 +611,7 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* wan
 
     for (int64_t t = 0; t < n; ++t)
         kernels::dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), x_.data() + t * d, d);
-    if (c.yarn) {
-        // YaRN as llama.cpp applies it (ext_factor 1): deepseek2 folds the
-        // magnitude correction into the attention scale instead
-        // (ModelConfig::attention_scale), so its cos/sin stay unscaled.
-        float corr[2];
-        ops::rope_yarn_corr_dims(c.n_rot, c.yarn.orig_ctx, c.rope_freq_base, c.yarn.beta_fast, c.yarn.beta_slow, corr);
-        const float mscale = c.mla ? 1.0f : 1.0f + 0.1f * std::log(c.yarn.factor);
-        for (int64_t t = 0; t < n; ++t)
-            ops::rope_table_yarn(c.n_rot, tok_pos_[t], c.rope_freq_base, c.rope_freq_scale, 1.0f, corr, mscale,
-                                 rope_cs_.data() + t * c.n_rot);
-    } else {
-        for (int64_t t = 0; t < n; ++t)
-            ops::rope_table(c.n_rot, tok_pos_[t], c.rope_freq_base, c.rope_freq_scale, rope_cs_.data() + t * c.n_rot);
-    }
+    rope_tables(c, tok_pos_.data(), n, c.n_rot, rope_cs_.data());
 
     for (const LayerWeights& L : w.layers) {
         if (L.index >= n_layers_run_) break;

@@ -559,15 +559,21 @@ private Q_SLOTS:
     void families_match_the_cpu_data() {
         QTest::addColumn<QString>("arch");
         QTest::addColumn<int>("type");
+        QTest::addColumn<float>("yarn");  // YaRN factor (0: plain RoPE)
         for (const char* arch : {"qwen2moe", "qwen3moe", "olmoe", "llama"}) {
-            QTest::newRow((std::string(arch) + " f32").c_str()) << arch << int(kernels::WeightType::F32);
-            QTest::newRow((std::string(arch) + " q4_k").c_str()) << arch << int(kernels::WeightType::Q4_K);
+            QTest::newRow((std::string(arch) + " f32").c_str()) << arch << int(kernels::WeightType::F32) << 0.0f;
+            QTest::newRow((std::string(arch) + " q4_k").c_str()) << arch << int(kernels::WeightType::Q4_K) << 0.0f;
         }
+        // YaRN context extension (Qwen3's long-context files): the same RoPE
+        // tables on both devices (model::rope_tables).
+        QTest::newRow("qwen3moe yarn f32") << "qwen3moe" << int(kernels::WeightType::F32) << 4.0f;
+        QTest::newRow("llama yarn q4_k") << "llama" << int(kernels::WeightType::Q4_K) << 4.0f;
     }
 
     void families_match_the_cpu() {
         QFETCH(QString, arch);
         QFETCH(int, type);
+        QFETCH(float, yarn);
         QVERIFY(dir_.isValid());
         model::MakeModelSpec s;
         s.arch = arch.toStdString();
@@ -585,9 +591,12 @@ private Q_SLOTS:
         s.ctx = 128;
         s.type = static_cast<kernels::WeightType>(type);
         s.threads = 1;
-        const std::string path = (dir_.path() + "/" + arch + QString::number(type) + ".gguf").toStdString();
+        s.yarn_factor = yarn;
+        const std::string path =
+            (dir_.path() + "/" + arch + QString::number(type) + "-" + QString::number(yarn) + ".gguf").toStdString();
         model::make_model(s, path);
         auto m = model::Model::load(path);
+        QCOMPARE(bool(m->config().yarn), yarn > 0);
         const int64_t V = m->config().n_vocab;
         std::vector<int32_t> toks;
         for (int i = 0; i < 64; ++i) toks.push_back((i * 37 + 5) % static_cast<int>(V));

@@ -1228,8 +1228,7 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
     // Step data: tokens, RoPE tables, where each token's K/V goes, and the block tables.
     std::copy(c.tokens, c.tokens + n, h_tokens_.begin());
     const int64_t n_rot = std::max<int64_t>(cf.n_rot, 2);
-    for (int64_t t = 0; t < n; ++t)
-        kernels::ops::rope_table(cf.n_rot, c.pos[t], cf.rope_freq_base, cf.rope_freq_scale, h_cs_.data() + t * n_rot);
+    model::rope_tables(cf, c.pos, n, n_rot, h_cs_.data());
     h_tables_.clear();
     std::vector<std::pair<kv::SeqId, int32_t>>& seen = h_seen_;  // each sequence's table offset
     seen.clear();
@@ -1319,7 +1318,6 @@ std::string cuda_unsupported_tensor(const model::Model& m) {
     if (c.mla) return "the CUDA backend does not compute deepseek2's multi-head latent attention (MLA) yet; use --device cpu";
     if (c.attention_sinks || c.n_swa > 0 || c.ffn_act != model::FfnAct::Swiglu)
         return "the CUDA backend has no gpt-oss attention sinks, sliding window or clamped SwiGLU yet; use --device cpu";
-    if (c.yarn) return "the CUDA backend has no YaRN RoPE scaling yet; use --device cpu";
     if (c.gating != model::Gating::Softmax || c.n_expert_groups > 1)
         return "the CUDA backend routes by softmax only (this model routes by sigmoid or by expert groups); use --device cpu";
     for (const model::LayerWeights& L : w.layers)
