@@ -23,8 +23,8 @@ constexpr int kPerLane = kMaxHeadDim / kWarp;
 __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t n_head, int64_t n_head_kv,
                                        int64_t head_dim, const float* k, const float* v, int64_t block_tokens,
                                        int64_t block_stride, int64_t head_stride, const int32_t* tables,
-                                       const int32_t* table_offset, const int32_t* n_keys, float scale, float* out,
-                                       int64_t out_stride) {
+                                       const int32_t* table_offset, const int32_t* n_keys, float scale,
+                                       const float* sinks, int64_t window, float* out, int64_t out_stride) {
     const int64_t head = blockIdx.x;
     const int64_t t = blockIdx.y;
     const int lane = threadIdx.x & (kWarp - 1);
@@ -33,6 +33,7 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
     const float* qh = q + t * q_stride + head * head_dim;
     const int32_t* table = tables + table_offset[t];
     const int64_t keys = n_keys[t];
+    const int64_t first = window > 0 && keys > window ? keys - window : 0;  // a sliding window's oldest key
 
     float qv[kPerLane], acc[kPerLane];
 #pragma unroll
@@ -42,7 +43,7 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
         acc[i] = 0.0f;
     }
     float m = -FLT_MAX, l = 0.0f;
-    for (int64_t j = warp; j < keys; j += kWarps) {
+    for (int64_t j = first + warp; j < keys; j += kWarps) {
         const int64_t off = static_cast<int64_t>(table[j / block_tokens]) * block_stride + kv_head * head_stride +
                             (j % block_tokens) * head_dim;
         const float* kr = k + off;
@@ -80,7 +81,8 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
     __syncthreads();
     float mx = -FLT_MAX;
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w]);
-    float sum = 0.0f, f[kWarps];
+    if (sinks) mx = fmaxf(mx, sinks[head]);
+    float sum = sinks ? expf(sinks[head] - mx) : 0.0f, f[kWarps];
     for (int w = 0; w < kWarps; ++w) {
         // A warp that saw no key has l = 0: it adds nothing.
         f[w] = s_l[w] > 0.0f ? expf(s_m[w] - mx) : 0.0f;
@@ -100,15 +102,16 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
 int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
                     int64_t head_dim, const float* k, const float* v, int64_t block_tokens, int64_t block_stride,
                     int64_t head_stride, const int32_t* tables, const int32_t* table_offset, const int32_t* n_keys,
-                    float scale, float* out, int64_t out_stride, Stream stream) {
+                    float scale, const float* sinks, int64_t window, float* out, int64_t out_stride, Stream stream) {
     if (n_tokens <= 0) return 0;
     if (head_dim <= 0 || head_dim > kMaxHeadDim || n_head_kv <= 0 || n_head % n_head_kv != 0 || n_tokens > 65535 ||
-        block_tokens <= 0)
+        block_tokens <= 0 || window < 0)
         return static_cast<int>(cudaErrorInvalidValue);
     const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(n_tokens));
     attention_paged_kernel<<<grid, kWarps * kWarp, 0, stream>>>(q, q_stride, n_head, n_head_kv, head_dim, k, v,
                                                                 block_tokens, block_stride, head_stride, tables,
-                                                                table_offset, n_keys, scale, out, out_stride);
+                                                                table_offset, n_keys, scale, sinks, window, out,
+                                                                out_stride);
     return detail::launched();
 }
 

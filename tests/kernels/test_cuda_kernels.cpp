@@ -33,6 +33,7 @@
 #include "backend/device.h"
 #endif
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/quant_types.h"
 #include "kernels/ref/gemm_ref.h"
@@ -388,24 +389,33 @@ struct Paged {
     int64_t n_head, n_kv, hd, bt, pool_blocks;
     std::vector<int32_t> tables, offset, keys;
     int64_t pad = 0;
+    int64_t window = 0;        // > 0: a sliding window of the last `window` keys
+    std::vector<float> sinks = {};  // one logit per query head, or none
 };
 
 // The reference of one (token, head): the keys and values gathered from the
-// pool in sequence order, then ref::attn_scores, softmax and attn_accumulate.
+// pool in sequence order (the window's only), then ref::attn_scores, softmax
+// (ops::softmax_sink with a sink, as the CPU's gpt-oss attention) and
+// attn_accumulate.
 std::vector<float> attention_ref(const Paged& c, const std::vector<float>& kpool, const std::vector<float>& vpool,
                                  const float* qh, int64_t t, int64_t h, float scale) {
-    const int64_t m = c.keys[size_t(t)], hd = c.hd, g = h / (c.n_head / c.n_kv);
+    const int64_t keys = c.keys[size_t(t)], hd = c.hd, g = h / (c.n_head / c.n_kv);
+    const int64_t first = c.window > 0 && keys > c.window ? keys - c.window : 0, m = keys - first;
     const int64_t head_stride = c.bt * hd, block_stride = c.n_kv * head_stride;
     std::vector<float> kk(static_cast<size_t>(m * hd)), vv(static_cast<size_t>(m * hd)), s(static_cast<size_t>(m)),
         o(static_cast<size_t>(hd), 0.0f);
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
+        const int64_t j = first + i;
         const int64_t b = c.tables[size_t(c.offset[size_t(t)] + j / c.bt)];
         const size_t off = size_t(b * block_stride + g * head_stride + (j % c.bt) * hd);
-        std::copy_n(kpool.begin() + long(off), hd, kk.begin() + j * hd);
-        std::copy_n(vpool.begin() + long(off), hd, vv.begin() + j * hd);
+        std::copy_n(kpool.begin() + long(off), hd, kk.begin() + i * hd);
+        std::copy_n(vpool.begin() + long(off), hd, vv.begin() + i * hd);
     }
     kernels::ref::attn_scores(qh, 1, kk.data(), m, hd, scale, s.data(), m);
-    kernels::ref::softmax(s.data(), m);
+    if (c.sinks.empty())
+        kernels::ref::softmax(s.data(), m);
+    else
+        kernels::ops::softmax_sink(s.data(), m, c.sinks[size_t(h)]);
     kernels::ref::attn_accumulate(s.data(), m, 1, vv.data(), m, hd, o.data());
     return o;
 }
@@ -422,11 +432,13 @@ QString check_attention(Dev& dev, std::mt19937& rng, const Paged& c) {
     float* out = dev.untouched(size_t(tokens * stride));
     const float scale = 1.0f / std::sqrt(float(hd));
     dev.ok(kc::attention_paged(dev.up(q), stride, tokens, c.n_head, c.n_kv, hd, dev.up(kpool), dev.up(vpool), c.bt,
-                               block_stride, head_stride, dev.up(c.tables), dev.up(c.offset), dev.up(c.keys), scale, out,
-                               stride, dev.stream.get()),
+                               block_stride, head_stride, dev.up(c.tables), dev.up(c.offset), dev.up(c.keys), scale,
+                               c.sinks.empty() ? nullptr : dev.up(c.sinks), c.window, out, stride, dev.stream.get()),
            "attention_paged");
     const std::vector<float> got = dev.down(out, size_t(tokens * stride));
-    const QString shape = QStringLiteral("heads %1/%2 head_dim %3 block %4").arg(c.n_head).arg(c.n_kv).arg(hd).arg(c.bt);
+    const QString shape = QStringLiteral("heads %1/%2 head_dim %3 block %4 window %5%6")
+                              .arg(c.n_head).arg(c.n_kv).arg(hd).arg(c.bt).arg(c.window)
+                              .arg(c.sinks.empty() ? QString() : QStringLiteral(" sinks"));
     for (int64_t t = 0; t < tokens; ++t) {
         for (int64_t h = 0; h < c.n_head; ++h) {
             const std::vector<float> o = attention_ref(c, kpool, vpool, q.data() + t * stride + h * hd, t, h, scale);
@@ -713,6 +725,27 @@ private Q_SLOTS:
         CHECK_OK(check_attention(dev, rng, prefill));
     }
 
+    // gpt-oss's attention: sinks (a per-head logit in the denominator) and
+    // sliding windows (the last `window` keys), alone and together, on a
+    // 40-token prefill whose key counts run from 1 past the window.
+    void attention_paged_sinks_and_windows() {
+        std::mt19937 rng(79);
+        Dev dev;
+        Paged c{.n_head = 4, .n_kv = 2, .hd = 64, .bt = 8, .pool_blocks = 7, .tables = {4, 0, 6, 2, 5}, .offset = {},
+                .keys = {}};
+        for (int32_t t = 0; t < 40; ++t) {
+            c.offset.push_back(0);
+            c.keys.push_back(t + 1);
+        }
+        for (int64_t window : {0, 1, 8, 13}) {
+            for (bool sinks : {false, true}) {
+                c.window = window;
+                c.sinks = sinks ? random_floats(rng, size_t(c.n_head), -2, 4) : std::vector<float>{};
+                CHECK_OK(check_attention(dev, rng, c));
+            }
+        }
+    }
+
     // ---- read_sum and errors -----------------------------------------------
 
     // 2^18 words, and 300007 (odd: never a multiple of the grid's threads, a
@@ -727,7 +760,7 @@ private Q_SLOTS:
         Dev dev;
         // head_dim over the kernel's limit and an unknown type: error codes, not launches.
         QVERIFY(kc::attention_paged(nullptr, 0, 1, 1, 1, 512, nullptr, nullptr, 16, 0, 0, nullptr, nullptr, nullptr, 1.0f,
-                                    nullptr, 0, dev.stream.get()) != 0);
+                                    nullptr, 0, nullptr, 0, dev.stream.get()) != 0);
         QVERIFY(kc::gemm_q(static_cast<kc::QType>(9), nullptr, 0, 1, 32, nullptr, 32, 1, nullptr, 1, dev.stream.get()) != 0);
         bool threw = false;
         try {

@@ -722,8 +722,8 @@ void CudaForward::attention(const DevLayer& L, int64_t n) {
        "kv store", li);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     ok(kc::attention_paged(q_, qd, n, c.n_head, c.n_head_kv, hd, kp, vp, kv_block_tokens_, kv_block_stride_,
-                           kv_head_stride_, tables_.as<int32_t>(), table_offset_, n_keys_, scale, attn_, qd,
-                           compute_.get()),
+                           kv_head_stride_, tables_.as<int32_t>(), table_offset_, n_keys_, scale,
+                           /*sinks=*/nullptr, /*window=*/0, attn_, qd, compute_.get()),
        "attention", li);
     gemm(L.wo, attn_, n, tmp_, "attention output", li);
     if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
