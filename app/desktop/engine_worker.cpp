@@ -325,8 +325,7 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         }
         std::vector<int32_t> tokens = std::move(prompt.tokens);
         const int dropped = prompt.dropped_messages;
-        for (const std::string& s : prompt.stop)
-            if (!s.empty() && std::find(params.stop.begin(), params.stop.end(), s) == params.stop.end()) params.stop.push_back(s);
+        chat::add_stop_strings(params.stop, prompt.stop);
 
         Active a;
         a.t0 = t0;

@@ -91,35 +91,22 @@ PreparedRequest prepare_request(const CompletionRequest& r, const tok::Vocab& vo
     if (!r.seed_given) p.sampling.seed = random_seed;
     p.sampling.stop = r.stop;
     const char* param = r.endpoint == Endpoint::Chat ? "messages" : "prompt";
-    auto empty = [&] {
-        return ApiException{ApiError{400, "the prompt is empty: nothing to generate from", "invalid_request_error",
-                                     param, ""}};
-    };
-    auto too_long = [&](int64_t n) {
-        return ApiException{ApiError{400,
-                                     "the prompt has " + std::to_string(n) + " tokens but the model's context holds " +
-                                         std::to_string(n_ctx) + " (with room for at least one more): shorten it",
-                                     "invalid_request_error", param, "context_length_exceeded"}};
-    };
-    if (r.endpoint == Endpoint::Chat) {
-        // As the app prepares a conversation, less dropping old turns: an API
-        // request that does not fit is refused.
-        try {
+    try {
+        if (r.endpoint == Endpoint::Chat) {
+            // As the app prepares a conversation, less dropping old turns: an
+            // API request that does not fit is refused.
             chat::Prompt prompt = chat::prepare_prompt(r.messages, tmpl, vocab, {n_ctx, false, 1});
             p.tokens = std::move(prompt.tokens);
-            for (const std::string& s : prompt.stop)
-                if (std::find(p.sampling.stop.begin(), p.sampling.stop.end(), s) == p.sampling.stop.end())
-                    p.sampling.stop.push_back(s);
-        } catch (const chat::PromptError& e) {
-            if (e.kind() == chat::PromptError::Kind::Empty) throw empty();
-            if (e.kind() == chat::PromptError::Kind::TooLong) throw too_long(e.n_tokens());
-            throw ApiException{ApiError{400, e.what(), "invalid_request_error", "messages", ""}};
+            chat::add_stop_strings(p.sampling.stop, prompt.stop);
+        } else {
+            // As `strata-cli run -p` tokenizes: BOS as the vocabulary says, text as text.
+            p.tokens = vocab.encode(r.prompt, true);
+            chat::check_prompt(p.tokens, vocab, n_ctx);
         }
-    } else {
-        // As `strata-cli run -p` tokenizes: BOS as the vocabulary says, text as text.
-        p.tokens = vocab.encode(r.prompt, true);
-        if (std::all_of(p.tokens.begin(), p.tokens.end(), [&](int32_t t) { return t == vocab.bos(); })) throw empty();
-        if (static_cast<int64_t>(p.tokens.size()) >= n_ctx) throw too_long(static_cast<int64_t>(p.tokens.size()));
+    } catch (const chat::PromptError& e) {
+        const bool too_long = e.kind() == chat::PromptError::Kind::TooLong;
+        throw ApiException{ApiError{400, too_long ? std::string(e.what()) + ": shorten it" : std::string(e.what()),
+                                    "invalid_request_error", param, too_long ? "context_length_exceeded" : ""}};
     }
     const int64_t n = static_cast<int64_t>(p.tokens.size());
     const int64_t room = n_ctx - n;

@@ -42,16 +42,25 @@ Prompt prepare_prompt(const std::vector<Message>& messages, const ChatTemplate& 
         p.dropped_messages += static_cast<int>(cut - first_turn);
         kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(first_turn), kept.begin() + static_cast<std::ptrdiff_t>(cut));
     }
-    const auto n = static_cast<int64_t>(p.tokens.size());
-    if (std::all_of(p.tokens.begin(), p.tokens.end(), [&](int32_t t) { return t == vocab.bos(); }))
-        throw PromptError(PromptError::Kind::Empty, "the prompt is empty: nothing to generate from");
-    if (n >= policy.n_ctx)
-        throw PromptError(PromptError::Kind::TooLong,
-                          "the prompt has " + std::to_string(n) + " tokens but the model's context holds " +
-                              std::to_string(policy.n_ctx) + " (with room for at least one more)",
-                          n, policy.n_ctx);
+    check_prompt(p.tokens, vocab, policy.n_ctx);
     p.stop = tmpl.stop_strings();
     return p;
+}
+
+void check_prompt(const std::vector<int32_t>& tokens, const tok::Vocab& vocab, int64_t n_ctx) {
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (std::all_of(tokens.begin(), tokens.end(), [&](int32_t t) { return t == vocab.bos(); }))
+        throw PromptError(PromptError::Kind::Empty, "the prompt is empty: nothing to generate from");
+    if (n >= n_ctx)
+        throw PromptError(PromptError::Kind::TooLong,
+                          "the prompt has " + std::to_string(n) + " tokens but the model's context holds " +
+                              std::to_string(n_ctx) + " (with room for at least one more)",
+                          n, n_ctx);
+}
+
+void add_stop_strings(std::vector<std::string>& stop, const std::vector<std::string>& more) {
+    for (const std::string& s : more)
+        if (!s.empty() && std::find(stop.begin(), stop.end(), s) == stop.end()) stop.push_back(s);
 }
 
 }  // namespace strata::chat

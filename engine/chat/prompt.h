@@ -57,4 +57,12 @@ private:
 Prompt prepare_prompt(const std::vector<Message>& messages, const ChatTemplate& tmpl, const tok::Vocab& vocab,
                       const PromptPolicy& policy);
 
+// The checks prepare_prompt makes of any prompt's tokens (a raw completion
+// prompt's too): PromptError Empty or TooLong.
+void check_prompt(const std::vector<int32_t>& tokens, const tok::Vocab& vocab, int64_t n_ctx);
+
+// Adds `more` (a template's stop strings) to `stop`, skipping empty strings
+// and ones already there.
+void add_stop_strings(std::vector<std::string>& stop, const std::vector<std::string>& more);
+
 }  // namespace strata::chat

@@ -136,9 +136,11 @@ cudaError_t copy(State& s, void* dst, const void* src, size_t n, cudaMemcpyKind 
     if (s.sticky) return error(s, s.sticky);
     if (!stream_ok(s, st)) return error(s, cudaErrorInvalidResourceHandle);
     if (n == 0) return cudaSuccess;
-    if (kind == cudaMemcpyDefault)
-        kind = find(s, src, n) ? (find(s, dst, n) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
-                               : (find(s, dst, n) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    if (kind == cudaMemcpyDefault) {
+        const bool from_device = find(s, src, n) != nullptr, to_device = find(s, dst, n) != nullptr;
+        kind = from_device ? (to_device ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                           : (to_device ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    }
     const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     std::string why;

@@ -184,10 +184,10 @@ struct Executor {
         return !faulted;
     }
 
-    // The fibers of a faulted block stopped mid-kernel: start afresh.
+    // The fibers of a faulted block stopped mid-kernel: start afresh (a
+    // destroyed fiber forgets what it left on its stack).
     void abandon_pool() {
         Pool& p = *pool;
-        for (auto& w : p.workers) w->fiber->forget_stack();
         p.workers.clear();
         for (SharedSlot& s : p.shared) std::free(s.memory);
         p.shared.clear();
