@@ -5,61 +5,28 @@
 #include "common/error.h"
 #include "kernels/ops.h"
 #include "gguf/gguf.h"
+#include "model/arch/arch.h"
 #include "model/unsupported_architecture.h"
 
 namespace strata::model {
-namespace {
-
-// Routing semantics follow llama.cpp: Mixtral (llama with experts) and
-// qwen3moe renormalise the top-k weights; qwen2moe and olmoe do not.
-constexpr ArchTraits kArchs[] = {
-    {Arch::Llama, "llama", RopeType::Normal, QkNorm::None, true},
-    {Arch::Qwen2Moe, "qwen2moe", RopeType::NeoX, QkNorm::None, false},
-    {Arch::Qwen3Moe, "qwen3moe", RopeType::NeoX, QkNorm::PerHead, true},
-    {Arch::Olmoe, "olmoe", RopeType::NeoX, QkNorm::WholeProjection, false},
-    // DeepSeek-V2/V3: MLA attention, RoPE on adjacent pairs of the RoPE parts.
-    {Arch::Deepseek2, "deepseek2", RopeType::Normal, QkNorm::None, false},
-    // gpt-oss: attention sinks, sliding-window layers, biases everywhere,
-    // routing by a softmax over the chosen logits, clamped SwiGLU (llama.cpp's
-    // LLM_ARCH_OPENAI_MOE).
-    {Arch::GptOss, "gpt-oss", RopeType::NeoX, QkNorm::None, false},
-};
-
-}  // namespace
 
 const ArchTraits* find_arch(const std::string& name) {
-    for (const ArchTraits& a : kArchs)
-        if (name == a.name) return &a;
+    for (const ArchTraits* a : arch::all())
+        if (name == a->name) return a;
     return nullptr;
 }
 
 std::string supported_arch_names() {
     std::string s;
-    for (const ArchTraits& a : kArchs) s += (s.empty() ? "" : ", ") + std::string(a.name);
+    for (const ArchTraits* a : arch::all()) s += (s.empty() ? "" : ", ") + std::string(a->name);
     return s;
 }
 
-namespace {
-
-// deepseek2's attention shape. The KV cache row is the latent [kv_lora_rank |
-// n_rot], one per token and layer (n_head_kv = 1, head_dim = the row).
-template <class Positive>
-void read_mla(const gguf::File& f, ModelConfig& c, Positive&& positive) {
-    const std::string a = c.arch_name + ".";
-    const auto required = [&](const std::string& key, const char* what) -> int64_t {
-        if (!f.has(key)) throw Error(f.path() + ": a " + c.arch_name + " file needs metadata '" + key + "' (" + what + ")");
-        return positive(key, f.get_uint(key), 1 << 20);
-    };
-    c.mla.kv_lora_rank = required(a + "attention.kv_lora_rank", "the rank of the compressed KV");
-    c.mla.key_length = required(a + "attention.key_length", "the key length per head");
-    c.mla.value_length = required(a + "attention.value_length", "the value length per head");
-    c.mla.q_lora_rank = static_cast<int64_t>(f.get_uint_or(a + "attention.q_lora_rank", 0));
-    c.n_rot = required(a + "rope.dimension_count", "the RoPE dimensions of each key");
-    c.n_head_kv = 1;
-    c.head_dim = c.mla.kv_lora_rank + c.n_rot;
+int64_t metadata_in_range(const gguf::File& f, const std::string& key, uint64_t v, uint64_t max) {
+    if (v == 0 || v > max)
+        throw Error(f.path() + ": metadata '" + key + "' is " + std::to_string(v) + " (expected 1.." + std::to_string(max) + ")");
+    return static_cast<int64_t>(v);
 }
-
-}  // namespace
 
 float ModelConfig::attention_scale() const {
     const int64_t key = mla ? mla.key_length : head_dim;
@@ -86,13 +53,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.name = f.get_string_or("general.name", "");
     const std::string a = c.arch_name + ".";
 
-    auto positive = [&](const std::string& key, uint64_t v, uint64_t max) -> int64_t {
-        if (v == 0 || v > max) {
-            throw Error(path + ": metadata '" + key + "' is " + std::to_string(v) + " (expected 1.." +
-                        std::to_string(max) + ")");
-        }
-        return static_cast<int64_t>(v);
-    };
+    auto positive = [&](const std::string& key, uint64_t v, uint64_t max) { return metadata_in_range(f, key, v, max); };
     c.n_embd = positive(a + "embedding_length", f.get_uint(a + "embedding_length"), 1 << 20);
     c.n_layer = positive(a + "block_count", f.get_uint(a + "block_count"), 4096);
     c.n_head = positive(a + "attention.head_count", f.get_uint(a + "attention.head_count"), 4096);
@@ -106,8 +67,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.head_dim = positive(a + "attention.key_length", f.get_uint_or(a + "attention.key_length", default_head_dim),
                           1 << 16);
     const uint64_t v_len = f.get_uint_or(a + "attention.value_length", static_cast<uint64_t>(c.head_dim));
-    if (traits->arch == Arch::Deepseek2) {
-        read_mla(f, c, positive);
+    if (traits->read_attention) {
+        traits->read_attention(f, c);
     } else if (static_cast<int64_t>(v_len) != c.head_dim) {
         throw Error(path + ": attention.value_length " + std::to_string(v_len) + " differs from key_length " +
                     std::to_string(c.head_dim) + "; this engine needs them equal");
@@ -162,8 +123,6 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
         throw Error(path + ": metadata '" + a + "leading_dense_block_count' " + std::to_string(c.leading_dense_blocks) +
                     " exceeds block_count " + std::to_string(c.n_layer));
     }
-    if (traits->arch == Arch::Deepseek2 && c.n_ff_shared == 0 && c.n_ff_expert > 0)
-        c.n_ff_shared = c.n_ff_expert * static_cast<int64_t>(f.get_uint_or(a + "expert_shared_count", 0));
     const uint64_t gating = f.get_uint_or(a + "expert_gating_func", 1);
     if (gating != 1 && gating != 2) {
         throw Error(path + ": metadata '" + a + "expert_gating_func' is " + std::to_string(gating) +
@@ -186,22 +145,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     if (!(c.expert_weights_scale > 0.0f)) {
         throw Error(path + ": metadata '" + a + "expert_weights_scale' must be positive");
     }
-    if (traits->arch == Arch::GptOss) {
-        if (c.n_expert <= 0) throw Error(path + ": a gpt-oss file needs metadata '" + a + "expert_count'");
-        const std::string swa = a + "attention.sliding_window";
-        if (!f.has(swa)) throw Error(path + ": a gpt-oss file needs metadata '" + swa + "' (the sliding window's length)");
-        c.n_swa = positive(swa, f.get_uint(swa), 1u << 30);
-        c.swa_period = positive(a + "attention.sliding_window_pattern",
-                                f.get_uint_or(a + "attention.sliding_window_pattern", 2), 1 << 16);
-        // Top-k of the raw (biased) logits, weighted by a softmax over the k
-        // chosen: the same choice and weights as the renormalised top-k of
-        // the softmax over all (llama.cpp: SOFTMAX_WEIGHT gating).
-        c.gating = Gating::Softmax;
-        c.expert_weights_norm = true;
-        c.ffn_act = FfnAct::SwigluOai;
-        c.attention_sinks = true;
-        c.expert_weights_scale = 1.0f;
-    }
+    if (traits->read_metadata) traits->read_metadata(f, c);
     // n_vocab comes from the token table (checked against the embedding by the weights).
     if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>(toks->size());
     c.n_vocab = static_cast<int64_t>(f.get_uint_or(a + "vocab_size", static_cast<uint64_t>(c.n_vocab)));

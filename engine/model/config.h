@@ -1,7 +1,7 @@
-// Model hyper-parameters read from GGUF metadata, and the per-architecture
-// traits that turn one generic decoder into llama / Mixtral / qwen2moe /
-// qwen3moe / olmoe. Adding an architecture means adding a row to the traits
-// table (config.cpp), not a new forward pass.
+// Model hyper-parameters read from GGUF metadata, and what each architecture
+// is: its traits, the metadata it adds, and its layer composed of ops
+// (model/arch/<arch>.cpp, model/backend.h). Adding an architecture means
+// adding a file there (model/arch/README.md), not a forward pass.
 #pragma once
 
 #include <cstdint>
@@ -14,23 +14,40 @@ class File;
 
 namespace strata::model {
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Olmoe, Deepseek2, GptOss };
+class Backend;
+struct LayerWeights;
+struct ModelConfig;
 
 enum class RopeType { Normal, NeoX };  // adjacent pairs vs halves
 
 // How Q/K are normalised before RoPE.
 enum class QkNorm { None, PerHead, WholeProjection };
 
+// One architecture (general.architecture), defined in model/arch/.
 struct ArchTraits {
-    Arch arch;
-    const char* name;               // general.architecture
-    RopeType rope;
-    QkNorm qk_norm;
-    bool default_expert_weights_norm;  // renormalise top-k router weights
+    const char* name = "";
+    RopeType rope = RopeType::Normal;
+    QkNorm qk_norm = QkNorm::None;
+    bool default_expert_weights_norm = false;  // renormalise top-k router weights unless the file says
+    const char* ffn_norm_tensor = "ffn_norm.weight";  // blk.N.<this>: the norm before the FFN
+    bool router_bias = false;                  // every router has a bias on its logits (ffn_gate_inp.bias)
+    // Metadata beyond the generic reader's (null: none): the attention's
+    // shape where it is not per-head K/V (read before the generic checks of
+    // it), and anything else (read last, may override what was read).
+    void (*read_attention)(const gguf::File& f, ModelConfig& c) = nullptr;
+    void (*read_metadata)(const gguf::File& f, ModelConfig& c) = nullptr;
+    // One decoder layer, composed of ops. `next`: the next layer, when it
+    // routes experts and the step predicts its routes (Backend::predict_route
+    // then goes between the attention and the FFN).
+    void (*layer)(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerWeights* next) = nullptr;
 };
 
 const ArchTraits* find_arch(const std::string& name);
 std::string supported_arch_names();  // "llama, qwen2moe, ..."
+
+// v, read from metadata `key` of f; throws strata::Error naming the file and
+// the key unless 1 <= v <= max.
+int64_t metadata_in_range(const gguf::File& f, const std::string& key, uint64_t v, uint64_t max);
 
 // How router logits become expert probabilities (deepseek2's expert_gating_func).
 // Softmax: top-k of the softmax over all experts, weighted by those

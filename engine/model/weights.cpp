@@ -255,9 +255,7 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         } else {
             bind_attention(b, c, L, q_dim, kv_dim);
         }
-        // gpt-oss names the FFN's norm after the attention it follows.
-        L.ffn_norm = b.vector(blk(i, c.traits.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"),
-                              c.n_embd);
+        L.ffn_norm = b.vector(blk(i, c.traits.ffn_norm_tensor), c.n_embd);
         if (c.attention_sinks) L.attn_sinks = b.vector(blk(i, "attn_sinks.weight"), c.n_head);
 
         // FFN kind: from the tensors present, cross-checked with
@@ -286,7 +284,7 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         L.ffn = FfnKind::Moe;
         L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
         L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, false);
-        L.router_bias = b.vector(blk(i, "ffn_gate_inp.bias"), c.n_expert, c.traits.arch == Arch::GptOss);
+        L.router_bias = b.vector(blk(i, "ffn_gate_inp.bias"), c.n_expert, c.traits.router_bias);
         const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
         if (ge) {
             const int64_t ff = ge->ne[1];

@@ -20,6 +20,13 @@
 
 namespace strata::cpu {
 
+// A CPU hint that this thread is spinning on another's progress.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 // A non-owning reference to a callable (like C++26 std::function_ref): no
 // allocation, so passing a lambda to parallel_for costs nothing per call.
 template <class Sig> class FunctionRef;

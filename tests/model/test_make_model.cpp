@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "common/error.h"
+#include "model/arch/arch.h"
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
@@ -106,6 +107,44 @@ private Q_SLOTS:
         QVERIFY(!r.tokens.empty());
         const float* logits = ctx.decode(r.tokens, false);
         for (int64_t i = 0; i < m->config().n_vocab; ++i) QVERIFY(std::isfinite(logits[i]));
+    }
+
+    // Each architecture's layer, recorded op by op (arch::ops_used): what a
+    // backend is asked to support at load. A backend lacking one is refused
+    // with the op and the architecture named.
+    void ops_each_architecture_uses_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<QStringList>("ops");
+        QTest::newRow("llama") << "llama" << QStringList{"embedding", "RMSNorm", "attention", "residual add",
+                                                        "router (softmax top-k)", "routed experts (SwiGLU)", "output head"};
+        QTest::newRow("qwen2moe") << "qwen2moe" << QStringList{"attention", "router (softmax top-k)", "shared expert"};
+        QTest::newRow("deepseek2") << "deepseek2"
+                                   << QStringList{"latent attention (MLA)", "router (scored: sigmoid, selection bias, groups)"};
+        QTest::newRow("gpt-oss") << "gpt-oss"
+                                 << QStringList{"attention", "attention sinks", "sliding-window attention",
+                                                "routed experts (clamped SwiGLU with biases)"};
+    }
+
+    void ops_each_architecture_uses() {
+        QFETCH(QString, arch);
+        QFETCH(QStringList, ops);
+        QTemporaryDir dir;
+        model::MakeModelSpec spec = small_spec(arch);
+        const std::string path = (dir.path() + "/m.gguf").toStdString();
+        model::make_model(spec, path);
+        auto m = model::Model::load(path);
+        QStringList used;
+        for (model::Op op : model::arch::ops_used(m->config(), m->weights())) used << model::op_name(op);
+        for (const QString& op : ops) QVERIFY2(used.contains(op), qPrintable(arch + " does not use " + op + ": " + used.join(", ")));
+        if (arch != "deepseek2") QVERIFY(!used.contains("latent attention (MLA)"));
+        if (arch != "gpt-oss") QVERIFY(!used.contains("attention sinks"));
+
+        QVERIFY(model::arch::unsupported_op(m->config(), m->weights(), [](model::Op) { return true; }, "test backend").empty());
+        const model::Op missing = model::arch::ops_used(m->config(), m->weights())[2];  // after the embedding and the norm
+        const std::string refusal = model::arch::unsupported_op(
+            m->config(), m->weights(), [&](model::Op op) { return op != missing; }, "test backend");
+        QCOMPARE(QString::fromStdString(refusal),
+                 arch + " uses " + model::op_name(missing) + ", which the test backend does not compute");
     }
 
     void kquant_types() {

@@ -1,0 +1,105 @@
+#include "model/arch/arch.h"
+
+#include <algorithm>
+
+namespace strata::model::arch {
+
+extern const ArchTraits llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt_oss;
+
+std::span<const ArchTraits* const> all() {
+    static const ArchTraits* const table[] = {&llama, &qwen2moe, &qwen3moe, &olmoe, &deepseek2, &gpt_oss};
+    return table;
+}
+
+void forward(Backend& b, const ModelConfig& c, const ModelWeights& w, int64_t n_layers, bool predict_routes) {
+    b.embed(w.tok_embd);
+    for (int64_t i = 0; i < n_layers; ++i) {
+        const LayerWeights& L = w.layers[static_cast<size_t>(i)];
+        const LayerWeights* next = nullptr;
+        if (predict_routes && i + 1 < n_layers && w.layers[static_cast<size_t>(i + 1)].ffn == FfnKind::Moe)
+            next = &w.layers[static_cast<size_t>(i + 1)];
+        c.traits.layer(b, c, L, next);
+    }
+    b.output_head(w.output_norm, w.output);
+}
+
+namespace {
+
+// A backend that computes nothing and notes which ops are called.
+class OpRecorder final : public Backend {
+public:
+    std::vector<Op> ops;
+    std::string name() const override { return "recorder"; }
+    bool supports(Op) const override { return true; }
+    void begin(const Step&) override {}
+    void embed(const Matrix&) override { note(Op::Embed); }
+    void rms_norm(Act, const std::vector<float>&, Act) override { note(Op::RmsNorm); }
+    void add(Act, Act) override { note(Op::Add); }
+    void attention(const LayerWeights&, const AttentionSpec& s) override {
+        note(s.latent ? Op::LatentAttention : Op::Attention);
+        if (s.sinks) note(Op::AttentionSinks);
+        if (s.window > 0) note(Op::SlidingWindow);
+    }
+    void predict_route(const LayerWeights&) override {}
+    void route(const LayerWeights&, const RouterSpec& s) override { note(s.scored ? Op::ScoredRoute : Op::Route); }
+    void experts(const LayerWeights&, const ExpertSpec& s) override {
+        note(s.act == FfnAct::SwigluOai ? Op::ClampedExperts : Op::Experts);
+    }
+    void shared_expert(const LayerWeights&) override { note(Op::SharedExpert); }
+    void dense_ffn(const FfnMatrices&, int64_t) override { note(Op::DenseFfn); }
+    void output_head(const std::vector<float>&, const Matrix&) override { note(Op::OutputHead); }
+    uint64_t scratch_bytes() const override { return 0; }
+
+private:
+    void note(Op op) {
+        if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+    }
+};
+
+}  // namespace
+
+std::vector<Op> ops_used(const ModelConfig& c, const ModelWeights& w) {
+    OpRecorder r;
+    forward(r, c, w, static_cast<int64_t>(w.layers.size()), false);
+    return r.ops;
+}
+
+std::string unsupported_op(const ModelConfig& c, const ModelWeights& w, const std::function<bool(Op)>& supports,
+                           const std::string& backend) {
+    for (Op op : ops_used(c, w))
+        if (!supports(op)) return c.arch_name + " uses " + op_name(op) + ", which the " + backend + " does not compute";
+    return {};
+}
+
+RouterSpec router_spec(const ModelConfig& c) {
+    RouterSpec r;
+    r.scored = c.gating != Gating::Softmax || c.n_expert_groups > 1;
+    r.gating = c.gating;
+    r.groups = c.n_expert_groups;
+    r.groups_used = c.n_group_used;
+    r.renormalise = c.expert_weights_norm;
+    r.scale = c.expert_weights_scale;
+    return r;
+}
+
+void attention_block(Backend& b, const LayerWeights& L, const AttentionSpec& spec) {
+    b.rms_norm(Act::Residual, L.attn_norm, Act::Normed);
+    b.attention(L, spec);
+    b.add(Act::Residual, Act::Out);
+}
+
+void ffn_block(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerWeights* next,
+               const RouterSpec& router, const ExpertSpec& experts) {
+    if (next) b.predict_route(*next);
+    b.rms_norm(Act::Residual, L.ffn_norm, Act::Normed);
+    if (L.ffn == FfnKind::Dense) {
+        b.dense_ffn(L.dense, c.n_ff);
+    } else {
+        b.route(L, router);
+        b.experts(L, experts);
+        if (L.has_shared_expert()) b.shared_expert(L);
+    }
+    b.add(Act::Residual, Act::Out);
+}
+
+}  // namespace strata::model::arch
