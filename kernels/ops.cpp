@@ -27,11 +27,7 @@ void softmax_sink(float* x, int64_t n, float sink) {
 }
 
 void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit) {
-    for (int64_t i = 0; i < n; ++i) {
-        const float a = std::min(g[i], limit);
-        const float b = std::clamp(u[i], -limit, limit);
-        y[i] = a / (1.0f + std::exp(-alpha * a)) * (b + 1.0f);
-    }
+    ref::swiglu_oai(g, u, y, n, alpha, limit);
 }
 
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,

@@ -124,8 +124,8 @@ public:
     // Out += gate(Normed) * FFN(Normed) with the layer's shared expert (its
     // sigmoid gate where it has one, else 1).
     virtual void shared_expert(const LayerWeights& L) = 0;
-    // Out = down(silu(gate Normed) * up Normed), an FFN `ff` wide.
-    virtual void dense_ffn(const FfnMatrices& f, int64_t ff) = 0;
+    // Out = down(silu(gate Normed) * up Normed) with the layer's dense FFN.
+    virtual void dense_ffn(const LayerWeights& L) = 0;
     // The step's logits: RMSNorm(Residual) * norm times `head`, for the wanted tokens.
     virtual void output_head(const std::vector<float>& norm, const Matrix& head) = 0;
 

@@ -143,7 +143,7 @@ void CpuBackend::output_head(const std::vector<float>& norm, const Matrix& head)
     matmul(head, h_.data(), rows, step_.logits);
 }
 
-void CpuBackend::dense_ffn(const FfnMatrices& f, int64_t ff) { ffn(f, h_.data(), n_, tmp_.data(), ff); }
+void CpuBackend::dense_ffn(const LayerWeights& L) { ffn(L.dense, h_.data(), n_, tmp_.data(), L.dense.gate.rows); }
 
 void CpuBackend::matmul(const Matrix& W, const float* X, int64_t n, float* Y) {
     // The smallest chunk; the pool hands out shrinking chunks (guided), so

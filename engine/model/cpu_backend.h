@@ -57,7 +57,7 @@ public:
     void route(const LayerWeights& L, const RouterSpec& spec) override;
     void experts(const LayerWeights& L, const ExpertSpec& spec) override;
     void shared_expert(const LayerWeights& L) override;
-    void dense_ffn(const FfnMatrices& f, int64_t ff) override;
+    void dense_ffn(const LayerWeights& L) override;
     void output_head(const std::vector<float>& norm, const Matrix& head) override;
     uint64_t scratch_bytes() const override;
 

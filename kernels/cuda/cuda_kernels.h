@@ -107,6 +107,33 @@ int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t 
                      int64_t head_stride, const int32_t* tables, const int32_t* table_offset, const int32_t* n_keys,
                      float scale, const float* sinks, int64_t window, float* out, int64_t out_stride, Stream stream);
 
+// DeepSeek-V3's scored router for each of n_tokens rows of n_expert logits
+// (stride apart): ref::router_scored per row (no `allowed` mask), the
+// probabilities in place; sel: n_tokens * n_expert floats of scratch.
+int router_scored(float* logits, int64_t stride, int64_t n_tokens, int64_t n_expert, int64_t k, bool sigmoid,
+                  const float* select_bias, int64_t groups, int64_t groups_used, float* sel, int32_t* ids, float* w,
+                  Stream stream);
+
+// Rows of cols floats (stride apart, cols a multiple of 32) rounded through
+// Q8_0 in place, as the reference quantizes activations for the weight types
+// of q8_0_activations (ref::round_q8_0 per row), or into y (y_stride apart)
+// where y is not null.
+int round_q8_0(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride, Stream stream);
+
+// ref::swiglu_oai: gpt-oss's clamped SwiGLU.
+int swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit, Stream stream);
+
+// y[r * stride + j] += table[row_table[r] * table_stride + j] for r < rows,
+// j < cols: a per-row choice of bias (each routed expert's own).
+int add_bias_rows(float* y, int64_t stride, const float* table, int64_t table_stride, const int32_t* row_table,
+                  int64_t rows, int64_t cols, Stream stream);
+
+// Multi-head latent attention: ref::mla_absorb_query and ref::mla_value_up.
+int mla_absorb_query(const float* q, int64_t n_tokens, int64_t n_head, int64_t key_len, int64_t n_rot,
+                     const float* k_up_t, int64_t rank, float* out, Stream stream);
+int mla_value_up(const float* o, int64_t n_tokens, int64_t n_head, int64_t row, int64_t rank, const float* v_up,
+                 int64_t v_len, float* out, Stream stream);
+
 // Reads n 16-byte words and adds them into *sum (the read-bandwidth probe:
 // the device's own roofline for kernel_stream_gbs).
 int read_sum(const void* p, int64_t n16, unsigned long long* sum, Stream stream);

@@ -53,6 +53,7 @@ int with_type(QType t, F&& f) {
         case QType::Q4_K: return f(TypeTag<QType::Q4_K>{});
         case QType::Q5_K: return f(TypeTag<QType::Q5_K>{});
         case QType::Q6_K: return f(TypeTag<QType::Q6_K>{});
+        case QType::MXFP4: return f(TypeTag<QType::MXFP4>{});
     }
     return static_cast<int>(cudaErrorInvalidValue);
 }

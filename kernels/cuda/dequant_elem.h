@@ -26,14 +26,15 @@ namespace strata::kernels::cuda {
 // header needs no engine or kernel header on the device side.
 enum class QType : uint32_t {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30, MXFP4 = 39,
 };
 
 // Elements and bytes of one block of each type.
 STRATA_HD int block_elems(QType t) {
     switch (t) {
         case QType::F32: case QType::F16: case QType::BF16: return 1;
-        case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1: case QType::Q8_0: return 32;
+        case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1: case QType::Q8_0:
+        case QType::MXFP4: return 32;
         default: return 256;
     }
 }
@@ -51,6 +52,7 @@ STRATA_HD int block_bytes(QType t) {
         case QType::Q4_K: return 144;
         case QType::Q5_K: return 176;
         case QType::Q6_K: return 210;
+        case QType::MXFP4: return 17;
     }
     return 0;
 }
@@ -148,6 +150,18 @@ STRATA_HD float decode_elem<QType::Q8_0>(const uint8_t* b, int i) {
     return static_cast<float>(static_cast<int8_t>(b[2 + i])) * load_half(b);
 }
 
+// MXFP4: e (an E8M0 scale), qs[16]; element i is the low nibble of qs[i]
+// for i < 16, the high nibble of qs[i - 16] after; the E2M1 values are kept
+// doubled (kMxfp4Values), so the scale is 2^(e - 128), as mxfp4_scale_half.
+template <>
+STRATA_HD float decode_elem<QType::MXFP4>(const uint8_t* b, int i) {
+    constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t e = b[0];
+    const float d = bits_to_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
+    const uint8_t q = b[1 + (i & 15)];
+    return static_cast<float>(kValues[i < 16 ? (q & 0x0F) : (q >> 4)]) * d;
+}
+
 // q2_K: scales[16] qs[64] d dmin. Element e: half e/128, plane (shift) r/32,
 // part (r%32)/16, l = r%16 (r = e%128); sub-block is = 8*half + 2*plane + part.
 template <>
@@ -219,18 +233,49 @@ STRATA_HD float decode_elem<QType::Q6_K>(const uint8_t* b, int e) {
     return load_half(b + 208) * static_cast<float>(sc) * static_cast<float>(q);
 }
 
+// fp32_to_fp16_ref: round to nearest even, exact for every input.
+STRATA_HD uint16_t float_to_half_bits(float f) {
+    const uint32_t x = float_to_bits(f);
+    const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+    const uint32_t a = x & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+    if (a >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7C00u);
+    if (a < 0x38800000u) {
+        const uint32_t e = a >> 23;
+        const int shift = 126 - static_cast<int>(e);
+        if (shift > 24) return sign;
+        const uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;
+        uint32_t q = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1u);
+        const uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u))) ++q;
+        return static_cast<uint16_t>(sign | q);
+    }
+    uint32_t h = ((a >> 23) - 112u) << 10 | ((a >> 13) & 0x3FFu);
+    const uint32_t rem = a & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+}
+
+// Whether the reference multiplies weights of type t by activations
+// quantized to Q8_0 (kernels::activation_type): the GPU rounds them the same way.
+STRATA_HD bool q8_0_activations(QType t) {
+    return t == QType::Q4_0 || t == QType::Q5_0 || t == QType::Q8_0 || t == QType::MXFP4;
+}
+
 // Element j of a row of type T.
 template <QType T>
 STRATA_HD float row_elem(const uint8_t* row, int64_t j) {
     constexpr int kElems = T == QType::F32 || T == QType::F16 || T == QType::BF16 ? 1
                            : (T == QType::Q4_0 || T == QType::Q4_1 || T == QType::Q5_0 || T == QType::Q5_1 ||
-                              T == QType::Q8_0)
+                              T == QType::Q8_0 || T == QType::MXFP4)
                                ? 32
                                : 256;
     constexpr int kBytes = T == QType::F32 ? 4 : T == QType::F16 || T == QType::BF16 ? 2
                            : T == QType::Q4_0 ? 18 : T == QType::Q4_1 ? 20 : T == QType::Q5_0 ? 22
                            : T == QType::Q5_1 ? 24 : T == QType::Q8_0 ? 34 : T == QType::Q2_K ? 84
-                           : T == QType::Q3_K ? 110 : T == QType::Q4_K ? 144 : T == QType::Q5_K ? 176 : 210;
+                           : T == QType::Q3_K ? 110 : T == QType::Q4_K ? 144 : T == QType::Q5_K ? 176
+                           : T == QType::MXFP4 ? 17 : 210;
     return decode_elem<T>(row + (j / kElems) * kBytes, static_cast<int>(j % kElems));
 }
 
@@ -239,7 +284,7 @@ STRATA_HD bool known_qtype(uint32_t t) {
     switch (static_cast<QType>(t)) {
         case QType::F32: case QType::F16: case QType::BF16: case QType::Q4_0: case QType::Q4_1: case QType::Q5_0:
         case QType::Q5_1: case QType::Q8_0: case QType::Q2_K: case QType::Q3_K: case QType::Q4_K: case QType::Q5_K:
-        case QType::Q6_K:
+        case QType::Q6_K: case QType::MXFP4:
             return true;
     }
     return false;

@@ -138,6 +138,138 @@ __global__ void router_topk_kernel(float* logits, int64_t stride, int64_t n_toke
     }
 }
 
+// One thread per token: ref::router_scored.
+__global__ void router_scored_kernel(float* logits, int64_t stride, int64_t n_tokens, int64_t E, int64_t k, bool sigmoid,
+                                     const float* select_bias, int64_t groups, int64_t groups_used, float* sel_all,
+                                     int32_t* ids, float* w) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (t >= n_tokens) return;
+    float* p = logits + t * stride;
+    float* sel = sel_all + t * E;
+    if (sigmoid) {
+        for (int64_t e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else {
+        float mx = p[0];
+        for (int64_t e = 1; e < E; ++e) mx = p[e] > mx ? p[e] : mx;
+        double sum = 0.0;
+        for (int64_t e = 0; e < E; ++e) {
+            p[e] = expf(p[e] - mx);
+            sum += p[e];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t e = 0; e < E; ++e) p[e] *= inv;
+    }
+    const float kOut = -INFINITY;
+    for (int64_t e = 0; e < E; ++e) sel[e] = p[e] + (select_bias ? select_bias[e] : 0.0f);
+    if (groups > 1 && groups_used < groups) {
+        const int64_t G = groups < 256 ? groups : 256, per = E / groups;
+        float score[256];
+        bool keep[256];
+        for (int64_t g = 0; g < G; ++g) {
+            float best = kOut, second = kOut;
+            for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+                if (sel[e] > best) {
+                    second = best;
+                    best = sel[e];
+                } else if (sel[e] > second) {
+                    second = sel[e];
+                }
+            }
+            score[g] = sigmoid ? best + second : best;
+            keep[g] = false;
+        }
+        for (int64_t j = 0; j < groups_used; ++j) {
+            int64_t arg = -1;
+            for (int64_t g = 0; g < G; ++g)
+                if (!keep[g] && (arg < 0 || score[g] > score[arg])) arg = g;
+            keep[arg] = true;
+        }
+        for (int64_t g = 0; g < G; ++g)
+            if (!keep[g])
+                for (int64_t e = g * per; e < (g + 1) * per; ++e) sel[e] = kOut;
+    }
+    for (int64_t r = 0; r < k; ++r) {
+        int64_t arg = -1;
+        for (int64_t e = 0; e < E; ++e)
+            if (sel[e] != kOut && (arg < 0 || sel[e] > sel[arg])) arg = e;
+        if (arg < 0) {
+            ids[t * k + r] = -1;
+            w[t * k + r] = 0.0f;
+            continue;
+        }
+        ids[t * k + r] = static_cast<int32_t>(arg);
+        w[t * k + r] = p[arg];
+        sel[arg] = kOut;
+    }
+}
+
+// One thread per block of 32: quantize_row_q8_0_ref then dequantize.
+__global__ void round_q8_0_kernel(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride) {
+    const int64_t per_row = cols / 32;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * per_row;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = i / per_row, b = i % per_row;
+        const float* in = x + r * stride + b * 32;
+        float* out = (y ? y + r * y_stride : x + r * stride) + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(in[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float dh = half_bits_to_float(float_to_half_bits(d));
+        for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(roundf(in[j] * id))) * dh;
+    }
+}
+
+__global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int64_t n, float alpha, float limit) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const float a = fminf(g[i], limit);
+        const float b = fminf(fmaxf(u[i], -limit), limit);
+        y[i] = a / (1.0f + expf(-alpha * a)) * (b + 1.0f);
+    }
+}
+
+__global__ void add_bias_rows_kernel(float* y, int64_t stride, const float* table, int64_t table_stride,
+                                     const int32_t* row_table, int64_t rows, int64_t cols) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = i / cols, j = i % cols;
+        y[r * stride + j] += table[static_cast<int64_t>(row_table[r]) * table_stride + j];
+    }
+}
+
+// One thread per output element (token, head, latent dim or RoPE dim).
+__global__ void mla_absorb_query_kernel(const float* q, int64_t n_tokens, int64_t n_head, int64_t key_len, int64_t n_rot,
+                                        const float* k_up_t, int64_t rank, float* out) {
+    const int64_t nope = key_len - n_rot, row = rank + n_rot;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_tokens * n_head * row;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t th = i / row, l = i % row, h = th % n_head;
+        const float* qh = q + th * key_len;
+        if (l >= rank) {
+            out[i] = qh[nope + (l - rank)];
+            continue;
+        }
+        const float* uk = k_up_t + (h * rank + l) * nope;
+        float s = 0.0f;
+        for (int64_t j = 0; j < nope; ++j) s += uk[j] * qh[j];
+        out[i] = s;
+    }
+}
+
+__global__ void mla_value_up_kernel(const float* o, int64_t n_tokens, int64_t n_head, int64_t row, int64_t rank,
+                                    const float* v_up, int64_t v_len, float* out) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_tokens * n_head * v_len;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t th = i / v_len, j = i % v_len, h = th % n_head;
+        const float* oh = o + th * row;
+        const float* uv = v_up + (h * v_len + j) * rank;
+        float s = 0.0f;
+        for (int64_t l = 0; l < rank; ++l) s += uv[l] * oh[l];
+        out[i] = s;
+    }
+}
+
 __global__ void read_sum_kernel(const uint4* p, int64_t n, unsigned long long* out) {
     unsigned long long acc = 0;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -223,6 +355,59 @@ int router_topk(float* logits, int64_t stride, int64_t n_tokens, int64_t n_exper
     constexpr int kPerBlock = 64;
     router_topk_kernel<<<detail::blocks_for(n_tokens, kPerBlock, INT32_MAX), kPerBlock, 0, stream>>>(
         logits, stride, n_tokens, n_expert, k, ids, w);
+    return detail::launched();
+}
+
+int router_scored(float* logits, int64_t stride, int64_t n_tokens, int64_t n_expert, int64_t k, bool sigmoid,
+                  const float* select_bias, int64_t groups, int64_t groups_used, float* sel, int32_t* ids, float* w,
+                  Stream stream) {
+    if (n_tokens <= 0) return 0;
+    if (n_expert <= 0 || k <= 0 || k > n_expert || groups > 256) return static_cast<int>(cudaErrorInvalidValue);
+    constexpr int kPerBlock = 64;
+    router_scored_kernel<<<detail::blocks_for(n_tokens, kPerBlock, INT32_MAX), kPerBlock, 0, stream>>>(
+        logits, stride, n_tokens, n_expert, k, sigmoid, select_bias, groups, groups_used, sel, ids, w);
+    return detail::launched();
+}
+
+int round_q8_0(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride, Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    if (cols % 32 != 0) return static_cast<int>(cudaErrorInvalidValue);
+    round_q8_0_kernel<<<detail::blocks_for(rows * (cols / 32), kThreads), kThreads, 0, stream>>>(x, stride, rows, cols, y,
+                                                                                               y_stride);
+    return detail::launched();
+}
+
+int swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit, Stream stream) {
+    if (n <= 0) return 0;
+    swiglu_oai_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, stream>>>(g, u, y, n, alpha, limit);
+    return detail::launched();
+}
+
+int add_bias_rows(float* y, int64_t stride, const float* table, int64_t table_stride, const int32_t* row_table,
+                  int64_t rows, int64_t cols, Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    add_bias_rows_kernel<<<detail::blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, stride, table, table_stride,
+                                                                                            row_table, rows, cols);
+    return detail::launched();
+}
+
+int mla_absorb_query(const float* q, int64_t n_tokens, int64_t n_head, int64_t key_len, int64_t n_rot,
+                     const float* k_up_t, int64_t rank, float* out, Stream stream) {
+    const int64_t total = n_tokens * n_head * (rank + n_rot);
+    if (total <= 0) return 0;
+    if (n_rot < 0 || n_rot >= key_len) return static_cast<int>(cudaErrorInvalidValue);
+    mla_absorb_query_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, stream>>>(q, n_tokens, n_head, key_len,
+                                                                                         n_rot, k_up_t, rank, out);
+    return detail::launched();
+}
+
+int mla_value_up(const float* o, int64_t n_tokens, int64_t n_head, int64_t row, int64_t rank, const float* v_up,
+                 int64_t v_len, float* out, Stream stream) {
+    const int64_t total = n_tokens * n_head * v_len;
+    if (total <= 0) return 0;
+    if (rank > row) return static_cast<int>(cudaErrorInvalidValue);
+    mla_value_up_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, stream>>>(o, n_tokens, n_head, row, rank, v_up,
+                                                                                     v_len, out);
     return detail::launched();
 }
 

@@ -1,7 +1,10 @@
 #include "kernels/ref/ops_ref.h"
 
+#include "kernels/ref/quant_ref.h"
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace strata::kernels::ref {
@@ -175,6 +178,105 @@ uint64_t read_sum(const uint64_t* p, int64_t n, ReadAhead ahead, int64_t ahead_b
 // One run, then the other: the same sum (the SIMD versions interleave them).
 uint64_t read_sum2(const uint64_t* a, const uint64_t* b, int64_t n, ReadAhead ahead, int64_t ahead_bytes) {
     return read_sum(a, n, ahead, ahead_bytes) + read_sum(b, n, ahead, ahead_bytes);
+}
+
+void router_scored(float* p, int64_t n_expert, int64_t k, bool sigmoid, const float* select_bias, int64_t groups,
+                   int64_t groups_used, const uint8_t* allowed, float* sel, int32_t* ids, float* w) {
+    const int64_t E = n_expert;
+    if (sigmoid) {
+        for (int64_t e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+    } else {
+        softmax(p, E);
+    }
+    constexpr float kOut = -std::numeric_limits<float>::infinity();
+    for (int64_t e = 0; e < E; ++e) {
+        sel[e] = p[e] + (select_bias ? select_bias[e] : 0.0f);
+        if (allowed && !allowed[e]) sel[e] = kOut;
+    }
+    if (groups > 1 && groups_used < groups) {
+        const int64_t G = groups < 256 ? groups : 256, per = E / groups;
+        float score[256];
+        for (int64_t g = 0; g < G; ++g) {
+            float best = kOut, second = kOut;
+            for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+                if (sel[e] > best) {
+                    second = best;
+                    best = sel[e];
+                } else if (sel[e] > second) {
+                    second = sel[e];
+                }
+            }
+            score[g] = sigmoid ? best + second : best;
+        }
+        uint8_t keep[256] = {};
+        for (int64_t j = 0; j < groups_used; ++j) {
+            int64_t arg = -1;
+            for (int64_t g = 0; g < G; ++g)
+                if (!keep[g] && (arg < 0 || score[g] > score[arg])) arg = g;
+            keep[arg] = 1;
+        }
+        for (int64_t g = 0; g < G; ++g)
+            if (!keep[g])
+                for (int64_t e = g * per; e < (g + 1) * per; ++e) sel[e] = kOut;
+    }
+    for (int64_t r = 0; r < k; ++r) {
+        int64_t arg = -1;
+        for (int64_t e = 0; e < E; ++e)
+            if (sel[e] != kOut && (arg < 0 || sel[e] > sel[arg])) arg = e;
+        if (arg < 0) {
+            ids[r] = -1;
+            w[r] = 0.0f;
+            continue;
+        }
+        ids[r] = static_cast<int32_t>(arg);
+        w[r] = p[arg];
+        sel[arg] = kOut;
+    }
+}
+
+void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float a = std::min(g[i], limit);
+        const float b = std::clamp(u[i], -limit, limit);
+        y[i] = a / (1.0f + std::exp(-alpha * a)) * (b + 1.0f);
+    }
+}
+
+void mla_absorb_query(const float* q, int64_t n_tokens, int64_t n_head, int64_t key_len, int64_t n_rot,
+                      const float* k_up_t, int64_t rank, float* out) {
+    const int64_t nope = key_len - n_rot, row = rank + n_rot;
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t h = 0; h < n_head; ++h) {
+            const float* qh = q + (t * n_head + h) * key_len;
+            float* o = out + (t * n_head + h) * row;
+            for (int64_t l = 0; l < rank; ++l) {
+                const float* uk = k_up_t + (h * rank + l) * nope;
+                float s = 0.0f;
+                for (int64_t j = 0; j < nope; ++j) s += uk[j] * qh[j];
+                o[l] = s;
+            }
+            for (int64_t i = 0; i < n_rot; ++i) o[rank + i] = qh[nope + i];
+        }
+}
+
+void mla_value_up(const float* o, int64_t n_tokens, int64_t n_head, int64_t row, int64_t rank, const float* v_up,
+                  int64_t v_len, float* out) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t h = 0; h < n_head; ++h) {
+            const float* oh = o + (t * n_head + h) * row;
+            for (int64_t j = 0; j < v_len; ++j) {
+                const float* uv = v_up + (h * v_len + j) * rank;
+                float s = 0.0f;
+                for (int64_t l = 0; l < rank; ++l) s += uv[l] * oh[l];
+                out[(t * n_head + h) * v_len + j] = s;
+            }
+        }
+}
+
+void round_q8_0(float* x, int64_t n) {
+    std::vector<block_q8_0> q(static_cast<size_t>(n / QK8_0));
+    quantize_row_q8_0_ref(x, q.data(), n);
+    dequantize_row_q8_0_ref(q.data(), x, n);
 }
 
 }  // namespace strata::kernels::ref

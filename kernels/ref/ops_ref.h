@@ -65,6 +65,39 @@ void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float*
 // probabilities (the caller normalises / scales as the architecture says).
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w);
 
+// DeepSeek-V3's scored router over one token's n_expert logits: the
+// probabilities p (in place: a sigmoid of each logit, or the softmax), the
+// choice by p + select_bias[e] (select_bias may be null) among the experts of
+// the groups_used best of `groups` equal groups (groups <= 1 or groups_used
+// >= groups: no groups; a group's score is the sum of its two best, or with
+// softmax its best; ties to the lower index), and only experts with
+// allowed[e] != 0 (allowed may be null); the k best, best first, ties to the
+// lower id, weighted by p itself. ids[k] = -1, w[k] = 0 where fewer are left.
+// sel: n_expert floats of scratch. At most 256 groups.
+void router_scored(float* logits, int64_t n_expert, int64_t k, bool sigmoid, const float* select_bias, int64_t groups,
+                   int64_t groups_used, const uint8_t* allowed, float* sel, int32_t* ids, float* w);
+
+// n floats (a multiple of 32) rounded through Q8_0 in place: what the
+// reference's products see of activations quantized to Q8_0.
+void round_q8_0(float* x, int64_t n);
+
+// gpt-oss's clamped SwiGLU: y = g' * sigmoid(alpha * g') * (u' + 1) with
+// g' = min(g, limit), u' = clamp(u, -limit, limit).
+void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit);
+
+// Multi-head latent attention's query, per token and head: the no-RoPE part
+// of q (key_len - n_rot dims, then n_rot RoPE dims) taken into the latent
+// space through the head's k_up_t [rank][key_len - n_rot], then the RoPE part:
+//   out[(t * n_head + h) * (rank + n_rot) + l] = dot(k_up_t[h][l], q_nope)  (l < rank)
+//   out[... + rank + i] = q_rope[i]
+void mla_absorb_query(const float* q, int64_t n_tokens, int64_t n_head, int64_t key_len, int64_t n_rot,
+                      const float* k_up_t, int64_t rank, float* out);
+// Its values out of the latent space: o rows of `row` floats per (token,
+// head), the first `rank` of them latent; v_up [n_head][v_len][rank]:
+//   out[t * n_head * v_len + h * v_len + j] = dot(v_up[h][j], o[t, h][0..rank))
+void mla_value_up(const float* o, int64_t n_tokens, int64_t n_head, int64_t row, int64_t rank, const float* v_up,
+                  int64_t v_len, float* out);
+
 // How a streaming read asks for memory ahead of its loads.
 enum class ReadAhead : int {
     None = 0,  // the hardware prefetchers alone

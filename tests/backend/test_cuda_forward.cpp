@@ -178,9 +178,24 @@ private Q_SLOTS:
     }
 
     void fixtures() {
-        STRATA_REQUIRE_FIXTURES();
         QFETCH(QString, name);
         QFETCH(int, tolerance);
+        check_on_gpu(name, test::Tolerance(tolerance));
+    }
+
+    // The families with their own ops, through the same architecture files
+    // as the CPU: latent attention and scored routing (DeepSeek-V2/V3),
+    // sinks, sliding windows, clamped biased experts and MXFP4 (gpt-oss).
+    void deepseek2_tiny_f32() { check_on_gpu("deepseek2-tiny-f32", test::Tolerance::F32); }
+    void deepseek3_tiny_f32() { check_on_gpu("deepseek3-tiny-f32", test::Tolerance::F32); }
+    void deepseek3_tiny_q4_k_m() { check_on_gpu("deepseek3-tiny-q4_k_m", test::Tolerance::Quantized); }
+    void gptoss_tiny_f32() { check_on_gpu("gptoss-tiny-f32", test::Tolerance::F32); }
+    void gptoss_tiny_mxfp4() { check_on_gpu("gptoss-tiny-mxfp4", test::Tolerance::Quantized); }
+
+private:
+    // A fixture's logits and greedy text on the GPU path, within the fixtures' tolerances.
+    void check_on_gpu(const QString& name, test::Tolerance tolerance) {
+        STRATA_REQUIRE_FIXTURES();
         // A GPU machine may carry a subset of the fixtures (packaging/gpu-bundle.sh).
         if (!QFileInfo::exists(test::fixtures_dir() + "/models/" + name + ".gguf"))
             QSKIP(qPrintable(name + " is not in this fixture set"));
@@ -196,6 +211,8 @@ private Q_SLOTS:
             },
             /*tight=*/false);
     }
+
+private Q_SLOTS:
 
     // The VRAM expert cache gives the text of every expert resident, at 25%
     // of the experts and at the fewest slots a token needs (so a layer's
@@ -568,6 +585,12 @@ private Q_SLOTS:
         // tables on both devices (model::rope_tables).
         QTest::newRow("qwen3moe yarn f32") << "qwen3moe" << int(kernels::WeightType::F32) << 4.0f;
         QTest::newRow("llama yarn q4_k") << "llama" << int(kernels::WeightType::Q4_K) << 4.0f;
+        // DeepSeek-V3's shape (sigmoid routing, selection bias, expert groups,
+        // a shared expert, latent attention with a query LoRA, YaRN), gpt-oss's.
+        QTest::newRow("deepseek2 v3 f32") << "deepseek2" << int(kernels::WeightType::F32) << 4.0f;
+        QTest::newRow("deepseek2 v3 q8_0") << "deepseek2" << int(kernels::WeightType::Q8_0) << 0.0f;  // q4_k: see the fixture
+        QTest::newRow("gpt-oss f32") << "gpt-oss" << int(kernels::WeightType::F32) << 0.0f;
+        QTest::newRow("gpt-oss mxfp4") << "gpt-oss" << int(kernels::WeightType::MXFP4) << 0.0f;
     }
 
     void families_match_the_cpu() {
@@ -590,6 +613,22 @@ private Q_SLOTS:
         s.vocab = 300;
         s.ctx = 128;
         s.type = static_cast<kernels::WeightType>(type);
+        if (s.type == kernels::WeightType::MXFP4) {  // gpt-oss's experts only; the rest Q8_0
+            s.type = kernels::WeightType::Q8_0;
+            s.expert_type = kernels::WeightType::MXFP4;
+            s.expert_type_set = true;
+        }
+        if (arch == "deepseek2") {
+            s.q_lora = 64;
+            s.kv_lora = 64;
+            s.shared_experts = 1;
+            s.gating = "sigmoid";
+            s.weights_norm = true;
+            s.weights_scale = 2.5f;
+            s.expert_groups = 4;
+            s.groups_used = 2;
+        }
+        if (arch == "gpt-oss") s.sliding_window = 16;
         s.threads = 1;
         s.yarn_factor = yarn;
         const std::string path =

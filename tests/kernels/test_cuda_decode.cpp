@@ -50,13 +50,14 @@ float elem_of(kc::QType t, const uint8_t* row, int64_t j) {
         case kc::QType::Q4_K: return elem<kc::QType::Q4_K>(row, j);
         case kc::QType::Q5_K: return elem<kc::QType::Q5_K>(row, j);
         case kc::QType::Q6_K: return elem<kc::QType::Q6_K>(row, j);
+        case kc::QType::MXFP4: return elem<kc::QType::MXFP4>(row, j);
     }
     return 0;
 }
 
 const kc::QType kAll[] = {kc::QType::F32,  kc::QType::F16,  kc::QType::BF16, kc::QType::Q4_0, kc::QType::Q4_1,
                           kc::QType::Q5_0, kc::QType::Q5_1, kc::QType::Q8_0, kc::QType::Q2_K, kc::QType::Q3_K,
-                          kc::QType::Q4_K, kc::QType::Q5_K, kc::QType::Q6_K};
+                          kc::QType::Q4_K, kc::QType::Q5_K, kc::QType::Q6_K, kc::QType::MXFP4};
 
 }  // namespace
 

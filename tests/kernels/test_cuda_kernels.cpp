@@ -47,7 +47,7 @@ namespace {
 
 const kc::QType kAll[] = {kc::QType::F32,  kc::QType::F16,  kc::QType::BF16, kc::QType::Q4_0, kc::QType::Q4_1,
                           kc::QType::Q5_0, kc::QType::Q5_1, kc::QType::Q8_0, kc::QType::Q2_K, kc::QType::Q3_K,
-                          kc::QType::Q4_K, kc::QType::Q5_K, kc::QType::Q6_K};
+                          kc::QType::Q4_K, kc::QType::Q5_K, kc::QType::Q6_K, kc::QType::MXFP4};
 // The float formats: blocks of one element, so rows of any length.
 const kc::QType kFloat[] = {kc::QType::F32, kc::QType::F16, kc::QType::BF16};
 
@@ -243,7 +243,7 @@ QString check_rms_norm(Dev& dev, std::mt19937& rng, int64_t rows, int64_t n, int
 QString check_rope(Dev& dev, std::mt19937& rng, int64_t tokens, int64_t heads, int64_t hd, int64_t n_rot, bool neox) {
     const int64_t stride = heads * hd + 8;
     std::vector<float> x = random_floats(rng, size_t(tokens * stride));
-    std::vector<float> cs(size_t(tokens * n_rot));
+    std::vector<float> cs(static_cast<size_t>(tokens * n_rot));
     for (int64_t t = 0; t < tokens; ++t) kernels::ref::rope_table(n_rot, 17 * t + 3, 10000.0f, 1.0f, cs.data() + t * n_rot);
     float* dx = dev.up(x);
     dev.ok(kc::rope_apply(dx, tokens, stride, heads, hd, n_rot, dev.up(cs), neox, dev.stream.get()), "rope_apply");
@@ -377,6 +377,39 @@ QString check_router(Dev& dev, const std::vector<float>& logits, int64_t tokens,
                 return QStringLiteral("experts %1 k %2: token %3 rank %4: gpu %5 (%6), ref %7 (%8)")
                     .arg(experts).arg(k).arg(t).arg(r).arg(got_ids[size_t(t * k + r)]).arg(double(got_w[size_t(t * k + r)]))
                     .arg(want_ids[size_t(r)]).arg(double(want_w[size_t(r)]));
+    }
+    return {};
+}
+
+// router_scored of `tokens` rows against ref::router_scored per row: the
+// same ids in the same order, their weights and the probabilities.
+QString check_router_scored(Dev& dev, std::mt19937& rng, int64_t tokens, int64_t experts, int64_t k, bool sigmoid,
+                            bool bias, int64_t groups, int64_t groups_used) {
+    const int64_t stride = experts + 2;
+    const std::vector<float> logits = random_floats(rng, size_t(tokens * stride), -3, 3);
+    const std::vector<float> sb = random_floats(rng, size_t(experts), -0.5, 0.5);
+    float* dl = dev.up(logits);
+    int32_t* ids = dev.zeros<int32_t>(size_t(tokens * k));
+    float* w = dev.zeros<float>(size_t(tokens * k));
+    float* sel = dev.zeros<float>(size_t(tokens * experts));
+    dev.ok(kc::router_scored(dl, stride, tokens, experts, k, sigmoid, bias ? dev.up(sb) : nullptr, groups, groups_used, sel,
+                             ids, w, dev.stream.get()),
+           "router_scored");
+    const std::vector<int32_t> got_ids = dev.down(ids, size_t(tokens * k));
+    const std::vector<float> got_w = dev.down(w, size_t(tokens * k)), got_p = dev.down(dl, logits.size());
+    std::vector<float> row(static_cast<size_t>(experts)), scratch(static_cast<size_t>(experts)), want_w(static_cast<size_t>(k));
+    std::vector<int32_t> want_ids(static_cast<size_t>(k));
+    const QString what = QStringLiteral("experts %1 k %2 %3 bias %4 groups %5/%6")
+                             .arg(experts).arg(k).arg(sigmoid ? "sigmoid" : "softmax").arg(bias).arg(groups_used).arg(groups);
+    for (int64_t t = 0; t < tokens; ++t) {
+        std::copy_n(logits.begin() + t * stride, experts, row.begin());
+        kernels::ref::router_scored(row.data(), experts, k, sigmoid, bias ? sb.data() : nullptr, groups, groups_used,
+                                    nullptr, scratch.data(), want_ids.data(), want_w.data());
+        for (int64_t e = 0; e < experts; ++e)
+            if (!close(got_p[size_t(t * stride + e)], row[size_t(e)], 1e-6f)) return what + QStringLiteral(": probability %1").arg(e);
+        for (int64_t r = 0; r < k; ++r)
+            if (got_ids[size_t(t * k + r)] != want_ids[size_t(r)] || !close(got_w[size_t(t * k + r)], want_w[size_t(r)], 1e-6f))
+                return what + QStringLiteral(": token %1 rank %2: gpu %3, ref %4").arg(t).arg(r).arg(got_ids[size_t(t * k + r)]).arg(want_ids[size_t(r)]);
     }
     return {};
 }
@@ -635,6 +668,95 @@ private Q_SLOTS:
         CHECK_OK(check_kv_store(dev, rng, 3, 33, 4, 3, {2, 0, 2, 1, 0, 2, 1}, {0, 3, 3, 1, 0, 1, 0}, 5, 2));
     }
 
+    // ---- router_scored, swiglu_oai, add_bias_rows, MLA ----------------------
+
+    void router_scored_matches_reference() {
+        std::mt19937 rng(71);
+        Dev dev;
+        CHECK_OK(check_router_scored(dev, rng, 19, 64, 8, true, true, 8, 4));    // DeepSeek-V3's shape
+        CHECK_OK(check_router_scored(dev, rng, 7, 64, 6, false, false, 8, 3));   // V2: softmax, groups by best
+        CHECK_OK(check_router_scored(dev, rng, 5, 16, 4, true, true, 0, 0));     // no groups
+        CHECK_OK(check_router_scored(dev, rng, 3, 16, 16, true, false, 4, 4));   // every expert, every group
+    }
+
+    void swiglu_oai_matches_reference() {
+        std::mt19937 rng(73);
+        Dev dev;
+        const int64_t n = 1000;
+        const std::vector<float> g = random_floats(rng, size_t(n), -10, 10), u = random_floats(rng, size_t(n), -10, 10);
+        float* dy = dev.zeros<float>(size_t(n));
+        dev.ok(kc::swiglu_oai(dev.up(g), dev.up(u), dy, n, 1.702f, 7.0f, dev.stream.get()), "swiglu_oai");
+        const std::vector<float> got = dev.down(dy, size_t(n));
+        std::vector<float> want(static_cast<size_t>(n));
+        kernels::ref::swiglu_oai(g.data(), u.data(), want.data(), n, 1.702f, 7.0f);
+        for (int64_t i = 0; i < n; ++i)
+            QVERIFY2(close(got[size_t(i)], want[size_t(i)], 1e-6f * (1 + std::fabs(want[size_t(i)]))), qPrintable(QString::number(i)));
+    }
+
+    // Activations rounded through Q8_0 as the reference quantizes them:
+    // bit for bit, in place and into another buffer.
+    void round_q8_0_matches_reference() {
+        std::mt19937 rng(89);
+        Dev dev;
+        const int64_t rows = 7, cols = 96, stride = 100;
+        std::vector<float> x = random_floats(rng, size_t(rows * stride), -4, 4);
+        for (int64_t j = 0; j < 32; ++j) x[size_t(2 * stride + j)] = 0.0f;  // an all-zero block
+        float* dx = dev.up(x);
+        float* dy = dev.zeros<float>(size_t(rows * cols));
+        dev.ok(kc::round_q8_0(dx, stride, rows, cols, dy, cols, dev.stream.get()), "round_q8_0 into");
+        dev.ok(kc::round_q8_0(dx, stride, rows, cols, nullptr, 0, dev.stream.get()), "round_q8_0 in place");
+        const std::vector<float> into = dev.down(dy, size_t(rows * cols)), inplace = dev.down(dx, x.size());
+        for (int64_t r = 0; r < rows; ++r) {
+            std::vector<float> want(x.begin() + r * stride, x.begin() + r * stride + cols);
+            kernels::ref::round_q8_0(want.data(), cols);
+            for (int64_t j = 0; j < cols; ++j) {
+                QVERIFY2(into[size_t(r * cols + j)] == want[size_t(j)], qPrintable(QString("row %1 column %2").arg(r).arg(j)));
+                QVERIFY2(inplace[size_t(r * stride + j)] == want[size_t(j)], qPrintable(QString("in place: row %1 column %2").arg(r).arg(j)));
+            }
+            for (int64_t j = cols; j < stride; ++j) QCOMPARE(inplace[size_t(r * stride + j)], x[size_t(r * stride + j)]);
+        }
+    }
+
+    void add_bias_rows_picks_each_rows_bias() {
+        std::mt19937 rng(79);
+        Dev dev;
+        const int64_t rows = 9, cols = 37, stride = 40, table_rows = 5;
+        const std::vector<float> y = random_floats(rng, size_t(rows * stride)), table = random_floats(rng, size_t(table_rows * cols));
+        const std::vector<int32_t> pick = {4, 0, 0, 2, 1, 4, 3, 3, 0};
+        float* dy = dev.up(y);
+        dev.ok(kc::add_bias_rows(dy, stride, dev.up(table), cols, dev.up(pick), rows, cols, dev.stream.get()), "add_bias_rows");
+        const std::vector<float> got = dev.down(dy, y.size());
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < stride; ++c) {
+                const float want = y[size_t(r * stride + c)] + (c < cols ? table[size_t(pick[size_t(r)] * cols + c)] : 0.0f);
+                QVERIFY2(got[size_t(r * stride + c)] == want, qPrintable(QString("row %1 column %2").arg(r).arg(c)));
+            }
+    }
+
+    // The latent query and values of multi-head latent attention against the reference.
+    void mla_query_and_values_match_reference() {
+        std::mt19937 rng(83);
+        Dev dev;
+        const int64_t n = 5, H = 4, kl = 48, rot = 16, rank = 32, vl = 24, row = rank + rot;
+        const std::vector<float> q = random_floats(rng, size_t(n * H * kl)), kup = random_floats(rng, size_t(H * rank * (kl - rot)));
+        float* dq = dev.zeros<float>(size_t(n * H * row));
+        dev.ok(kc::mla_absorb_query(dev.up(q), n, H, kl, rot, dev.up(kup), rank, dq, dev.stream.get()), "mla_absorb_query");
+        std::vector<float> want(size_t(n * H * row));
+        kernels::ref::mla_absorb_query(q.data(), n, H, kl, rot, kup.data(), rank, want.data());
+        const std::vector<float> got = dev.down(dq, want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+            QVERIFY2(close(got[i], want[i], 1e-5f * (1 + std::fabs(want[i]))), qPrintable(QString("query element %1").arg(i)));
+
+        const std::vector<float> o = random_floats(rng, size_t(n * H * row)), vup = random_floats(rng, size_t(H * vl * rank));
+        float* dv = dev.zeros<float>(size_t(n * H * vl));
+        dev.ok(kc::mla_value_up(dev.up(o), n, H, row, rank, dev.up(vup), vl, dv, dev.stream.get()), "mla_value_up");
+        std::vector<float> want_v(size_t(n * H * vl));
+        kernels::ref::mla_value_up(o.data(), n, H, row, rank, vup.data(), vl, want_v.data());
+        const std::vector<float> got_v = dev.down(dv, want_v.size());
+        for (size_t i = 0; i < want_v.size(); ++i)
+            QVERIFY2(close(got_v[i], want_v[i], 1e-5f * (1 + std::fabs(want_v[i]))), qPrintable(QString("value element %1").arg(i)));
+    }
+
     // ---- router_topk -------------------------------------------------------
 
     void router_topk_matches_reference() {
@@ -667,7 +789,7 @@ private Q_SLOTS:
         const int64_t tokens = 6, experts = 16, stride = experts;
         const float levels[] = {-1.0f, 0.0f, 0.5f, 0.5f};
         std::uniform_int_distribution<int> pick(0, 3);
-        std::vector<float> logits(size_t(tokens * stride));
+        std::vector<float> logits(static_cast<size_t>(tokens * stride));
         for (float& x : logits) x = levels[pick(rng)];
         std::fill_n(logits.begin(), experts, 0.25f);  // token 0: all tied
         for (int64_t k : {1, 3, 16}) CHECK_OK(check_router(dev, logits, tokens, experts, stride, k));

@@ -43,6 +43,8 @@ private Q_SLOTS:
         QTest::newRow("deepseek2-tiny-f32") << "deepseek2-tiny-f32" << int(Tolerance::F32);
         QTest::newRow("deepseek3-tiny-f32") << "deepseek3-tiny-f32" << int(Tolerance::F32);
         QTest::newRow("deepseek3-tiny-q4_k_m") << "deepseek3-tiny-q4_k_m" << int(Tolerance::Quantized);
+        QTest::newRow("gptoss-tiny-f32") << "gptoss-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("gptoss-tiny-mxfp4") << "gptoss-tiny-mxfp4" << int(Tolerance::Quantized);
     }
 
     void logits() {

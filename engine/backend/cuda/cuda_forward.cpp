@@ -21,261 +21,14 @@
 #include "model/arch/arch.h"
 #include "model/model.h"
 
-namespace strata::backend::cuda {
+#include "backend/cuda/cuda_pass.h"
+
+namespace strata::backend::cuda::pass {
 
 namespace kc = kernels::cuda;
 using memory::Account;
 using memory::Tier;
 
-namespace {
-
-struct DevMat {
-    kc::QType type = kc::QType::F32;
-    const void* data = nullptr;
-    int64_t rows = 0, cols = 0, row_bytes = 0;
-    explicit operator bool() const { return data != nullptr; }
-};
-
-struct DevFfn {
-    DevMat gate, up, down;
-};
-
-struct DevLayer {
-    int64_t index = 0;
-    model::FfnKind ffn = model::FfnKind::Dense;
-    const float* attn_norm = nullptr;
-    const float* ffn_norm = nullptr;
-    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
-    const float *q_norm = nullptr, *k_norm = nullptr;
-    DevMat wq, wk, wv, wo;
-    DevFfn dense;
-    DevMat router;
-    int64_t n_ff_expert = 0;
-    std::vector<DevFfn> experts;  // every routed expert in VRAM; empty when they go through the cache
-    DevFfn shared;
-    DevMat shared_gate;           // 1 x n_embd F32: the shared expert's gate logit per token
-};
-
-// One expert's matrices at a slot base: gate | up | down, each rows * row_bytes.
-DevFfn ffn_at(const uint8_t* base, const model::FfnMatrices& f) {
-    DevFfn d;
-    uint64_t off = 0;
-    auto one = [&](const model::Matrix& m) {
-        DevMat x{static_cast<kc::QType>(m.type), base + off, m.rows, m.cols, static_cast<int64_t>(m.row_bytes)};
-        off += m.slab_bytes();
-        return x;
-    };
-    d.gate = one(f.gate);
-    d.up = one(f.up);
-    d.down = one(f.down);
-    return d;
-}
-
-uint64_t ffn_bytes(const model::FfnMatrices& f) { return f.gate.slab_bytes() + f.up.slab_bytes() + f.down.slab_bytes(); }
-
-double ffn_params(const model::FfnMatrices& f) {
-    return double(f.gate.rows * f.gate.cols + f.up.rows * f.up.cols + f.down.rows * f.down.cols);
-}
-
-// The roofline time of an expert of `bytes` and `params` over `tokens` tokens.
-double roofline_s(double bytes, double params, int64_t tokens, double bps, double flops) {
-    return std::max(bytes / bps, 2.0 * params * double(tokens) / flops);
-}
-
-// Lets go every expert but those in `keys` (the ones a step still needs).
-struct KeysSpared final : experts::EvictableFilter {
-    explicit KeysSpared(const std::vector<uint32_t>& k) : keys(k) {}
-    bool evictable(experts::ExpertKey k) const override { return std::find(keys.begin(), keys.end(), k) == keys.end(); }
-    const std::vector<uint32_t>& keys;
-};
-
-// Steps that count as "recent" for an expert's expected reuse (as the
-// simulator's reuse window, analysis/hybrid_sim.h).
-constexpr uint64_t kReuseWindow = 16;
-
-class CudaForward final : public model::DeviceForward {
-public:
-    CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o);
-    ~CudaForward() override;
-
-    void run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
-             const model::LookaheadObserver& lookahead) override;
-    std::string name() const override { return name_; }
-    model::DeviceExpertStats expert_stats() const override { return stats_; }
-    void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const override;
-    void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps) const override;
-    void prefetch(int64_t layer, const int32_t* experts, int64_t n) override;
-
-private:
-    // --- loading ---
-    const void* upload_bytes(const void* host, uint64_t bytes, Account a, const char* what);
-    DevMat upload_matrix(const model::Matrix& m, Account a);
-    const float* upload_vector(const std::vector<float>& v);
-    void load_experts(const CudaForwardOptions& o);
-    void load_cpu_experts(const CudaForwardOptions& o);
-    void start_host_compute(const CudaForwardOptions& o);
-    void start_hybrid(const CudaForwardOptions& o);
-    void measure_cpu_rates();
-
-    // --- the pass ---
-    void ok(int code, const char* op, int64_t layer = -1) const;
-    void gemm(const DevMat& w, const float* x, int64_t n, float* y, const char* op, int64_t layer);
-    void attention(const DevLayer& L, int64_t n);
-    void ffn_dense(const DevFfn& f, const float* x, int64_t n, float* y, int64_t ff, int64_t layer);
-    void ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing);
-    // Orders the layer's routed experts into h_order_: those the GPU computes
-    // (resident, then copied now) in its first gpu_groups_ entries, then those
-    // the CPU computes (a --cpu-moe layer: all; hybrid: the misses the cost
-    // model sends there).
-    void place_experts(int64_t layer);
-    // Three tiers: takes the layer's experts VRAM lacks from the host cache
-    // (waiting for its loads from the file) into host_mats_, and gives them back.
-    void take_from_host_cache(int64_t layer);
-    void release_to_host_cache(int64_t layer);
-    bool miss_goes_to_cpu(uint32_t key, const model::FfnMatrices& f, int64_t tokens);
-    // The routed experts of one layer over the grouped rows: the GPU's part
-    // queued first, the CPU's computed meanwhile, then one combine of both in
-    // router-rank order.
-    void routed_experts(const DevLayer& L, int64_t n, int64_t rows, int64_t combine_rows);
-    void experts_on_gpu(const DevLayer& L, size_t groups);
-    void experts_on_host(int64_t layer, int64_t row0, int64_t rows);
-    void copy_in_background(int64_t layer);
-    void refresh_link_rate();
-    void host_matmul(const model::Matrix& W, const float* X, int64_t n, float* Y);
-    void host_ffn(const model::FfnMatrices& f, const float* x, int64_t n, float* g, float* u, float* y);
-    void lookahead(const DevLayer& next, const model::DeviceChunk& c, const model::LookaheadObserver& obs);
-    // The expert cache: makes `keys` resident (loading the missing ones on the
-    // copy stream, ordered before the compute that follows) and returns their
-    // matrices; `keys` must fit the slots together.
-    void make_resident(const int32_t* experts, size_t n, int64_t layer, std::vector<DevFfn>* out);
-    int32_t take_slot(const std::vector<uint32_t>& in_use);
-    // A free slot, else the slot of the policy's victim among the experts
-    // `filter` lets go (now out of the cache); -1 when there is none.
-    int32_t free_or_evict(const experts::EvictableFilter& filter);
-    // Copies key k from its host RAM copy `f` (host_mats_[k]) into slot s on
-    // the copy stream (after the compute queued so far, which may still read
-    // the slot's old expert).
-    // With `timing`, its begin event is recorded once the copy stream is
-    // through the wait, so begin..end times copies alone (the link's rate).
-    struct LinkTiming;
-    void copy_into_slot(uint32_t k, int32_t s, const model::FfnMatrices& f, LinkTiming* timing = nullptr);
-
-    template <class T>
-    T* scratch(uint64_t count, const char* what) {
-        bufs_.emplace_back(ledger_, Account::Activations, Tier::Fast, std::max<uint64_t>(count, 1) * sizeof(T));
-        (void)what;
-        return bufs_.back().as<T>();
-    }
-    template <class T>
-    void put(T* dst, const std::vector<T>& src, size_t n) {
-        copy_to_device(dst, src.data(), n * sizeof(T), compute_, "copying step data to the GPU");
-    }
-
-    const model::Model& model_;
-    const model::ModelConfig& cfg_;
-    memory::Ledger& ledger_;
-    std::string name_;
-    int device_ = 0;
-    int64_t n_batch_ = 0;
-    int64_t n_used_ = 0;
-    int64_t ff_max_ = 0;
-    Stream compute_;
-    Stream copy_;
-
-    std::vector<DeviceBuffer> weights_;   // every uploaded tensor
-    std::vector<DeviceBuffer> bufs_;      // scratch
-    std::unordered_map<const void*, const void*> uploaded_;  // host tensor -> its device copy (tied embeddings)
-    DevMat tok_embd_, output_;
-    const float* output_norm_ = nullptr;
-    std::vector<DevLayer> layers_;
-
-    // KV pool: [block][layer][K|V][kv head][slot][head_dim] floats.
-    DeviceBuffer kv_pool_;
-    int64_t kv_block_tokens_ = 0, kv_head_stride_ = 0, kv_layer_stride_ = 0, kv_block_stride_ = 0;
-
-    // Device scratch, sized for n_batch tokens.
-    float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr;
-    float *router_ = nullptr, *route_w_ = nullptr, *look_ = nullptr, *look_w_ = nullptr;
-    float *xe_ = nullptr, *ge_ = nullptr, *ue_ = nullptr, *ye_ = nullptr, *yr_ = nullptr, *gate_logit_ = nullptr;
-    float *logits_ = nullptr, *rope_cs_ = nullptr, *combine_w_ = nullptr;
-    int32_t *tokens_ = nullptr, *route_ids_ = nullptr, *look_ids_ = nullptr, *gather_ = nullptr, *rank_src_ = nullptr;
-    int32_t *combine_dst_ = nullptr, *offsets_ = nullptr, *kv_block_ = nullptr, *kv_slot_ = nullptr;
-    int32_t *table_offset_ = nullptr, *n_keys_ = nullptr, *want_rows_ = nullptr;
-    const void** expert_ptrs_ = nullptr;  // 3 x n_expert device pointers (gate, up, down of each group)
-    DeviceBuffer tables_;                 // block tables of the chunk's sequences, grown as needed
-    uint64_t tables_cap_ = 0;
-
-    // Host mirrors of the per-step arrays (sized once).
-    std::vector<int32_t> h_tokens_, h_ids_, h_gather_, h_rank_src_, h_dst_, h_offsets_, h_kv_block_, h_kv_slot_;
-    std::vector<int32_t> h_tables_, h_table_offset_, h_n_keys_, h_want_rows_, h_count_, h_order_;
-    std::vector<float> h_w_, h_probs_, h_cs_, h_combine_w_, h_look_;
-    std::vector<const void*> h_ptrs_;
-    // Per-step working lists, kept so the step allocates nothing.
-    std::vector<int32_t> h_fill_;
-    std::vector<uint32_t> h_keys_;
-    std::vector<DevFfn> h_mats_;
-    std::vector<std::pair<kv::SeqId, int32_t>> h_seen_;
-
-    // Expert cache (when not every expert is resident).
-    bool cached_ = false;
-    int64_t slots_ = 0;
-    uint64_t slot_bytes_ = 0;
-    DeviceBuffer arena_;
-    PinnedBuffer home_;                   // every expert's copy (two tiers), else empty
-    std::vector<uint64_t> home_offset_;   // per key (UINT64_MAX: not a cached expert)
-    // Three tiers: host RAM is this cache over the file; the experts of the
-    // layer being computed that VRAM lacks are taken from it (host_mats_
-    // points into its slots meanwhile) and released after the layer.
-    experts::ExpertStore* host_cache_ = nullptr;
-    std::vector<int32_t> taken_;          // the experts taken from it and not given back yet
-    int64_t taken_layer_ = -1;            // their layer
-    size_t needed_from_host_ = 0;
-    std::vector<int32_t> slot_of_;        // per key: its slot, or -1
-    std::vector<uint32_t> key_of_slot_;   // per slot: its key, or UINT32_MAX
-    std::vector<int32_t> free_slots_;
-    std::unique_ptr<experts::CachePolicy> policy_;
-    std::unique_ptr<Event> compute_done_;  // the last wave's compute: copies into reused slots wait for it
-    // Per slot: a copy not yet waited for by the compute stream (a prefetch
-    // or a background copy: kPrefetched, kBackground; 0: none).
-    std::vector<std::unique_ptr<Event>> slot_ready_;
-    std::vector<uint8_t> slot_prefetched_;
-    static constexpr uint8_t kPrefetched = 1, kBackground = 2;
-    int64_t current_layer_ = -1;          // the MoE layer the pass is in (prefetch spares it)
-    std::unique_ptr<Event> copies_done_;
-    std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> stalls_;  // compute waiting on copies
-    struct LinkTiming {
-        std::unique_ptr<Event> begin, end;
-        uint64_t bytes = 0;
-    };
-    std::vector<LinkTiming> link_timings_;  // this step's demand copies, timed on the copy stream
-    model::DeviceExpertStats stats_;
-
-    // Experts the CPU computes: per layer whether all its experts run there
-    // (--cpu-moe / --n-cpu-moe), per key the expert's matrices in host RAM
-    // (cpu_home_ for those layers, home_ for the cached ones under hybrid
-    // placement), the compute pool and host scratch.
-    std::vector<uint8_t> cpu_layer_;
-    memory::AlignedBuffer cpu_home_;
-    std::vector<model::FfnMatrices> host_mats_;
-    std::unique_ptr<cpu::ThreadPool> pool_;
-    std::vector<float> host_h_, host_xe_, host_ge_, host_ue_, host_ye_;
-    std::vector<uint8_t> host_act_;
-    size_t gpu_groups_ = 0;  // h_order_[0, gpu_groups_) on the GPU, the rest on the CPU
-
-    // Hybrid placement (placement "auto" over a VRAM cache).
-    bool hybrid_ = false;
-    bool refresh_rates_ = true;
-    experts::HybridRates rates_;
-    uint64_t step_ = 0;                   // run() calls so far
-    std::vector<uint32_t> routed_bits_;   // per key: bit i set = routed i steps before routed_step_[key]
-    std::vector<uint64_t> routed_step_;
-    std::vector<uint64_t> cpu_step_;      // per key: 1 + the last step the CPU computed it (0: never)
-    std::vector<uint32_t> gpu_keys_;      // this layer's keys the GPU computes (background copies spare them)
-    std::vector<uint32_t> background_;    // this layer's keys computed on the CPU and copied in the background
-    std::vector<int32_t> h_cpu_;          // this layer's experts for the CPU, while ordering
-    double last_step_s_ = 0;              // the previous step's wall time
-    double backlog_s_ = 0;                // background copies still queued on the link (estimated)
-};
 
 CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o)
     // The device is made current before the streams are created (member
@@ -316,12 +69,27 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         d.bo = upload_vector(L.bo);
         d.q_norm = upload_vector(L.q_norm);
         d.k_norm = upload_vector(L.k_norm);
+        d.sinks = upload_vector(L.attn_sinks);
+        if (c.mla) {
+            d.wq_a = upload_matrix(L.wq_a, Account::WeightsShared);
+            d.wkv_a = upload_matrix(L.wkv_a, Account::WeightsShared);
+            d.q_a_norm = upload_vector(L.q_a_norm);
+            d.kv_a_norm = upload_vector(L.kv_a_norm);
+            d.k_up_t = upload_vector(*L.mla_k_up_t);
+            d.v_up = upload_vector(*L.mla_v_up);
+            d.kv_b_type = static_cast<kc::QType>(L.wkv_b.type);
+        }
         if (L.ffn == model::FfnKind::Dense) {
             d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared), upload_matrix(L.dense.up, Account::WeightsShared),
                        upload_matrix(L.dense.down, Account::WeightsShared)};
         } else {
             d.router = upload_matrix(L.router, Account::WeightsRouter);
             d.n_ff_expert = L.n_ff_expert;
+            d.router_bias = upload_vector(L.router_bias);
+            d.select_bias = upload_vector(L.router_select_bias);
+            d.expert_bias_gate = upload_vector(L.expert_bias_gate);
+            d.expert_bias_up = upload_vector(L.expert_bias_up);
+            d.expert_bias_down = upload_vector(L.expert_bias_down);
         }
         if (L.has_shared_expert()) {
             d.shared = {upload_matrix(L.shared.gate, Account::WeightsShared), upload_matrix(L.shared.up, Account::WeightsShared),
@@ -349,7 +117,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     // The KV pool, under the host cache's block ids.
     kv_block_tokens_ = kp.block_tokens;
     kv_head_stride_ = kp.block_tokens * kp.head_dim;
-    kv_layer_stride_ = 2 * kp.n_head_kv * kv_head_stride_;
+    kv_parts_ = kp.keys_only ? 1 : 2;  // latent rows are their own values
+    kv_layer_stride_ = kv_parts_ * kp.n_head_kv * kv_head_stride_;
     kv_block_stride_ = kp.n_layer * kv_layer_stride_;
     kv_pool_ = DeviceBuffer(ledger_, Account::KvPages, Tier::Fast,
                             static_cast<uint64_t>(kp.n_blocks * kv_block_stride_) * sizeof(float));
@@ -400,6 +169,19 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     n_keys_ = scratch<int32_t>(B, "key counts");
     want_rows_ = scratch<int32_t>(B, "logit rows");
     expert_ptrs_ = reinterpret_cast<const void**>(scratch<uint64_t>(3 * E, "expert pointers"));
+    row_expert_ = scratch<int32_t>(B * U, "rows' experts");
+    {
+        int64_t widest = std::max({c.n_embd, c.n_head * c.head_dim, ff_max_, c.mla.q_lora_rank,
+                                   c.n_head * c.mla.value_length});
+        act_round_ = scratch<float>(B * static_cast<uint64_t>(widest), "rounded activations");
+    }
+    if (c.n_expert > 0) route_sel_ = scratch<float>(B * E, "router choice");
+    if (c.mla) {
+        const uint64_t H = static_cast<uint64_t>(c.n_head);
+        mla_qa_ = scratch<float>(B * static_cast<uint64_t>(std::max<int64_t>(c.mla.q_lora_rank, 1)), "latent query");
+        mla_q_ = scratch<float>(B * H * static_cast<uint64_t>(c.mla.key_length), "query");
+        mla_v_ = scratch<float>(B * H * static_cast<uint64_t>(c.mla.value_length), "values");
+    }
     for (const DeviceBuffer& b : bufs_) ledger_.adjust_used(Account::Activations, Tier::Fast, static_cast<int64_t>(b.size()));
 
     h_tokens_.resize(B);
@@ -424,6 +206,7 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     h_table_offset_.resize(B);
     h_n_keys_.resize(B);
     h_want_rows_.resize(B);
+    h_row_expert_.resize(B * U);
     h_cs_.resize(B * static_cast<uint64_t>(std::max<int64_t>(c.n_rot, 2)));
     compute_.synchronize("loading the model onto the GPU");
     logger("cuda")->info("{}: {} in VRAM ({} expert slots of {})", name_, memory::format_bytes(ledger_.reserved(Tier::Fast)),
@@ -684,6 +467,11 @@ void CudaForward::ok(int code, const char* op, int64_t layer) const {
 }
 
 void CudaForward::gemm(const DevMat& w, const float* x, int64_t n, float* y, const char* op, int64_t layer) {
+    if (kc::q8_0_activations(w.type)) {
+        // The reference multiplies these types by activations rounded to Q8_0: so does the GPU.
+        ok(kc::round_q8_0(const_cast<float*>(x), w.cols, n, w.cols, act_round_, w.cols, compute_.get()), op, layer);
+        x = act_round_;
+    }
     ok(kc::gemm_q(w.type, w.data, w.row_bytes, w.rows, w.cols, x, w.cols, n, y, w.rows, compute_.get()), op, layer);
 }
 
@@ -692,54 +480,6 @@ void CudaForward::ffn_dense(const DevFfn& f, const float* x, int64_t n, float* y
     gemm(f.up, x, n, ue_, "ffn up", layer);
     ok(kc::swiglu(ge_, ue_, ge_, n * ff, compute_.get()), "swiglu", layer);
     gemm(f.down, ge_, n, y, "ffn down", layer);
-}
-
-void CudaForward::attention(const DevLayer& L, int64_t n) {
-    const model::ModelConfig& c = cfg_;
-    const int64_t hd = c.head_dim, qd = c.n_head * hd, kvd = c.n_head_kv * hd;
-    const int64_t li = L.index;
-    gemm(L.wq, h_, n, q_, "attention q", li);
-    gemm(L.wk, h_, n, k_, "attention k", li);
-    gemm(L.wv, h_, n, v_, "attention v", li);
-    if (L.bq) ok(kc::add_bias(q_, qd, L.bq, n, qd, compute_.get()), "q bias", li);
-    if (L.bk) ok(kc::add_bias(k_, kvd, L.bk, n, kvd, compute_.get()), "k bias", li);
-    if (L.bv) ok(kc::add_bias(v_, kvd, L.bv, n, kvd, compute_.get()), "v bias", li);
-    if (L.q_norm) {
-        if (c.traits.qk_norm == model::QkNorm::PerHead) {
-            ok(kc::rms_norm(q_, hd, L.q_norm, q_, hd, n * c.n_head, hd, c.norm_eps, compute_.get()), "q norm", li);
-            ok(kc::rms_norm(k_, hd, L.k_norm, k_, hd, n * c.n_head_kv, hd, c.norm_eps, compute_.get()), "k norm", li);
-        } else {
-            ok(kc::rms_norm(q_, qd, L.q_norm, q_, qd, n, qd, c.norm_eps, compute_.get()), "q norm", li);
-            ok(kc::rms_norm(k_, kvd, L.k_norm, k_, kvd, n, kvd, c.norm_eps, compute_.get()), "k norm", li);
-        }
-    }
-    const bool neox = c.traits.rope == model::RopeType::NeoX;
-    ok(kc::rope_apply(q_, n, qd, c.n_head, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope q", li);
-    ok(kc::rope_apply(k_, n, kvd, c.n_head_kv, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope k", li);
-    float* kp = kv_pool_.as<float>() + li * kv_layer_stride_;
-    float* vp = kp + c.n_head_kv * kv_head_stride_;
-    ok(kc::kv_store(k_, kvd, v_, kvd, n, c.n_head_kv, hd, kp, vp, kv_block_stride_, kv_head_stride_, kv_block_, kv_slot_,
-                    compute_.get()),
-       "kv store", li);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    ok(kc::attention_paged(q_, qd, n, c.n_head, c.n_head_kv, hd, kp, vp, kv_block_tokens_, kv_block_stride_,
-                           kv_head_stride_, tables_.as<int32_t>(), table_offset_, n_keys_, scale,
-                           /*sinks=*/nullptr, /*window=*/0, attn_, qd, compute_.get()),
-       "attention", li);
-    gemm(L.wo, attn_, n, tmp_, "attention output", li);
-    if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
-}
-
-void CudaForward::lookahead(const DevLayer& next, const model::DeviceChunk& c, const model::LookaheadObserver& obs) {
-    const int64_t n = c.n, d = cfg_.n_embd, E = cfg_.n_expert;
-    // yr_ is free outside ffn_moe: the next layer's normalised input goes there.
-    ok(kc::rms_norm(x_, d, next.ffn_norm, yr_, d, n, d, cfg_.norm_eps, compute_.get()), "lookahead norm", next.index);
-    // router_topk's softmax (k = 1, its pick unused) gives the predicted probabilities.
-    gemm(next.router, yr_, n, look_, "lookahead router", next.index);
-    ok(kc::router_topk(look_, E, n, E, 1, look_ids_, look_w_, compute_.get()), "lookahead softmax", next.index);
-    copy_to_host(h_look_.data(), look_, static_cast<uint64_t>(n * E) * 4, compute_, "reading the lookahead");
-    compute_.synchronize("the lookahead router");
-    for (int64_t t = 0; t < n; ++t) obs(model::LookaheadEvent{next.index, c.pos[t], h_look_.data() + t * E, E, c.seqs[t]});
 }
 
 int32_t CudaForward::free_or_evict(const experts::EvictableFilter& filter) {
@@ -888,73 +628,6 @@ void CudaForward::make_resident(const int32_t* experts_in, size_t n, int64_t lay
                               L.expert(experts_in[i])));
 }
 
-void CudaForward::ffn_moe(const DevLayer& L, const model::DeviceChunk& c, const model::RoutingObserver& routing) {
-    const model::ModelConfig& cf = cfg_;
-    const int64_t n = c.n, d = cf.n_embd, E = cf.n_expert, U = n_used_, li = L.index;
-
-    // Route on the device; the choices come back for the observers, the cache and the grouping.
-    gemm(L.router, h_, n, router_, "router", li);
-    ok(kc::router_topk(router_, E, n, E, U, route_ids_, route_w_, compute_.get()), "router top-k", li);
-    copy_to_host(h_ids_.data(), route_ids_, static_cast<uint64_t>(n * U) * 4, compute_, "reading the routing");
-    copy_to_host(h_w_.data(), route_w_, static_cast<uint64_t>(n * U) * 4, compute_, "reading the routing");
-    copy_to_host(h_probs_.data(), router_, static_cast<uint64_t>(n * E) * 4, compute_, "reading the routing");
-    // The layer's input, for experts the CPU may compute (read now, with the
-    // routing, so the CPU need not wait for the GPU's experts to get it).
-    if (cpu_layer_[static_cast<size_t>(li)] || hybrid_)
-        copy_to_host(host_h_.data(), h_, static_cast<uint64_t>(n * d) * 4, compute_, "reading the experts' input");
-    compute_.synchronize("the router");
-
-    std::fill(h_count_.begin(), h_count_.end(), 0);
-    for (int64_t t = 0; t < n; ++t) {
-        int32_t* ids = h_ids_.data() + t * U;
-        float* wts = h_w_.data() + t * U;
-        int64_t used = 0;
-        for (int64_t k = 0; k < U; ++k) used += ids[k] >= 0;
-        if (cf.expert_weights_norm && used > 0) {  // as model::Context::ffn_moe
-            float sum = 0.0f;
-            for (int64_t k = 0; k < U; ++k) sum += wts[k];
-            for (int64_t k = 0; k < U; ++k) wts[k] /= sum;
-        }
-        for (int64_t k = 0; k < U; ++k) {
-            wts[k] *= cf.expert_weights_scale;
-            if (ids[k] >= 0) ++h_count_[static_cast<size_t>(ids[k])];
-        }
-        if (routing)
-            routing(model::RoutingEvent{li, c.pos[t], ids, wts, used, h_probs_.data() + t * E, E, c.seqs[t]});
-    }
-
-    place_experts(li);
-    if (host_cache_) take_from_host_cache(li);
-    // fill[e]: the next row of expert e's run.
-    std::vector<int32_t>& fill = h_fill_;
-    h_offsets_[0] = 0;
-    for (size_t g = 0; g < h_order_.size(); ++g) {
-        fill[static_cast<size_t>(h_order_[g])] = h_offsets_[g];
-        h_offsets_[g + 1] = h_offsets_[g] + h_count_[static_cast<size_t>(h_order_[g])];
-    }
-    int64_t combine_rows = 0;
-    for (int64_t t = 0; t < n; ++t)
-        for (int64_t k = 0; k < U; ++k) {
-            const int32_t e = h_ids_[static_cast<size_t>(t * U + k)];
-            if (e < 0) continue;
-            const int32_t r = fill[static_cast<size_t>(e)]++;
-            h_gather_[static_cast<size_t>(r)] = static_cast<int32_t>(t);
-            h_rank_src_[static_cast<size_t>(combine_rows)] = r;
-            h_dst_[static_cast<size_t>(combine_rows)] = static_cast<int32_t>(t);
-            h_combine_w_[static_cast<size_t>(combine_rows)] = h_w_[static_cast<size_t>(t * U + k)];
-            ++combine_rows;
-        }
-    routed_experts(L, n, h_offsets_[h_order_.size()], combine_rows);
-    // The copies from the cache's slots are staged by the time the calls
-    // return (pageable memory), and the CPU is done with them.
-    if (host_cache_) release_to_host_cache(li);
-    if (L.shared.gate) {
-        ffn_dense(L.shared, h_, n, ye_, L.shared.gate.rows, li);
-        if (L.shared_gate) gemm(L.shared_gate, h_, n, gate_logit_, "shared expert gate", li);
-        ok(kc::gated_add(ye_, L.shared_gate ? gate_logit_ : nullptr, n, d, tmp_, compute_.get()), "shared expert", li);
-    }
-}
-
 void CudaForward::place_experts(int64_t li) {
     const int64_t E = cfg_.n_expert;
     const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)];
@@ -1069,6 +742,7 @@ void CudaForward::routed_experts(const DevLayer& L, int64_t n, int64_t rows, int
     put(combine_w_, h_combine_w_, static_cast<size_t>(combine_rows));
     if (gpu_groups_ > 0) {
         put(gather_, h_gather_, static_cast<size_t>(gpu_rows));
+        if (expert_act_ == model::FfnAct::SwigluOai) put(row_expert_, h_row_expert_, static_cast<size_t>(gpu_rows));
         put(offsets_, h_offsets_, gpu_groups_ + 1);
         ok(kc::get_rows(kc::QType::F32, h_, d * 4, d, gather_, gpu_rows, xe_, compute_.get()), "gathering expert inputs", li);
         experts_on_gpu(L, gpu_groups_);
@@ -1117,13 +791,16 @@ void CudaForward::experts_on_gpu(const DevLayer& L, size_t groups) {
                 const int64_t a = h_offsets_[g0 + g], cnt = h_offsets_[g0 + g + 1] - a;
                 gemm(mats[g].gate, xe_ + a * d, cnt, ge_ + a * ff, "expert gate", li);
                 gemm(mats[g].up, xe_ + a * d, cnt, ue_ + a * ff, "expert up", li);
-                ok(kc::swiglu(ge_ + a * ff, ue_ + a * ff, ge_ + a * ff, cnt * ff, compute_.get()), "expert swiglu", li);
+                expert_activation(L, a, a + cnt);
                 gemm(mats[g].down, ge_ + a * ff, cnt, ye_ + a * d, "expert down", li);
+                expert_down_bias(L, a, a + cnt);
             }
             continue;
         }
         // Stream order keeps this upload behind the previous wave's reads of the array.
         put(expert_ptrs_, h_ptrs_, 3 * G);
+        if (kc::q8_0_activations(mats[0].gate.type))  // as gemm(): the gathered inputs, in place
+            ok(kc::round_q8_0(xe_ + r0 * d, d, r1 - r0, d, nullptr, 0, compute_.get()), "expert inputs", li);
         const DevMat& g0m = mats[0].gate;
         const DevMat& d0m = mats[0].down;
         const int32_t* off = offsets_ + g0;
@@ -1133,12 +810,36 @@ void CudaForward::experts_on_gpu(const DevLayer& L, size_t groups) {
         ok(kc::gemm_q_grouped(mats[0].up.type, expert_ptrs_ + G, mats[0].up.row_bytes, mats[0].up.rows, mats[0].up.cols,
                               xe_, d, off, static_cast<int64_t>(G), max_group, ue_, ff, compute_.get()),
            "expert up", li);
-        ok(kc::swiglu(ge_ + r0 * ff, ue_ + r0 * ff, ge_ + r0 * ff, (r1 - r0) * ff, compute_.get()), "expert swiglu", li);
+        expert_activation(L, r0, r1);
+        if (kc::q8_0_activations(d0m.type))
+            ok(kc::round_q8_0(ge_ + r0 * ff, ff, r1 - r0, ff, nullptr, 0, compute_.get()), "expert activations", li);
         ok(kc::gemm_q_grouped(d0m.type, expert_ptrs_ + 2 * G, d0m.row_bytes, d0m.rows, d0m.cols, ge_, ff, off,
                               static_cast<int64_t>(G), max_group, ye_, d, compute_.get()),
            "expert down", li);
+        expert_down_bias(L, r0, r1);
     }
 
+}
+
+// Grouped rows [r0, r1) of ge_/ue_: SwiGLU into ge_, or the clamped SwiGLU
+// around each row's expert's gate and up biases.
+void CudaForward::expert_activation(const DevLayer& L, int64_t r0, int64_t r1) {
+    const int64_t ff = L.n_ff_expert, li = L.index;
+    float *g = ge_ + r0 * ff, *u = ue_ + r0 * ff;
+    if (expert_act_ == model::FfnAct::Swiglu) {
+        ok(kc::swiglu(g, u, g, (r1 - r0) * ff, compute_.get()), "expert swiglu", li);
+        return;
+    }
+    ok(kc::add_bias_rows(g, ff, L.expert_bias_gate, ff, row_expert_ + r0, r1 - r0, ff, compute_.get()), "expert gate bias", li);
+    ok(kc::add_bias_rows(u, ff, L.expert_bias_up, ff, row_expert_ + r0, r1 - r0, ff, compute_.get()), "expert up bias", li);
+    ok(kc::swiglu_oai(g, u, g, (r1 - r0) * ff, 1.702f, 7.0f, compute_.get()), "expert clamped swiglu", li);
+}
+
+void CudaForward::expert_down_bias(const DevLayer& L, int64_t r0, int64_t r1) {
+    if (expert_act_ == model::FfnAct::Swiglu) return;
+    const int64_t d = cfg_.n_embd;
+    ok(kc::add_bias_rows(ye_ + r0 * d, d, L.expert_bias_down, d, row_expert_ + r0, r1 - r0, d, compute_.get()),
+       "expert down bias", L.index);
 }
 
 // Y[t * W.rows + r] = W.row(r) . X[t] on the host's cores, with the CPU
@@ -1153,11 +854,24 @@ void CudaForward::host_matmul(const model::Matrix& W, const float* X, int64_t n,
     });
 }
 
-void CudaForward::host_ffn(const model::FfnMatrices& f, const float* x, int64_t n, float* g, float* u, float* y) {
+void CudaForward::host_ffn(const model::FfnMatrices& f, const float* x, int64_t n, float* g, float* u, float* y,
+                           const HostBias* bias) {
+    namespace ops = kernels::ops;
+    const int64_t ff = f.gate.rows, d = f.down.rows;
     host_matmul(f.gate, x, n, g);
     host_matmul(f.up, x, n, u);
-    kernels::ops::swiglu(g, u, g, n * f.gate.rows);
+    if (!bias) {
+        ops::swiglu(g, u, g, n * ff);
+        host_matmul(f.down, g, n, y);
+        return;
+    }
+    for (int64_t t = 0; t < n; ++t) {  // as the CPU backend's clamped experts
+        ops::axpy(1.0f, bias->gate, g + t * ff, ff);
+        ops::axpy(1.0f, bias->up, u + t * ff, ff);
+    }
+    ops::swiglu_oai(g, u, g, n * ff, 1.702f, 7.0f);
     host_matmul(f.down, g, n, y);
+    for (int64_t t = 0; t < n; ++t) ops::axpy(1.0f, bias->down, y + t * d, d);
 }
 
 // Rows [row0, rows) of the grouped experts (h_order_ from gpu_groups_ on) on
@@ -1175,7 +889,13 @@ void CudaForward::experts_on_host(int64_t li, int64_t row0, int64_t rows) {
         const size_t k = static_cast<size_t>(li * E + h_order_[g]);
         const model::FfnMatrices& f = host_mats_[k];
         const int64_t a = h_offsets_[g], m = h_offsets_[g + 1] - a;
-        host_ffn(f, host_xe_.data() + a * d, m, host_ge_.data() + a * ff, host_ue_.data() + a * ff, host_ye_.data() + a * d);
+        HostBias bias;
+        if (const model::LayerWeights& L = model_.weights().layers[static_cast<size_t>(li)]; !L.expert_bias_gate.empty()) {
+            const int64_t e = h_order_[g];
+            bias = {L.expert_bias_gate.data() + e * ff, L.expert_bias_up.data() + e * ff, L.expert_bias_down.data() + e * d};
+        }
+        host_ffn(f, host_xe_.data() + a * d, m, host_ge_.data() + a * ff, host_ue_.data() + a * ff, host_ye_.data() + a * d,
+                 bias.gate ? &bias : nullptr);
         if (hybrid_) predicted_s += roofline_s(double(ffn_bytes(f)), ffn_params(f), m, rates_.cpu_bps, rates_.cpu_flops);
         cpu_step_[k] = step_ + 1;
         ++stats_.cpu_computed;
@@ -1216,84 +936,6 @@ void CudaForward::copy_in_background(int64_t li) {
                      static_cast<uint64_t>(slots_ - static_cast<int64_t>(free_slots_.size())) * slot_bytes_);
 }
 
-void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
-                      const model::LookaheadObserver& lookahead_obs) {
-    const model::ModelConfig& cf = cfg_;
-    const int64_t n = c.n, d = cf.n_embd;
-    if (n > n_batch_) throw Error("internal: a chunk of " + std::to_string(n) + " tokens for a GPU pass sized for " +
-                                  std::to_string(n_batch_));
-    set_device(device_);
-    const auto step_begin = std::chrono::steady_clock::now();
-    backlog_s_ = std::max(0.0, backlog_s_ - last_step_s_);  // the link drained them during the previous step
-
-    // Step data: tokens, RoPE tables, where each token's K/V goes, and the block tables.
-    std::copy(c.tokens, c.tokens + n, h_tokens_.begin());
-    const int64_t n_rot = std::max<int64_t>(cf.n_rot, 2);
-    model::rope_tables(cf, c.pos, n, n_rot, h_cs_.data());
-    h_tables_.clear();
-    std::vector<std::pair<kv::SeqId, int32_t>>& seen = h_seen_;  // each sequence's table offset
-    seen.clear();
-    for (int64_t t = 0; t < n; ++t) {
-        const kv::KvCache::Row r = kv.row(c.seqs[t], c.pos[t]);
-        h_kv_block_[static_cast<size_t>(t)] = r.block;
-        h_kv_slot_[static_cast<size_t>(t)] = static_cast<int32_t>(r.slot);
-        auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == c.seqs[t]; });
-        if (it == seen.end()) {
-            seen.emplace_back(c.seqs[t], static_cast<int32_t>(h_tables_.size()));
-            const std::vector<int32_t>& b = kv.blocks(c.seqs[t]);
-            h_tables_.insert(h_tables_.end(), b.begin(), b.end());
-            it = seen.end() - 1;
-        }
-        h_table_offset_[static_cast<size_t>(t)] = it->second;
-        h_n_keys_[static_cast<size_t>(t)] = static_cast<int32_t>(c.pos[t] + 1);
-    }
-    if (h_tables_.size() * 4 > tables_cap_) {
-        compute_.synchronize("growing the block tables");
-        tables_cap_ = std::max<uint64_t>(h_tables_.size() * 4 * 2, 4096);
-        tables_ = DeviceBuffer(ledger_, Account::Activations, Tier::Fast, tables_cap_);
-    }
-    put(tokens_, h_tokens_, static_cast<size_t>(n));
-    put(rope_cs_, h_cs_, static_cast<size_t>(n * n_rot));
-    put(kv_block_, h_kv_block_, static_cast<size_t>(n));
-    put(kv_slot_, h_kv_slot_, static_cast<size_t>(n));
-    put(table_offset_, h_table_offset_, static_cast<size_t>(n));
-    put(n_keys_, h_n_keys_, static_cast<size_t>(n));
-    put(tables_.as<int32_t>(), h_tables_, h_tables_.size());
-
-    ok(kc::get_rows(tok_embd_.type, tok_embd_.data, tok_embd_.row_bytes, d, tokens_, n, x_, compute_.get()), "embedding");
-    for (const DevLayer& L : layers_) {
-        current_layer_ = L.index;
-        ok(kc::rms_norm(x_, d, L.attn_norm, h_, d, n, d, cf.norm_eps, compute_.get()), "attention norm", L.index);
-        attention(L, n);
-        ok(kc::add(x_, tmp_, n * d, compute_.get()), "residual", L.index);
-        const size_t next = static_cast<size_t>(L.index + 1);
-        if (lookahead_obs && next < layers_.size() && layers_[next].ffn == model::FfnKind::Moe)
-            lookahead(layers_[next], c, lookahead_obs);
-        ok(kc::rms_norm(x_, d, L.ffn_norm, h_, d, n, d, cf.norm_eps, compute_.get()), "ffn norm", L.index);
-        if (L.ffn == model::FfnKind::Dense) ffn_dense(L.dense, h_, n, tmp_, cf.n_ff, L.index);
-        else ffn_moe(L, c, routing);
-        ok(kc::add(x_, tmp_, n * d, compute_.get()), "residual", L.index);
-    }
-
-    int64_t rows = 0;
-    if (c.logits) {
-        for (int64_t t = 0; t < n; ++t)
-            if (c.want[t]) h_want_rows_[static_cast<size_t>(rows++)] = static_cast<int32_t>(t);
-        put(want_rows_, h_want_rows_, static_cast<size_t>(rows));
-        ok(kc::get_rows(kc::QType::F32, x_, d * 4, d, want_rows_, rows, h_, compute_.get()), "picking logit rows");
-        ok(kc::rms_norm(h_, d, output_norm_, h_, d, rows, d, cf.norm_eps, compute_.get()), "output norm");
-        gemm(output_, h_, rows, logits_, "output head", -1);
-        copy_to_host(c.logits, logits_, static_cast<uint64_t>(rows * cf.n_vocab) * 4, compute_, "reading the logits");
-    }
-    compute_.synchronize("the forward pass on the GPU");
-    for (const auto& [begin, end] : stalls_) stats_.stall_seconds += end->ms_since(*begin) * 1e-3;
-    stalls_.clear();
-    refresh_link_rate();
-    if (cached_) policy_->on_step();
-    last_step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_begin).count();
-    ++step_;
-}
-
 // The link's rate from this step's timed demand copies (bytes over their
 // time on the copy stream), smoothed; untimed (emulated) copies leave it.
 void CudaForward::refresh_link_rate() {
@@ -1311,29 +953,19 @@ void CudaForward::refresh_link_rate() {
     stats_.link_bps = rates_.link_bps;
 }
 
-}  // namespace
+
+}  // namespace strata::backend::cuda::pass
+
+namespace strata::backend::cuda {
+
+namespace kc = kernels::cuda;
+using pass::CudaForward;
 
 std::string cuda_unsupported_tensor(const model::Model& m) {
     const model::ModelWeights& w = m.weights();
     const model::ModelConfig& c = m.config();
-    // The ops this pass computes (model/backend.h); the others wait for the
-    // op-level CUDA backend (the model-definition issue).
-    const auto supports = [](model::Op op) {
-        switch (op) {
-            case model::Op::Embed:
-            case model::Op::RmsNorm:
-            case model::Op::Add:
-            case model::Op::Attention:
-            case model::Op::Route:
-            case model::Op::Experts:
-            case model::Op::SharedExpert:
-            case model::Op::DenseFfn:
-            case model::Op::OutputHead: return true;
-            default: return false;
-        }
-    };
-    if (std::string op = model::arch::unsupported_op(c, w, supports, "CUDA backend"); !op.empty())
-        return op + " yet; use --device cpu";
+    if (std::string op = model::arch::unsupported_op(c, w, pass::cuda_supports, "CUDA backend"); !op.empty())
+        return op + "; use --device cpu";
     std::string bad;
     auto check_type = [&](const model::Matrix& x) {
         if (!bad.empty() || !x) return;
@@ -1344,7 +976,7 @@ std::string cuda_unsupported_tensor(const model::Model& m) {
     check_type(w.tok_embd);
     check_type(w.output);
     for (const model::LayerWeights& L : w.layers) {
-        for (const model::Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router, &L.dense.gate, &L.dense.up, &L.dense.down,
+        for (const model::Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wkv_a, &L.router, &L.dense.gate, &L.dense.up, &L.dense.down,
                                        &L.shared.gate, &L.shared.up, &L.shared.down})
             check_type(*x);
         for (int64_t e = 0; e < L.n_experts(); ++e) {

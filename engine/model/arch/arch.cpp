@@ -46,7 +46,7 @@ public:
         note(s.act == FfnAct::SwigluOai ? Op::ClampedExperts : Op::Experts);
     }
     void shared_expert(const LayerWeights&) override { note(Op::SharedExpert); }
-    void dense_ffn(const FfnMatrices&, int64_t) override { note(Op::DenseFfn); }
+    void dense_ffn(const LayerWeights&) override { note(Op::DenseFfn); }
     void output_head(const std::vector<float>&, const Matrix&) override { note(Op::OutputHead); }
     uint64_t scratch_bytes() const override { return 0; }
 
@@ -93,7 +93,7 @@ void ffn_block(Backend& b, const ModelConfig& c, const LayerWeights& L, const La
     if (next) b.predict_route(*next);
     b.rms_norm(Act::Residual, L.ffn_norm, Act::Normed);
     if (L.ffn == FfnKind::Dense) {
-        b.dense_ffn(L.dense, c.n_ff);
+        b.dense_ffn(L);
     } else {
         b.route(L, router);
         b.experts(L, experts);
