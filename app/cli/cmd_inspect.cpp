@@ -1,6 +1,8 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "model/arch/arch.h"
+#include "model/plan_model.h"
 #include "backend/device.h"
 #include "common.h"
 #include "gguf/gguf.h"
@@ -64,6 +66,12 @@ int cmd_inspect(int argc, char** argv) {
                     c.expert_weights_norm ? "yes" : "no", c.expert_weights_scale);
     }
     std::printf("  output %s\n", m->weights().output_tied ? "tied to token_embd" : "separate");
+    {
+        // The ops its architecture composes (engine/model/arch): every backend here computes them all.
+        std::string ops;
+        for (const model::Op op : model::arch::ops_used(c, m->weights())) ops += (ops.empty() ? "" : ", ") + std::string(model::op_name(op));
+        std::printf("  ops: %s\n", ops.c_str());
+    }
 
     std::printf("\nsizes\n");
     std::printf("  parameters     %s total, %s active per token\n", human_count(s.params_total).c_str(),
@@ -89,7 +97,7 @@ int cmd_inspect(int argc, char** argv) {
     {
         // The machine: NUMA and huge pages, for the model fully resident.
         memory::PlanSettings ps;
-        const memory::Plan p = memory::make_plan(*m, ps);
+        const memory::Plan p = memory::make_plan(model::plan_model(*m), ps);
         std::printf("\nmachine\n  %s\n  huge pages: %s (fully resident: %s fast)\n",
                     cpu::numa_summary(p.numa_topology, p.numa).c_str(), p.huge_pages.c_str(),
                     human_bytes(p.fast_total).c_str());

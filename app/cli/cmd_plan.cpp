@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "backend/device.h"
+#include "model/plan_model.h"
 #include "commands.h"
 #include "common/json.h"
 #include "common.h"
@@ -117,7 +118,7 @@ int cmd_plan(int argc, char** argv) {
                                           core::default_kernel_tuning_cache());
     memory::Plan p;
     try {
-        p = memory::make_plan(*m, s);
+        p = memory::make_plan(model::plan_model(*m), s);
     } catch (const Error& e) {
         throw UsageError(e.what());  // the model loaded, so what is wrong is a setting
     }

@@ -1,4 +1,5 @@
 #include "engine_worker.h"
+#include "model/plan_model.h"
 
 #include "quant/recipe.h"
 
@@ -136,7 +137,7 @@ QVariantMap plan_model(const QString& path, const EngineSettings& settings, uint
     if (!settings.pin_file.empty()) pinned = static_cast<int64_t>(core::read_pin_file(settings.pin_file, *m).size());
     memory::PlanSettings ps = core::plan_settings(settings, pinned);
     ps.fast_returned = ram_returned;  // counted only where the budget is automatic (fast_available known)
-    const memory::Plan p = memory::make_plan(*m, ps);
+    const memory::Plan p = memory::make_plan(model::plan_model(*m), ps);
     QVariantMap out = plan_to_map(p);
     out[QStringLiteral("speed")] = QString();
     if (speed && p.fits && p.expert_slots < p.experts_total) {

@@ -1,4 +1,5 @@
 #include "core/engine.h"
+#include "model/plan_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -161,7 +162,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
 
     report("planning", 0.02);
     eng->tune_cpu_kernels();
-    eng->plan_ = memory::make_plan(m, plan_settings(settings, static_cast<int64_t>(pinned.size())));
+    eng->plan_ = memory::make_plan(model::plan_model(m), plan_settings(settings, static_cast<int64_t>(pinned.size())));
     if (!eng->plan_.fits) throw Error(path + ": " + eng->plan_.reason);
     report("weights", 0.05);
 

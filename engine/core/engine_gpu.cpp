@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "backend/cuda/cuda_forward.h"
+#include "model/plan_model.h"
 #include "backend/cuda/cuda_probes.h"
 #include "backend/cuda/cuda_runtime.h"
 #include "backend/device.h"
@@ -120,7 +121,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     // available now minus a reserve, so a model larger than RAM gets a host
     // cache over the file (three tiers) rather than swapping.
     if (ps.slow_budget == 0) ps.slow_budget = memory::auto_budget(memory::available_ram_bytes());
-    eng.plan_ = memory::make_plan(m, ps);
+    eng.plan_ = memory::make_plan(model::plan_model(m), ps);
     if (!eng.plan_.fits) throw Error(path + ": " + eng.plan_.reason + " (fast tier: VRAM of " + gpu_name + ")");
     report("weights", 0.05);
 

@@ -1,4 +1,5 @@
 #include "experts/stream_estimate.h"
+#include "model/plan_model.h"
 
 #include <sys/stat.h>
 
@@ -161,7 +162,7 @@ StreamEstimate estimate_stream(const memory::Plan& p, const model::Model& m, con
     for (const model::LayerWeights& L : m.weights().layers) {
         if (L.ffn != model::FfnKind::Moe || L.n_experts() == 0) continue;
         double layer = 0;
-        for (int64_t x = 0; x < L.n_experts(); ++x) layer += static_cast<double>(memory::expert_slot_bytes(L.expert(x)));
+        for (int64_t x = 0; x < L.n_experts(); ++x) layer += static_cast<double>(model::expert_slot_bytes(L.expert(x)));
         per_token += layer / static_cast<double>(L.n_experts()) * static_cast<double>(std::min(used, L.n_experts()));
     }
     e.expert_bytes_per_token = per_token;

@@ -11,8 +11,6 @@
 #include "kernels/dispatch.h"
 #include "memory/aligned_buffer.h"
 #include "memory/system_memory.h"
-#include "model/context.h"
-#include "model/model.h"
 
 namespace strata::memory {
 
@@ -20,7 +18,6 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-uint64_t mat_bytes(const model::Matrix& m) { return m ? m.slab_bytes() * static_cast<uint64_t>(m.slabs) : 0; }
 
 std::string pct(double f) {
     char b[32];
@@ -46,40 +43,6 @@ std::string json_str(const std::string& s) {
 }
 
 
-// Forward-pass scratch of a Context for n_batch tokens, mirroring
-// model/context.cpp (4 bytes per element, floats and int32 alike). With
-// B = n_batch, E = max(n_expert, 1), U = max(n_expert_used, 1),
-// ff = max(n_ff, n_ff_expert, n_ff_shared, 1), q = n_head*head_dim,
-// kv = n_head_kv*head_dim, T = threads:
-//   B*n_embd*6     x, h, tmp, xe, ye, lookahead h
-//   B*q*2          q, attn;        B*kv*2   k, v (this chunk's projections)
-//   B*E*2          router logits, lookahead probs
-//   B*U*3          route weights, ids, expert token lists;   2E+1 expert counts/offsets
-//   B*ff*2         expert gate and up outputs;               B shared-expert gates
-//   B*n_vocab      logits of a whole chunk
-//   T*(max(n_embd, q, ff) + n_ctx*group)   per-thread row and attention-score scratch
-//   (group = n_head / n_head_kv; MLA adds its queries, values and LoRA rows)
-uint64_t activation_bytes(const model::ModelConfig& c, int64_t B, int64_t n_ctx, int64_t T) {
-    const int64_t E = std::max<int64_t>(c.n_expert, 1);
-    const int64_t U = std::max<int64_t>(c.n_expert_used, 1);
-    const int64_t ff = std::max({c.n_ff, c.n_ff_expert, c.n_ff_shared, int64_t{1}});
-    const int64_t q = c.n_head * c.head_dim;
-    const int64_t kv = c.n_head_kv * c.head_dim;
-    // ... plus per token: each routed expert's output row (U x n_embd, summed in
-    // rank order) and the activation row quantized for the weight type (at most
-    // 4 bytes per element of the widest input).
-    // MLA (deepseek2): the query's LoRA, the per-head queries and values
-    // besides the latent ones (q, attn), and wider inputs for the products.
-    const int64_t mla = c.mla ? c.mla.q_lora_rank + c.n_head * (c.mla.key_length + c.mla.value_length) : 0;
-    const int64_t widest = std::max({c.n_embd, q, ff, c.mla.q_lora_rank, c.n_head * c.mla.value_length});
-    const int64_t per_token = 6 * c.n_embd + 2 * q + 2 * kv + 2 * E + 3 * U + 2 * ff + 1 + c.n_vocab +
-                              U * c.n_embd + widest + mla;
-    // Attention scores: a KV head's query group over n_ctx keys, per thread.
-    const int64_t group = c.n_head / std::max<int64_t>(1, c.n_head_kv);
-    const int64_t elems = B * per_token + 2 * E + 1 + T * (widest + n_ctx * group);
-    return static_cast<uint64_t>(elems) * 4;
-}
-
 struct Totals {
     uint64_t shared = 0, router = 0, experts = 0, slot = 0;
     int64_t total = 0, moe_layers = 0;
@@ -95,25 +58,19 @@ uint64_t reserved_bytes(uint64_t bytes, uint64_t small_page) {
 
 // cpu_moe_layers: the experts of the first N MoE layers (-1: all) stay out of
 // the fast tier's cache (a GPU leaves them to the CPU, in host RAM).
-Totals measure(const model::Model& m, int64_t cpu_moe_layers) {
+Totals measure(const PlanModel& m, int64_t cpu_moe_layers) {
     Totals t;
-    uint64_t kept_in_file = 0;  // MLA's attn_kv_b: the fast tier holds its f32 split instead (derived_bytes)
-    for (const model::LayerWeights& L : m.weights().layers) {
-        kept_in_file += mat_bytes(L.wkv_b);
-        if (L.ffn != model::FfnKind::Moe) continue;
+    for (const PlanModel::MoeLayer& L : m.moe_layers) {
         const bool on_cpu = cpu_moe_layers < 0 || t.moe_layers < cpu_moe_layers;
         ++t.moe_layers;
-        t.router += mat_bytes(L.router);
+        t.router += L.router_bytes;
         if (on_cpu) continue;
-        const int64_t n = L.n_experts();
-        t.total += n;
-        for (int64_t e = 0; e < n; ++e) t.slot = std::max(t.slot, expert_slot_bytes(L.expert(e)));
+        t.total += L.experts;
+        t.slot = std::max(t.slot, L.max_slot_bytes);
     }
-    const model::Model::Sizes sz = m.sizes();
-    t.experts = sz.bytes_experts;
+    t.experts = m.experts_bytes;
     // Small weight buffers are counted by their bytes (the file's tensors add up exactly).
-    // Plus what the load derives from them (MLA's f32 split of attn_kv_b).
-    t.shared = reserved_bytes(sz.bytes_total - sz.bytes_experts - t.router - kept_in_file, 1) + m.weights().derived_bytes();
+    t.shared = reserved_bytes(m.shared_bytes, 1);
     t.router = reserved_bytes(t.router, 1);
     return t;
 }
@@ -127,13 +84,6 @@ uint64_t direct_read_window(uint64_t offset, uint64_t bytes) {
     const uint64_t start = offset / kPage * kPage;
     const uint64_t end = (offset + bytes + kPage - 1) / kPage * kPage;
     return end - start;
-}
-
-uint64_t expert_slot_bytes(const model::FfnMatrices& x) {
-    uint64_t s = 0;
-    for (const model::Matrix* m : {&x.gate, &x.up, &x.down})
-        if (*m) s += direct_read_window(m->file_offset, m->slab_bytes() * static_cast<uint64_t>(m->slabs));
-    return s;
 }
 
 int64_t expert_slots_per_arena(uint64_t slot, int64_t total) {
@@ -167,8 +117,7 @@ int64_t expert_slots_within(uint64_t slot, int64_t total, uint64_t bytes) {
     return lo;
 }
 
-Plan make_plan(const model::Model& m, const PlanSettings& s) {
-    const model::ModelConfig& c = m.config();
+Plan make_plan(const PlanModel& m, const PlanSettings& s) {
 
     // --- settings -------------------------------------------------------------
     if (std::isnan(s.expert_cache_fraction) ||
@@ -179,7 +128,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
                     " is outside (0, 1]: it is the share of all routed experts that get a slot (e.g. 0.25)");
     }
     if (s.expert_slots == 0)
-        throw Error("zero slots: the expert cache needs at least " + std::to_string(std::max<int64_t>(c.n_expert_used, 1)) +
+        throw Error("zero slots: the expert cache needs at least " + std::to_string(std::max<int64_t>(m.n_expert_used, 1)) +
                     " slots (the experts one token uses in a layer)");
     if (s.pinned_experts < 0) throw Error("the number of pinned experts cannot be negative");
     if (s.n_ctx < 0) throw Error("the context size cannot be negative (0: the model's own)");
@@ -210,16 +159,15 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     p.slow_budget = s.slow_budget == 0 ? Ledger::kUnlimited : s.slow_budget;
     p.experts_total = t.total;
     p.moe_layers = t.moe_layers;
-    p.n_expert_used = c.n_expert_used;
+    p.n_expert_used = m.n_expert_used;
     p.slot_bytes = t.slot;
-    p.n_ctx = s.n_ctx > 0 ? s.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
+    p.n_ctx = s.n_ctx > 0 ? s.n_ctx : std::min<int64_t>(m.n_ctx_train > 0 ? m.n_ctx_train : 4096, 4096);
     p.n_batch = std::min(s.n_batch, p.n_ctx);
     p.threads = s.threads > 0 ? s.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     {
         std::ostringstream os;
-        os << (c.name.empty() ? std::string("model") : "'" + c.name + "'") << " (" << c.arch_name << ", "
-           << c.n_layer << " layers";
-        if (t.total > 0) os << ", " << t.moe_layers << " MoE x " << c.n_expert << " experts top-" << c.n_expert_used;
+        os << m.description;
+        if (t.total > 0) os << ", " << t.moe_layers << " MoE x " << m.n_expert << " experts top-" << m.n_expert_used;
         os << ")";
         p.model = os.str();
     }
@@ -229,18 +177,21 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
                     std::to_string(t.total) + " routed experts");
     p.pinned_experts = s.pinned_experts;
 
-    const kv::KvCacheParams kvp = model::kv_cache_params(c, 0, s.kv_block_tokens, s.kv_type);
+    kv::KvCacheParams kvp = m.kv;
+    kvp.n_blocks = 0;
+    kvp.block_tokens = s.kv_block_tokens;
+    kvp.type = s.kv_type;
     p.kv_block_tokens = s.kv_block_tokens;
     p.kv_type = s.kv_type;
     p.kv_blocks = kvp.blocks_for(s.kv_tokens > 0 ? s.kv_tokens : p.n_ctx);
     const uint64_t kv = reserved_bytes(mul(kvp.block_bytes(), p.kv_blocks), 4096);
-    const uint64_t act = activation_bytes(c, p.n_batch, p.n_ctx, p.threads);
+    const uint64_t act = m.activation_bytes ? m.activation_bytes(p.n_batch, p.n_ctx, p.threads) : 0;
     const uint64_t pinned = mul(t.slot, p.pinned_experts);
     // Everything but the expert slots; slots are counted as expert_slots_bytes().
     const uint64_t base = t.shared + t.router + kv + act + s.draft_model_bytes + s.runtime_reserve;
     auto slots_bytes = [&](int64_t n) { return expert_slots_bytes(t.slot, t.total, n); };
     // Unpinned slots a MoE layer needs at the least (fewer when pinning covers almost everything).
-    const int64_t unpinned_min = t.total > 0 ? std::min(std::max<int64_t>(c.n_expert_used, 1), t.total - p.pinned_experts) : 0;
+    const int64_t unpinned_min = t.total > 0 ? std::min(std::max<int64_t>(m.n_expert_used, 1), t.total - p.pinned_experts) : 0;
     const int64_t min_slots = p.pinned_experts + unpinned_min;
     p.resident_minimum = base + slots_bytes(min_slots);
     const uint64_t transfer_want = (s.prefetch && t.total > 0) ? mul(t.slot, s.transfer_buffers) : 0;
@@ -348,17 +299,10 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     // Bytes per token and layer of the cache's entries (MLA: one latent row, against per-head K and V).
     const int64_t elem = p.kv_type == kv::KvType::Q8 ? 1 : 4;
     std::string kv_what = std::to_string(p.kv_blocks) + " blocks x " + std::to_string(p.kv_block_tokens) + " tokens x " +
-                          std::to_string(c.n_layer) + " layers, ";
-    if (c.mla) {
-        kv_what += std::string("MLA latent (") + std::to_string(c.mla.kv_lora_rank) + " + " + std::to_string(c.n_rot) + ") " +
-                   kv::kv_type_name(p.kv_type) + ": " + format_bytes(static_cast<uint64_t>(c.head_dim * elem)) +
-                   " per token and layer, against " +
-                   format_bytes(static_cast<uint64_t>(c.n_head * (c.mla.key_length + c.mla.value_length) * elem)) +
-                   " for per-head K+V";
-    } else {
-        kv_what += std::string("K+V ") + kv::kv_type_name(p.kv_type) + ": " +
-                   format_bytes(static_cast<uint64_t>(2 * c.n_head_kv * c.head_dim * elem)) + " per token and layer";
-    }
+                          std::to_string(m.n_layer) + " layers, " + m.kv_entry + " " + kv::kv_type_name(p.kv_type) + ": " +
+                          format_bytes(static_cast<uint64_t>(m.kv_entry_elems * elem)) + " per token and layer";
+    if (m.kv_per_head_elems > 0)
+        kv_what += ", against " + format_bytes(static_cast<uint64_t>(m.kv_per_head_elems * elem)) + " for per-head K+V";
     row(Account::KvPages, Tier::Fast, kv, kv_what);
     row(Account::Activations, Tier::Fast, act,
         "batch " + std::to_string(p.n_batch) + ", " + std::to_string(p.threads) + " thread" + (p.threads == 1 ? "" : "s"));
@@ -372,8 +316,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     // expert VRAM lacks (a copy of each, or within a slow budget a cache over
     // the file: three tiers).
     int64_t host_experts = 0;
-    for (const model::LayerWeights& L : m.weights().layers)
-        if (L.ffn == model::FfnKind::Moe) host_experts += L.n_experts();
+    for (const PlanModel::MoeLayer& L : m.moe_layers) host_experts += L.experts;
     p.host_experts = host_experts;
     const bool all_in_vram = s.gpu && slots >= t.total && s.cpu_moe_layers == 0;
     const bool slow_limited = p.slow_budget != Ledger::kUnlimited;
@@ -386,7 +329,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
             "a copy of every routed expert (" + std::to_string(host_experts) + ") in pinned host RAM");
     } else {
         const int64_t fit = expert_slots_within(t.slot, host_experts, p.slow_budget);
-        const int64_t need = c.n_expert;  // a step may route to every expert of a layer
+        const int64_t need = m.n_expert;  // a step may route to every expert of a layer
         if (fit < need) {
             const uint64_t need_bytes = expert_slots_bytes(t.slot, host_experts, need);
             std::ostringstream os;
@@ -412,7 +355,7 @@ Plan make_plan(const model::Model& m, const PlanSettings& s) {
     p.numa = cpu::decide_numa(numa_policy, p.numa_topology, p.fast_total);
     p.huge_pages = transparent_huge_pages();
     p.kernels = kernels::kernel_level_name(kernels::kernel_level());
-    p.repacked_bytes = m.weights().bytes_to_repack();
+    p.repacked_bytes = m.repack_bytes;
 
     // --- verdict ------------------------------------------------------------------
     if (p.slow_budget != Ledger::kUnlimited && p.slow_total > p.slow_budget && p.host_slots == 0 &&

@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -133,17 +134,39 @@ struct Plan {
     std::string to_json() const;      // one JSON object
 };
 
+// What the plan needs to know of a model: sizes, not weights (the model's
+// side, model/plan_model.h, fills it in from a loaded model).
+struct PlanModel {
+    std::string description;          // "'name' (arch, 4 layers"; the plan adds the MoE part
+    int64_t n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx_train = 0;
+    struct MoeLayer {
+        uint64_t router_bytes = 0;
+        int64_t experts = 0;
+        uint64_t max_slot_bytes = 0;  // expert_slot_bytes of its largest expert
+    };
+    std::vector<MoeLayer> moe_layers;  // in layer order
+    uint64_t experts_bytes = 0;        // every routed expert
+    // Everything but routed experts and routers that the fast tier holds (the
+    // file's tensors plus what the load derives from them, less what stays in the file).
+    uint64_t shared_bytes = 0;
+    uint64_t repack_bytes = 0;         // bytes repacked on load for the CPU kernels
+    kv::KvCacheParams kv;              // the cache's shape (n_layer, n_head_kv, head_dim, keys_only)
+    std::string kv_entry;              // what one token's entry in a layer is ("K+V", "MLA latent (512 + 64)")
+    int64_t kv_entry_elems = 0;        // its elements
+    int64_t kv_per_head_elems = 0;     // latent entries: the per-head K+V they replace (0: not latent)
+    // Forward-pass scratch for (batch, context, threads) bytes.
+    std::function<uint64_t(int64_t n_batch, int64_t n_ctx, int64_t threads)> activation_bytes;
+};
+
 // Throws strata::Error for bad settings (fraction outside (0, 1], zero slots,
 // fewer slots than one token needs in a layer, more pinned experts than the
 // model has, negative sizes). A budget too small is not an error: the plan says
 // so (fits = false, with the reason).
-Plan make_plan(const model::Model& m, const PlanSettings& s);
+Plan make_plan(const PlanModel& m, const PlanSettings& s);
 
 // The file window an O_DIRECT read of [offset, offset + bytes) covers: from
 // offset rounded down to 4096 to offset + bytes rounded up to 4096.
 uint64_t direct_read_window(uint64_t offset, uint64_t bytes);
-// Bytes of a slot for this expert: the sum of its gate/up/down windows.
-uint64_t expert_slot_bytes(const model::FfnMatrices& expert);
 
 // Expert slots live in arenas of expert_slots_per_arena() slots, each a
 // 2 MiB-aligned mapping advised MADV_HUGEPAGE. An arena holding n slots

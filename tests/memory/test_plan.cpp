@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "model/plan_model.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "memory/system_memory.h"
@@ -21,6 +22,9 @@ using namespace strata::memory;
 using strata::test::error_of;
 
 namespace {
+
+// The plan of a loaded model, as the engine makes it.
+Plan make_plan(const model::Model& m, const PlanSettings& s) { return memory::make_plan(model::plan_model(m), s); }
 
 constexpr uint64_t MiB = 1ull << 20;
 
