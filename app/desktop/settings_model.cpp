@@ -135,7 +135,8 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     f("kv_type", "KV cache type", mem, "choice", "f32", A::NextLoad,
       "f32: exact. q8: int8 with per-block scales, a quarter of the memory.")->choices = {"f32", "q8"};
     f("expert_cache_fraction", "Expert cache size", cache, "real", -1.0, A::Live,
-      "Share of all experts that get a cache slot, in (0, 1]. Empty: every expert that fits the budget.",
+      "Share of all experts that get a cache slot, in (0, 1]. Empty: every expert that fits the budget. On the CPU it "
+      "applies at once; on a GPU at once up to the slots reserved in VRAM at load, a larger cache at the next load.",
       "automatic")->optional = true;
     fields_.last().lo = 0.0;
     fields_.last().hi = 1.0;
@@ -143,7 +144,8 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
       "Which expert leaves the cache first: least recently used, least frequently used (with aging), ARC, or "
       "pinned experts only (needs a pin file).")->choices = {"lru", "lfu", "arc", "pinned"};
     f("pin_file", "Pin file", cache, "file", QString(), A::Live,
-      "Hot-expert list written by 'strata-cli calibrate': those experts never leave the cache. Empty: none.", "none");
+      "Hot-expert list written by 'strata-cli calibrate': those experts never leave the cache in RAM (on the CPU; "
+      "a GPU's cache ranks every slot by the policy). Empty: none.", "none");
     f("prefetch", "Prefetch", cache, "bool", true, A::Live, "Load the next layer's predicted experts while this layer computes.");
     f("prefetch_width", "Prefetch width", cache, "int", 0, A::Live, "Experts prefetched per layer. 0: the model's top-k.");
     f("predictor", "Predictor", cache, "choice", "lookahead", A::NextLoad,

@@ -221,6 +221,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
         ss.io_threads = settings.io_threads;
         eng->store_ = std::make_unique<experts::ExpertStore>(m, ledger, memory::Tier::Fast, ss);
         eng->ctx_->set_expert_provider(eng->store_.get());
+        eng->cache_ = eng->store_.get();
     }
     eng->finish_load(path, report);
     return eng;
@@ -293,20 +294,13 @@ void Engine::issue_prefetch(int64_t layer, int64_t key) {
     // One-token decode steps prefetch (see kMaxPrefetchStep); a prompt chunk
     // demands all of its experts a moment later anyway, and its many guesses
     // would push the working set out.
-    model::DeviceForward* gpu = gpu_experts();
-    if ((!store_ && !gpu) || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
+    if (!cache_ || !predictor_ || layer < 0 || step_tokens_ > kMaxPrefetchStep) return;
     predictor_->predict_into(layer, key, predictions_);
-    if (gpu) {
-        // The GPU's expert cache: the predicted experts of that layer, best first.
-        gpu_prefetch_.clear();
-        for (const experts::ExpertPrediction& p : predictions_)
-            if (p.layer == layer) gpu_prefetch_.push_back(static_cast<int32_t>(p.expert));
-        gpu->prefetch(layer, gpu_prefetch_.data(), static_cast<int64_t>(gpu_prefetch_.size()));
-        return;
-    }
+    const int64_t E = model_->config().n_expert;
     prefetch_keys_.clear();
-    for (const experts::ExpertPrediction& p : predictions_) prefetch_keys_.push_back(store_->key(p.layer, p.expert));
-    store_->prefetch(prefetch_keys_);
+    for (const experts::ExpertPrediction& p : predictions_)
+        prefetch_keys_.push_back(static_cast<experts::ExpertKey>(p.layer * E + p.expert));
+    cache_->prefetch(layer, prefetch_keys_);
 }
 
 Engine::ListenerId Engine::add_routing_listener(model::RoutingObserver obs) {
@@ -330,9 +324,7 @@ void Engine::remove_listener(ListenerId id) {
 void Engine::install_lookahead() {
     // The lookahead costs a router product per layer: only while someone uses
     // it. A cache that holds every expert has nothing to prefetch.
-    const model::DeviceForward* gpu = gpu_experts();
-    const bool cache_holds_all = (store_ && store_->slots() >= store_->experts_total()) ||
-                                 (gpu && gpu->expert_stats().slots >= gpu->expert_stats().experts_total);
+    const bool cache_holds_all = cache_ && cache_->slots() >= cache_->experts_total();
     const bool predictor_wants_it = predictor_ && settings_.predictor != "frequency" && !cache_holds_all;
     if (predictor_wants_it || trace_ || !lookahead_listeners_.empty()) {
         Engine* self = this;
@@ -401,8 +393,8 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     std::lock_guard<std::mutex> lock(tele_mu_);
     tokens_ += n_tokens;
     compute_seconds_ += seconds;
-    if (!store_ && !gpu_experts()) return;
-    const experts::ExpertStoreStats st = expert_stats();
+    if (!cache_) return;
+    const experts::ExpertStoreStats st = cache_->stats();
     if (recent_.size() >= kRecentMax) recent_.erase(recent_.begin());
     recent_.push_back({st.demanded - last_stats_.demanded, st.hits - last_stats_.hits, n_tokens});
     last_stats_ = st;
@@ -413,36 +405,13 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(drop));
 }
 
-Error Engine::no_cache_error() const {
-    if (gpu_experts())
-        return Error("the GPU's expert cache is sized when the model loads: change the setting and reload the model");
-    return Error("this model has no experts to cache");
-}
+Error Engine::no_cache_error() const { return Error("this model has no experts to cache"); }
 
-model::DeviceForward* Engine::gpu_experts() const {
-    model::DeviceForward* d = ctx_ ? ctx_->device() : nullptr;
-    return d && model_->config().n_expert > 0 ? d : nullptr;
-}
-
-experts::ExpertStoreStats Engine::expert_stats() const {
-    if (store_) return store_->stats();
-    experts::ExpertStoreStats st;
-    if (const model::DeviceForward* gpu = gpu_experts()) {
-        const model::DeviceExpertStats ds = gpu->expert_stats();
-        st.demanded = ds.demanded;
-        st.hits = ds.hits;
-        st.demand_loads = ds.demanded - ds.hits - ds.miss_cpu - ds.miss_both;  // those the CPU computed were not loaded
-        st.bytes_loaded = ds.bytes_loaded;
-        st.stall_seconds = ds.stall_seconds;
-        st.prefetch_loads = ds.prefetch_loads;
-        st.prefetch_used = ds.prefetch_used;
-    }
-    return st;
-}
+experts::ExpertStoreStats Engine::expert_stats() const { return cache_ ? cache_->stats() : experts::ExpertStoreStats{}; }
 
 model::DeviceExpertStats Engine::device_expert_stats() const {
-    const model::DeviceForward* gpu = gpu_experts();
-    return gpu ? gpu->expert_stats() : model::DeviceExpertStats{};
+    const model::DeviceForward* d = ctx_ ? ctx_->device() : nullptr;
+    return d ? d->expert_stats() : model::DeviceExpertStats{};
 }
 
 uint64_t Engine::ram_returned_on_unload() const {
@@ -451,26 +420,26 @@ uint64_t Engine::ram_returned_on_unload() const {
 }
 
 void Engine::set_expert_slots(int64_t slots) {
-    if (!store_) throw no_cache_error();
-    store_->set_slots(slots);
+    if (!cache_) throw no_cache_error();
+    cache_->set_slots(slots);
     install_lookahead();  // prefetch matters again (or no longer) at this size
 }
 
 void Engine::set_expert_cache_fraction(double fraction) {
     if (!(fraction > 0.0 && fraction <= 1.0)) throw Error("expert cache fraction must be in (0, 1]");
-    if (!store_) throw no_cache_error();
-    set_expert_slots(std::max<int64_t>(1, std::llround(fraction * static_cast<double>(store_->experts_total()))));
+    if (!cache_) throw no_cache_error();
+    set_expert_slots(std::max<int64_t>(1, std::llround(fraction * static_cast<double>(cache_->experts_total()))));
 }
 
 void Engine::set_policy(const std::string& policy) {
-    if (!store_) throw no_cache_error();
-    store_->set_policy(policy == "pinned" ? "lru" : policy);
+    if (!cache_) throw no_cache_error();
+    cache_->set_policy(policy == "pinned" ? "lru" : policy);
     settings_.policy = policy;
 }
 
 void Engine::set_pin_file(const std::string& path) {
-    if (!store_) throw no_cache_error();
-    store_->set_pinned(path.empty() ? std::vector<experts::ExpertKey>{} : read_pin_file(path, *model_));
+    if (!cache_) throw no_cache_error();
+    cache_->set_pinned(path.empty() ? std::vector<experts::ExpertKey>{} : read_pin_file(path, *model_));
     settings_.pin_file = path;
 }
 
@@ -480,7 +449,7 @@ void Engine::set_prefetch(bool on, int width) {
     settings_.prefetch_width = width;
     prefetch_width_ = on ? (width > 0 ? width : static_cast<int>(model_->config().n_expert_used)) : 0;
     predictor_.reset();
-    if ((store_ || gpu_experts()) && prefetch_width_ > 0) {
+    if (cache_ && prefetch_width_ > 0) {
         const model::ModelConfig& c = model_->config();
         std::vector<int64_t> moe_layers;
         for (const model::LayerWeights& L : model_->weights().layers)
@@ -500,7 +469,7 @@ experts::PredictionCounts Engine::prediction_counts() const {
 }
 
 void Engine::wait_idle() {
-    if (store_) store_->wait_idle();
+    if (cache_) cache_->wait_idle();
 }
 
 uint64_t Engine::repacked_bytes() const {
@@ -529,39 +498,9 @@ TelemetrySnapshot Engine::snapshot() const {
     t.device = device_;
     t.fast_tier = ledger_.description(memory::Tier::Fast);
     t.slow_tier = ledger_.description(memory::Tier::Slow);
-    if (const model::DeviceForward* gpu = gpu_experts()) {
-        // The GPU's expert cache: its counts, and residency per (layer, expert).
-        const experts::ExpertStoreStats st = expert_stats();
-        const model::DeviceExpertStats ds = gpu->expert_stats();  // slots: not in the store's counts
-        t.hit_rate_total = st.hit_rate();
-        t.bytes_loaded = st.bytes_loaded;
-        t.bytes_loaded_per_token = t.tokens_processed ? double(st.bytes_loaded) / double(t.tokens_processed) : 0.0;
-        t.stall_fraction = t.compute_seconds > 0 ? std::min(1.0, st.stall_seconds / t.compute_seconds) : 0.0;
-        t.expert_slots = ds.slots;
-        t.expert_slot_bytes = ds.slot_bytes;
-        t.policy = settings_.policy;
-        t.placement = settings_.placement;
-        t.miss_cpu = ds.miss_cpu;
-        t.miss_link = ds.miss_link;
-        t.miss_both = ds.miss_both;
-        t.residency.assign(static_cast<size_t>(c.n_layer * c.n_expert), 0);
-        std::vector<uint8_t> mask(static_cast<size_t>(c.n_expert)), on_cpu(static_cast<size_t>(c.n_expert));
-        for (const model::LayerWeights& L : model_->weights().layers) {
-            if (L.ffn != model::FfnKind::Moe) continue;
-            gpu->resident_mask(L.index, mask.data(), c.n_expert);
-            gpu->cpu_mask(L.index, on_cpu.data(), c.n_expert, 32);
-            for (int64_t e = 0; e < c.n_expert; ++e) {
-                const size_t i = static_cast<size_t>(e);
-                // Computed on the CPU (a --cpu-moe layer, or a hybrid miss) shows as such, not as resident.
-                const experts::Residency r = on_cpu[i] ? experts::Residency::OnCpu
-                                             : mask[i] ? experts::Residency::Resident
-                                                       : experts::Residency::Absent;
-                t.residency[static_cast<size_t>(L.index * c.n_expert) + i] = static_cast<uint8_t>(r);
-            }
-        }
-    }
-    if (store_) {
-        const experts::ExpertStoreStats st = store_->stats();
+    if (cache_) {
+        // The expert cache, whichever device holds it: its counts, size and residency.
+        const experts::ExpertStoreStats st = cache_->stats();
         t.hit_rate_total = st.hit_rate();
         t.bytes_loaded = st.bytes_loaded;
         t.bytes_loaded_per_token = t.tokens_processed ? double(st.bytes_loaded) / double(t.tokens_processed) : 0.0;
@@ -571,12 +510,20 @@ TelemetrySnapshot Engine::snapshot() const {
             t.prefetch_precision = pc.precision();
             t.prefetch_recall = pc.recall();
         }
-        t.expert_slots = store_->slots();
-        t.expert_slot_bytes = store_->slot_bytes();
+        t.expert_slots = cache_->slots();
+        t.expert_slot_bytes = cache_->slot_bytes();
         t.policy = settings_.policy;
-        const auto res = store_->residency();
+        const auto res = cache_->residency();
         t.residency.assign(res.size(), 0);
         for (size_t i = 0; i < res.size(); ++i) t.residency[i] = static_cast<uint8_t>(res[i]);
+    }
+    if (const model::DeviceForward* d = ctx_ ? ctx_->device() : nullptr) {
+        // Where a device computes some experts on the CPU: the hybrid cost model's paths.
+        const model::DeviceExpertStats ds = d->expert_stats();
+        t.placement = settings_.placement;
+        t.miss_cpu = ds.miss_cpu;
+        t.miss_link = ds.miss_link;
+        t.miss_both = ds.miss_both;
     }
     for (const memory::LedgerRow& r : ledger_.rows())
         t.ledger.push_back({memory::account_name(r.account), memory::tier_name(r.tier), r.reserved, r.used});

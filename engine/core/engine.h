@@ -135,7 +135,6 @@ private:
     // The GPU's part of load(): plan against VRAM, the KV tables, the CUDA
     // forward pass, then its self-check against the CPU, whose mismatch goes
     // to *mismatch (the caller then loads on the CPU). engine_gpu.cpp.
-    model::DeviceForward* gpu_experts() const;  // the GPU forward pass of a MoE model, else null
     Error no_cache_error() const;
     static void load_on_gpu(Engine& eng, const std::string& path, const std::vector<experts::ExpertKey>& pinned,
                             int device, const Report& report, std::string* mismatch);
@@ -163,6 +162,9 @@ private:
     std::unique_ptr<ResidentWeights> resident_;
     std::unique_ptr<kv::KvCache> kv_;
     std::unique_ptr<experts::ExpertStore> store_;
+    // The expert cache, whichever device holds it: store_ (RAM) or the GPU
+    // pass's VRAM slots (in ctx_); null for a dense model or every expert resident in RAM.
+    experts::ExpertCache* cache_ = nullptr;
     // On a GPU with three tiers: host RAM's cache of experts over the model
     // file, which the GPU forward pass (in ctx_, destroyed first) reads.
     std::unique_ptr<experts::ExpertStore> host_cache_;
@@ -177,7 +179,6 @@ private:
     // issue_prefetch()'s buffers, kept so the per-token path allocates nothing.
     std::vector<experts::ExpertPrediction> predictions_;
     std::vector<experts::ExpertKey> prefetch_keys_;
-    std::vector<int32_t> gpu_prefetch_;
     // Noticing a sequence that starts over (a cleared context, or a sequence
     // id reused by the scheduler): its first routing or lookahead event in a
     // forward pass (whichever layer comes first) is at a position not past

@@ -144,7 +144,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
                                                        eng.host_cache_->source_name());
     }
     ledger.reserve(memory::Account::RuntimeReserve, memory::Tier::Fast, eng.plan_.bytes(memory::Account::RuntimeReserve));
-    if (!pinned.empty()) logger("cuda")->warn("pinned experts are not kept apart in the GPU's expert cache yet");
+    if (!pinned.empty()) logger("cuda")->warn("pinned experts apply to the expert cache in RAM; the GPU's ranks every slot by its policy");
 
     kv::KvCacheParams kp = model::kv_cache_params(c, eng.plan_.kv_blocks, eng.plan_.kv_block_tokens, kv::KvType::F32);
     kp.host_storage = false;  // the block tables here, the K/V data in VRAM
@@ -172,6 +172,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     cp.n_batch = settings.n_batch;
     cp.n_threads = 1;  // the host only orchestrates
     eng.ctx_ = std::make_unique<model::Context>(m, cp, &m.weights(), nullptr, eng.kv_.get(), std::move(forward));
+    eng.cache_ = bc::vram_expert_cache(eng.ctx_->device());
     *mismatch = self_check(m, *eng.ctx_);
     eng.gpu_index_ = device;
     char buf[64];

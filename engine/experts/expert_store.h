@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "experts/cache_policy.h"
+#include "experts/expert_cache.h"
 #include "experts/slow_tier.h"
 #include "memory/aligned_buffer.h"
 #include "memory/ledger.h"
@@ -55,26 +56,8 @@ struct ExpertStoreSettings {
     bool repack = true;
 };
 
-struct ExpertStoreStats {
-    uint64_t demanded = 0;        // expert uses by the forward pass
-    uint64_t hits = 0;            // ... found resident (or already loading) when demanded
-    uint64_t demand_loads = 0;    // loads issued because the forward pass needed the expert
-    uint64_t prefetch_loads = 0;  // loads issued by prefetch
-    uint64_t prefetch_used = 0;   // prefetched experts used before eviction
-    uint64_t prefetch_dropped = 0;// prefetch requests dropped (no room, or superseded)
-    uint64_t evictions = 0;
-    uint64_t bytes_loaded = 0;
-    uint64_t bytes_repacked = 0;  // rewritten in place into the CPU kernels' layout (model::repack_for_kernels)
-    uint64_t slots_moved = 0;     // cached experts moved to a lower cell when the cache shrank
-    double stall_seconds = 0.0;   // forward pass blocked waiting for loads
-    double hit_rate() const { return demanded ? double(hits) / double(demanded) : 0.0; }
-};
 
-// OnCpu: on a GPU, computed on the CPU from host RAM in the last ~32 steps
-// (hybrid placement or a --cpu-moe layer), not resident in VRAM.
-enum class Residency : uint8_t { Absent = 0, Loading = 1, Resident = 2, Pinned = 3, OnCpu = 4 };
-
-class ExpertStore final : public model::ExpertProvider {
+class ExpertStore final : public model::ExpertProvider, public ExpertCache {
 public:
     ExpertStore(const model::Model& model, memory::Ledger& ledger, memory::Tier tier,
                 const ExpertStoreSettings& settings, std::unique_ptr<SlowTier> source = nullptr);
@@ -96,8 +79,11 @@ public:
     // already resident, loading or queued. Never delays demand loads; pending
     // prefetches for a layer are dropped when that layer is demanded.
     void prefetch(std::span<const ExpertKey> keys);
+    // ExpertCache: every key, whatever its layer.
+    void prefetch(int64_t layer, std::span<const ExpertKey> keys) override { (void)layer; prefetch(keys); }
+    std::string where() const override { return "RAM"; }
     // Waits until no load is pending (tests, benchmarks' warm-up).
-    void wait_idle();
+    void wait_idle() override;
     // Loads experts into the free slots (layer by layer, in expert order) until
     // none is free; evicts nothing. With a cache that holds every expert this
     // makes the model fully resident. Returns the number of loads queued.
@@ -105,25 +91,25 @@ public:
 
     // Run-time changes, between forward passes. Throw strata::Error with the
     // reason (the ledger's message when the budget does not allow it).
-    void set_slots(int64_t slots);
-    void set_policy(const std::string& name);
-    void set_pinned(std::vector<ExpertKey> keys);
+    void set_slots(int64_t slots) override;
+    void set_policy(const std::string& name) override;
+    void set_pinned(std::vector<ExpertKey> keys) override;
 
     ExpertKey key(int64_t layer, int32_t expert) const { return static_cast<ExpertKey>(layer * n_expert_ + expert); }
-    int64_t slots() const;
-    uint64_t slot_bytes() const { return slot_bytes_; }
+    int64_t slots() const override;
+    uint64_t slot_bytes() const override { return slot_bytes_; }
     // Arenas mapped now, and the slots one arena holds.
     int64_t arenas() const;
     int64_t slots_per_arena() const { return arena_slots_; }
     bool huge_page_arenas() const { return huge_arenas_; }
     // The first byte of slot i's cell (tests: where the slots live).
     const uint8_t* slot_data(int64_t i) const;
-    int64_t experts_total() const { return experts_total_; }  // routed experts over all MoE layers
+    int64_t experts_total() const override { return experts_total_; }  // routed experts over all MoE layers
     std::string policy_name() const;
     const char* source_name() const { return source_->name(); }
-    ExpertStoreStats stats() const;
+    ExpertStoreStats stats() const override;
     // One entry per (layer * n_expert + expert); layers without experts stay Absent.
-    std::vector<Residency> residency() const;
+    std::vector<Residency> residency() const override;
 
 private:
     struct Extent {

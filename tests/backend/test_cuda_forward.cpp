@@ -42,9 +42,12 @@
 #include "model/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "error_of.h"
 #include "test_support.h"
+#include "experts/expert_cache.h"
 
 using namespace strata;
+using strata::test::error_of;
 namespace bc = strata::backend::cuda;
 
 #ifndef STRATA_TEST_REAL_GPU
@@ -213,6 +216,53 @@ private:
     }
 
 private Q_SLOTS:
+
+    // The VRAM cache as the engine sees any expert cache (experts::ExpertCache):
+    // its size changes live within the slots reserved at load and its policy
+    // at any time, the text stays that of every expert resident; what cannot
+    // apply now is refused, saying when it applies.
+    void vram_cache_settings_apply_live() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/moe-tiny-q8_0.gguf"));
+        const model::ModelConfig& c = m->config();
+        const std::vector<int32_t> prompt = m->vocab().encode("Once upon a time, in a land far away,", true);
+        auto all = gpu_context(*m);
+        const std::vector<int32_t> want = greedy(*all->ctx, prompt, 16, c.n_vocab);
+        QVERIFY(bc::vram_expert_cache(all->device) != nullptr);
+        QVERIFY(error_of([&] { bc::vram_expert_cache(all->device)->set_slots(4); }).contains("next load"));
+
+        const int64_t total = c.n_expert * c.n_layer;
+        auto g = gpu_context(*m, total / 2);
+        experts::ExpertCache* cache = bc::vram_expert_cache(g->device);
+        QVERIFY(cache);
+        QCOMPARE(QString::fromStdString(cache->where()), QStringLiteral("VRAM"));
+        QCOMPARE(cache->slots(), total / 2);
+        QCOMPARE(cache->experts_total(), total);
+        QCOMPARE(greedy(*g->ctx, prompt, 16, c.n_vocab), want);
+        auto resident = [&] {
+            int64_t n = 0;
+            for (experts::Residency r : cache->residency()) n += r == experts::Residency::Resident;
+            return n;
+        };
+        QVERIFY(resident() > 0 && resident() <= total / 2);
+
+        cache->set_slots(c.n_expert_used);  // shrink: the experts in the slots given up leave
+        QCOMPARE(cache->slots(), c.n_expert_used);
+        QVERIFY(resident() <= c.n_expert_used);
+        cache->set_policy("lfu");
+        QCOMPARE(greedy(*g->ctx, prompt, 16, c.n_vocab), want);
+        cache->set_slots(total / 2);  // and back, within what was reserved at load
+        cache->set_policy("arc");
+        QCOMPARE(greedy(*g->ctx, prompt, 16, c.n_vocab), want);
+        QCOMPARE(cache->stats().demanded, g->device->expert_stats().demanded);
+
+        QVERIFY(error_of([&] { cache->set_slots(total / 2 + 1); }).contains("applies at the next load"));
+        QVERIFY(error_of([&] { cache->set_slots(c.n_expert_used - 1); }).contains("at least"));
+        QVERIFY(error_of([&] { cache->set_policy("mru"); }).contains("mru"));
+        QVERIFY(error_of([&] { cache->set_pinned({0}); }).contains("RAM"));
+        cache->set_pinned({});  // no pins: nothing to refuse
+        QCOMPARE(cache->slots(), total / 2);
+    }
 
     // The VRAM expert cache gives the text of every expert resident, at 25%
     // of the experts and at the fewest slots a token needs (so a layer's

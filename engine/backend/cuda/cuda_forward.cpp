@@ -313,6 +313,7 @@ void CudaForward::load_experts(const CudaForwardOptions& o) {
             host_mats_[k] = f;
         }
     }
+    capacity_ = slots_;
     arena_ = DeviceBuffer(ledger_, Account::ExpertsCache, Tier::Fast, static_cast<uint64_t>(slots_) * slot_bytes_);
     slot_of_.assign(home_offset_.size(), -1);
     key_of_slot_.assign(static_cast<size_t>(slots_), UINT32_MAX);
@@ -987,6 +988,11 @@ std::string cuda_unsupported_tensor(const model::Model& m) {
         }
     }
     return bad;
+}
+
+experts::ExpertCache* vram_expert_cache(model::DeviceForward* pass) {
+    auto* f = dynamic_cast<CudaForward*>(pass);
+    return f && f->experts_total() > 0 ? f : nullptr;
 }
 
 std::unique_ptr<model::DeviceForward> make_cuda_forward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger,

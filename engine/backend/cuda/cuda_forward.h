@@ -34,6 +34,7 @@ class Model;
 }
 namespace strata::experts {
 class ExpertStore;
+class ExpertCache;
 }
 
 namespace strata::backend::cuda {
@@ -78,6 +79,10 @@ struct CudaForwardOptions {
 // every device allocation already given back.
 std::unique_ptr<model::DeviceForward> make_cuda_forward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger,
                                                         const CudaForwardOptions& options);
+
+// The VRAM expert cache of a pass make_cuda_forward made (null for a model
+// without routed experts): what the engine sees of any expert cache.
+experts::ExpertCache* vram_expert_cache(model::DeviceForward* pass);
 
 // Whether every matrix of the model has a CUDA kernel (its type is known to
 // kernels/cuda); empty when it has, else the first tensor that has not.

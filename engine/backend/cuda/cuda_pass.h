@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_forward.h"
 #include "backend/cuda/cuda_runtime.h"
 #include "experts/cache_policy.h"
+#include "experts/expert_cache.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "memory/aligned_buffer.h"
 #include "model/backend.h"
@@ -104,7 +105,7 @@ constexpr uint64_t kReuseWindow = 16;
 // The ops of model/backend.h this pass computes (cuda_ops.cpp).
 bool cuda_supports(model::Op op);
 
-class CudaForward final : public model::DeviceForward, public model::Backend {
+class CudaForward final : public model::DeviceForward, public model::Backend, public experts::ExpertCache {
 public:
     CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger& ledger, const CudaForwardOptions& o);
     ~CudaForward() override;
@@ -128,6 +129,20 @@ public:
     void dense_ffn(const model::LayerWeights& L) override;
     void output_head(const std::vector<float>& norm, const model::Matrix& head) override;
     uint64_t scratch_bytes() const override;
+
+    // The VRAM expert cache (experts/expert_cache.h, vram_cache.cpp): live
+    // size (up to the slots reserved at load), policy; pinning is the RAM cache's.
+    std::string where() const override { return "VRAM"; }
+    void prefetch(int64_t layer, std::span<const experts::ExpertKey> keys) override;
+    experts::ExpertStoreStats stats() const override;
+    std::vector<experts::Residency> residency() const override;
+    int64_t slots() const override { return cached_ ? slots_ : stats_.experts_total; }
+    int64_t experts_total() const override { return stats_.experts_total; }
+    uint64_t slot_bytes() const override { return stats_.slot_bytes; }
+    void set_slots(int64_t slots) override;
+    void set_policy(const std::string& name) override;
+    void set_pinned(std::vector<experts::ExpertKey> keys) override;
+    void wait_idle() override;
     model::DeviceExpertStats expert_stats() const override { return stats_; }
     void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const override;
     void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps) const override;
@@ -263,7 +278,9 @@ private:
 
     // Expert cache (when not every expert is resident).
     bool cached_ = false;
-    int64_t slots_ = 0;
+    int64_t slots_ = 0;                   // slots in use (set_slots), at most capacity_
+    int64_t capacity_ = 0;                // slots the arena holds (reserved at load)
+    std::vector<int32_t> h_prefetch_;     // prefetch(): the keys of its layer, as experts
     uint64_t slot_bytes_ = 0;
     DeviceBuffer arena_;
     PinnedBuffer home_;                   // every expert's copy (two tiers), else empty
