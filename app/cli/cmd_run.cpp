@@ -56,7 +56,7 @@ int cmd_run(int argc, char** argv) {
         req.seed_given = true;
         req.stop = sp.stop;
         try {
-            serve::PreparedRequest p = serve::prepare_request(req, engine->vocab(), serve::model_template(*engine),
+            serve::PreparedRequest p = serve::prepare_request(req, engine->vocab(), engine->chat_template(),
                                                               engine->context().n_ctx(), sp.seed);
             tokens = std::move(p.tokens);
             sp = p.sampling;

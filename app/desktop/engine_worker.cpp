@@ -167,7 +167,7 @@ void EngineWorker::shutdown(QThread* owner) {
 
 EngineWorker::~EngineWorker() {
     // The scheduler and draft refer to the engine: they go first.
-    sched_.reset();
+    core_.reset();
     draft_ctx_.reset();
     draft_model_.reset();
 }
@@ -182,16 +182,16 @@ bool EngineWorker::stopped(quint64 id) const {
     return stop_ids_.contains(id);
 }
 
-int EngineWorker::max_batch() const { return sched_ ? sched_->config().max_batch : max_batch_; }
+int EngineWorker::max_batch() const { return core_ ? core_->max_batch() : max_batch_; }
 
 void EngineWorker::make_scheduler() {
     end_served(503, QStringLiteral("the engine restarted its scheduler (a setting changed or the model was reloaded); retry"));
-    sched_.reset();
+    core_.reset();
     if (!engine_) return;
     sched::SchedulerConfig c;
     c.max_batch = max_batch_;
     c.prefill_chunk = kPrefillChunk;  // a long prompt is several steps: commands, telemetry and progress in between
-    sched_ = std::make_unique<sched::Scheduler>(engine_->context(), engine_->vocab(), c);
+    core_ = std::make_unique<EngineCore>(*engine_, c);
 }
 
 void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettings& settings) {
@@ -215,16 +215,9 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
         };
         auto engine = core::Engine::load(path.toStdString(), settings, progress);
         const model::Model& m = engine->model();
-        const tok::Vocab& v = m.vocab();
         const std::string jinja = m.file().get_string_or("tokenizer.chat_template", "");
-        auto text_of = [&](int32_t id) -> std::string {
-            if (id < 0 || id >= v.n_tokens()) return {};
-            return v.token_text(id);
-        };
-        template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::detect(jinja, text_of(v.bos()), text_of(v.eos())));
+        template_ = std::make_unique<chat::ChatTemplate>(engine->chat_template());
         engine_ = std::move(engine);
-        if (pending_max_batch_ > 0) max_batch_ = pending_max_batch_;
-        pending_max_batch_ = 0;
         make_scheduler();
         model_file_ = QFileInfo(path).fileName();
         model_path_ = path;
@@ -276,7 +269,7 @@ void EngineWorker::unload() {
     const bool had = engine_ != nullptr;
     abort_all(QStringLiteral("the model was unloaded"));
     tick_->stop();
-    sched_.reset();
+    core_.reset();
     draft_ctx_.reset();
     draft_model_.reset();
     draft_key_.clear();
@@ -316,9 +309,10 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         for (const ChatTurn& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
         const int64_t n_ctx = ctx.n_ctx();
         const int64_t room = std::min<int64_t>(params.max_tokens, std::max<int64_t>(n_ctx / 4, 1));
+        if (!core_) make_scheduler();
         chat::Prompt prompt;
         try {
-            prompt = chat::prepare_prompt(messages, *template_, vocab, {n_ctx, true, room});
+            prompt = core_->prepare(messages, /*drop_oldest=*/true, room);
         } catch (const chat::PromptError& e) {
             if (e.kind() != chat::PromptError::Kind::TooLong) throw;
             throw Error("the message needs " + std::to_string(e.n_tokens()) + " tokens but the model's context holds " +
@@ -339,10 +333,10 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
             active_[id] = std::move(a);
             spec_queue_.push_back(id);
         } else {
-            if (!sched_) make_scheduler();
-            a.sid = sched_->submit(
-                tokens, params, 0, [this, id](int64_t, std::string_view text) { on_text(id, text); },
-                [this, id](const sched::RequestResult& r) { on_done(id, r); });
+            a.sid = core_->submit(tokens, params,
+                                  {[this, id](std::string_view text) { on_text(id, text); },
+                                   [this, id](const sched::RequestResult& r) { on_done(id, r); },
+                                   [this, id](const std::string& why) { on_failed(id, why); }});
             active_[id] = std::move(a);
         }
         logger("app")->debug("request {}: prompt {} tokens{}", id, active_[id].prompt_tokens, draft.on() ? " (speculative)" : "");
@@ -363,15 +357,15 @@ void EngineWorker::on_text(quint64 id, std::string_view piece) {
 }
 
 void EngineWorker::report_prompt_progress() {
-    if (!sched_) return;
+    if (!core_) return;
     const auto now = clock_type::now();
     for (auto& [id, a] : active_) {
         if (a.sid < 0 || a.ttft_ms >= 0 || now - a.progress_at < std::chrono::milliseconds(kProgressMs)) continue;
-        const auto p = sched_->prompt_progress(a.sid);
+        const auto p = core_->prompt_progress(a.sid);
         // Prompts read in one or two steps need no progress.
-        if (!p || p->total <= 2 * int64_t(kPrefillChunk)) continue;
+        if (!p || p->second <= 2 * int64_t(kPrefillChunk)) continue;
         a.progress_at = now;
-        Q_EMIT promptProgress(id, p->done, p->total);
+        Q_EMIT promptProgress(id, p->first, p->second);
     }
 }
 
@@ -380,6 +374,16 @@ void EngineWorker::send_text(quint64 id, Active& a) {
     Q_EMIT token(id, QString::fromUtf8(a.text.data() + a.sent, qsizetype(a.text.size() - a.sent)));
     a.sent = a.text.size();
     a.sent_at = clock_type::now();
+}
+
+// The engine failed while request `id` ran: it ends with the reason and what it had said.
+void EngineWorker::on_failed(quint64 id, const std::string& why) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    logger("app")->warn("generation failed: {}", why);
+    const QString partial = qs(it->second.text);
+    active_.erase(it);
+    Q_EMIT failed(id, qs(why), partial);
 }
 
 void EngineWorker::on_done(quint64 id, const sched::RequestResult& r) {
@@ -510,7 +514,7 @@ void EngineWorker::tick() {
         }
         a.cancel_sent = true;
         if (a.sid >= 0) {
-            if (sched_) sched_->cancel(a.sid);
+            if (core_) core_->cancel(a.sid);
             ++it;
         } else {
             // A speculative request still in the queue ends here.
@@ -524,25 +528,10 @@ void EngineWorker::tick() {
             Q_EMIT finished(id, stats);
         }
     }
-    if (sched_ && !sched_->idle()) {
-        try {
-            sched_->step();
-        } catch (const std::exception& e) {
-            // The scheduler's state is unknown now: fail its requests and start afresh.
-            logger("app")->warn("generation failed: {}", e.what());
-            end_served(500, QStringLiteral("the engine failed: %1").arg(qs(e.what())));
-            for (auto it = active_.begin(); it != active_.end();) {
-                if (it->second.sid < 0) {
-                    ++it;
-                    continue;
-                }
-                const quint64 id = it->first;
-                const QString partial = qs(it->second.text);
-                it = active_.erase(it);
-                Q_EMIT failed(id, qs(e.what()), partial);
-            }
-            make_scheduler();
-        }
+    if (core_ && !core_->idle()) {
+        // A failed pass ends every request in flight through its `failed`
+        // (on_failed; a served one is rejected) and the core starts afresh.
+        core_->step();
         remote_.erase(std::remove_if(remote_.begin(), remote_.end(), [](const Served& r) { return r.ch->ended(); }),
                       remote_.end());
         report_prompt_progress();
@@ -557,11 +546,6 @@ void EngineWorker::tick() {
     }
     // Nothing left to run.
     tick_->stop();
-    if (pending_max_batch_ > 0) {
-        max_batch_ = pending_max_batch_;
-        pending_max_batch_ = 0;
-        make_scheduler();
-    }
     emit_telemetry();
 }
 
@@ -574,13 +558,8 @@ void EngineWorker::set_max_batch(int n) {
         Q_EMIT settingApplied(QStringLiteral("batch"), QStringLiteral("max batch %1 is out of range (1..4096)").arg(n));
         return;
     }
-    if (!engine_ || !sched_ || sched_->idle()) {
-        max_batch_ = n;
-        pending_max_batch_ = 0;
-        if (engine_) make_scheduler();
-    } else {
-        pending_max_batch_ = n;  // when the running requests are done
-    }
+    max_batch_ = n;
+    if (core_) core_->set_max_batch(n);  // at once when idle, else when the running requests are done
     Q_EMIT settingApplied(QStringLiteral("batch"), QString());
 }
 
@@ -658,7 +637,7 @@ void EngineWorker::emit_telemetry() {
     const TelemetrySnapshot snap = engine_->snapshot();
     if (serve_backend_) {
         serve_backend_->set_telemetry(snap);
-        serve_backend_->metrics().set_gauges(serve::measure_gauges(*engine_, sched_.get()));
+        serve_backend_->metrics().set_gauges(serve::measure_gauges(*engine_, core_ ? &core_->scheduler() : nullptr));
     }
     Q_EMIT telemetry(snap);
 }
@@ -697,8 +676,8 @@ void EngineWorker::serve_submit(const serve::CompletionRequest& request, std::sh
         ch->reject(serve::ApiError{503, "no model is loaded in the app", "server_error", "", "model_not_loaded"});
         return;
     }
-    if (!sched_) make_scheduler();
-    const int limit = sched_->config().max_batch + kServeQueue;
+    if (!core_) make_scheduler();
+    const int limit = core_->max_batch() + kServeQueue;
     if (static_cast<int>(remote_.size()) >= limit) {
         serve_backend_->metrics().rejected(429);
         ch->reject(serve::ApiError{429,
@@ -720,7 +699,12 @@ void EngineWorker::serve_submit(const serve::CompletionRequest& request, std::sh
             backend->metrics().generated(n);
             ch->finish(finish, n);
         };
-        const int64_t sid = sched_->submit(std::move(p.tokens), p.sampling, 0, on_text, on_finish);
+        auto on_failed = [ch, backend](const std::string& why) {
+            backend->metrics().rejected(500);
+            ch->reject(serve::ApiError{500, "the engine failed: " + why, "server_error", "", ""});
+        };
+        const int64_t sid = core_->submit(std::move(p.tokens), p.sampling,
+                                          {[ch](std::string_view text) { ch->text(text); }, on_finish, on_failed});
         remote_.push_back({sid, ch});
         ch->accept(n_prompt);
         ensure_ticking();
@@ -734,9 +718,9 @@ void EngineWorker::serve_submit(const serve::CompletionRequest& request, std::sh
 }
 
 void EngineWorker::serve_cancelled() {
-    if (!sched_) return;
+    if (!core_) return;
     for (const Served& r : remote_)
-        if (r.ch->cancelled()) sched_->cancel(r.sid);
+        if (r.ch->cancelled()) core_->cancel(r.sid);
     ensure_ticking();
 }
 

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "sched/sampler.h"
+#include "strata/engine_core.h"
 #include "strata/settings.h"
 #include "strata/telemetry.h"
 
@@ -212,6 +213,7 @@ private:
     void make_scheduler();
     void on_text(quint64 id, std::string_view text);
     void on_done(quint64 id, const sched::RequestResult& r);
+    void on_failed(quint64 id, const std::string& why);
     void run_speculative(quint64 id);
     void ensure_draft(const DraftSettings& d);
     void abort_all(const QString& why);
@@ -221,9 +223,8 @@ private:
     void publish_model_card();
 
     std::unique_ptr<core::Engine> engine_;
-    std::unique_ptr<sched::Scheduler> sched_;
+    std::unique_ptr<EngineCore> core_;  // the scheduler every front end shares (strata/engine_core.h)
     int max_batch_ = 4;
-    int pending_max_batch_ = 0;         // 0: none
     QTimer* tick_ = nullptr;
     std::map<quint64, Active> active_;
     std::deque<quint64> spec_queue_;

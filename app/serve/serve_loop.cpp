@@ -7,22 +7,10 @@
 
 namespace strata::serve {
 
-chat::ChatTemplate model_template(const core::Engine& engine) {
-    const model::Model& m = engine.model();
-    const tok::Vocab& v = m.vocab();
-    auto text_of = [&](int32_t id) -> std::string {
-        if (id < 0 || id >= v.n_tokens()) return {};
-        return v.token_text(id);
-    };
-    return chat::ChatTemplate::detect(m.file().get_string_or("tokenizer.chat_template", ""), text_of(v.bos()),
-                                      text_of(v.eos()));
-}
-
 ServeLoop::ServeLoop(core::Engine& engine, const ServeLoopConfig& config)
     : eng_(engine),
       cfg_(config),
-      tmpl_(model_template(engine)),
-      sched_(std::make_unique<sched::Scheduler>(engine.context(), engine.vocab(), config.scheduler)),
+      core_(std::make_unique<EngineCore>(engine, config.scheduler)),
       seeds_(std::random_device{}()) {
     if (cfg_.max_queue < 0) throw Error("the queue limit must not be negative");
     publish_gauges();
@@ -88,7 +76,7 @@ void ServeLoop::run() {
     for (Incoming& in : left) in.ch->reject(ApiError{503, "the server is shutting down", "server_error", "", ""});
     for (Live& l : live_) l.ch->finish("cancelled", 0);
     live_.clear();
-    sched_.reset();
+    core_.reset();
 }
 
 void ServeLoop::admit(Incoming& in) {
@@ -103,17 +91,21 @@ void ServeLoop::admit(Incoming& in) {
         return;
     }
     try {
-        PreparedRequest p = prepare_request(in.request, eng_.vocab(), tmpl_, eng_.context().n_ctx(), seeds_());
+        PreparedRequest p = prepare_request(in.request, eng_.vocab(), core_->chat_template(), eng_.context().n_ctx(), seeds_());
         const int64_t n_prompt = static_cast<int64_t>(p.tokens.size());
         std::shared_ptr<Channel> ch = in.ch;
-        auto on_text = [ch](int64_t, std::string_view text) { ch->text(text); };
+        auto on_text = [ch](std::string_view text) { ch->text(text); };
         auto on_finish = [this, ch](const sched::RequestResult& r) {
             const std::string finish = openai_finish(r.finish);
             const auto n = static_cast<int64_t>(r.tokens.size());
             metrics_.finished(finish, r.prompt_tokens, n, n > 0 ? r.ttft_s : -1.0);
             ch->finish(finish, n);
         };
-        const int64_t id = sched_->submit(std::move(p.tokens), p.sampling, 0, on_text, on_finish);
+        auto on_failed = [this, ch](const std::string& why) {
+            metrics_.rejected(500);
+            ch->reject(ApiError{500, "the engine failed: " + why, "server_error", "", ""});
+        };
+        const int64_t id = core_->submit(std::move(p.tokens), p.sampling, {on_text, on_finish, on_failed});
         live_.push_back({id, ch});
         ch->accept(n_prompt);
     } catch (const ApiException& e) {
@@ -127,36 +119,19 @@ void ServeLoop::admit(Incoming& in) {
 
 void ServeLoop::cancel_gone() {
     for (const Live& l : live_)
-        if (l.ch->cancelled()) sched_->cancel(l.id);
+        if (l.ch->cancelled()) core_->cancel(l.id);
 }
 
 void ServeLoop::step() {
-    try {
-        sched_->step();
-    } catch (const std::exception& e) {
-        // The forward pass failed (a device error, an I/O error on the model
-        // file): every request in flight fails with the reason, the scheduler
-        // starts over with its KV blocks freed, and the server goes on.
-        logger("serve")->error("a forward pass failed: {}", e.what());
-        fail_all(ApiError{500, std::string("the engine failed: ") + e.what(), "server_error", "", ""});
-        sched_ = std::make_unique<sched::Scheduler>(eng_.context(), eng_.vocab(), cfg_.scheduler);
-        generated_seen_ = 0;
-        return;
-    }
-    const int64_t generated = sched_->stats().tokens_generated;
+    // A failed forward pass fails every request in flight with the reason
+    // (their channels end) and the core starts its scheduler over.
+    core_->step();
+    const int64_t generated = core_->scheduler().stats().tokens_generated;
+    if (generated < generated_seen_) generated_seen_ = 0;  // a fresh scheduler
     metrics_.generated(generated - generated_seen_);
     generated_seen_ = generated;
     // Finished channels leave the live list (the finish callback ran in step()).
-    live_.erase(std::remove_if(live_.begin(), live_.end(),
-                               [](const Live& l) {
-                                   return l.ch->ended();
-                               }),
-                live_.end());
-}
-
-void ServeLoop::fail_all(const ApiError& e) {
-    for (Live& l : live_) l.ch->reject(e);
-    live_.clear();
+    live_.erase(std::remove_if(live_.begin(), live_.end(), [](const Live& l) { return l.ch->ended(); }), live_.end());
 }
 
 ServeGauges measure_gauges(core::Engine& engine, const sched::Scheduler* sched) {
@@ -172,6 +147,6 @@ ServeGauges measure_gauges(core::Engine& engine, const sched::Scheduler* sched) 
     return g;
 }
 
-void ServeLoop::publish_gauges() { metrics_.set_gauges(measure_gauges(eng_, sched_.get())); }
+void ServeLoop::publish_gauges() { metrics_.set_gauges(measure_gauges(eng_, core_ ? &core_->scheduler() : nullptr)); }
 
 }  // namespace strata::serve

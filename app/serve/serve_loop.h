@@ -15,6 +15,7 @@
 
 #include "chat/chat_template.h"
 #include "sched/scheduler.h"
+#include "strata/engine_core.h"
 #include "serve/backend.h"
 #include "serve/metrics.h"
 
@@ -61,12 +62,10 @@ private:
     void cancel_gone();
     void step();
     void publish_gauges();
-    void fail_all(const ApiError& e);
 
     core::Engine& eng_;
     ServeLoopConfig cfg_;
-    chat::ChatTemplate tmpl_;
-    std::unique_ptr<sched::Scheduler> sched_;
+    std::unique_ptr<EngineCore> core_;
     std::mt19937_64 seeds_;
     ServeMetrics metrics_;
 
@@ -83,8 +82,5 @@ private:
 
 // The queue and KV cache as /metrics shows them; `sched` may be null (none yet).
 ServeGauges measure_gauges(core::Engine& engine, const sched::Scheduler* sched);
-
-// The chat template a loaded model declares (the fallback when none).
-chat::ChatTemplate model_template(const core::Engine& engine);
 
 }  // namespace strata::serve

@@ -405,6 +405,16 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(drop));
 }
 
+chat::ChatTemplate Engine::chat_template() const {
+    const tok::Vocab& v = model_->vocab();
+    auto text_of = [&](int32_t id) -> std::string {
+        if (id < 0 || id >= v.n_tokens()) return {};
+        return v.token_text(id);
+    };
+    return chat::ChatTemplate::detect(model_->file().get_string_or("tokenizer.chat_template", ""), text_of(v.bos()),
+                                      text_of(v.eos()));
+}
+
 Error Engine::no_cache_error() const { return Error("this model has no experts to cache"); }
 
 experts::ExpertStoreStats Engine::expert_stats() const { return cache_ ? cache_->stats() : experts::ExpertStoreStats{}; }

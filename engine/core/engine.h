@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "common/error.h"
 #include "core/kernel_tuning.h"
 #include "core/resident_weights.h"
@@ -51,6 +52,8 @@ public:
     Engine& operator=(const Engine&) = delete;
 
     const model::Model& model() const { return *model_; }
+    // The model's chat template: detected from its GGUF, or the fallback.
+    chat::ChatTemplate chat_template() const;
     const tok::Vocab& vocab() const { return model_->vocab(); }
     model::Context& context() { return *ctx_; }
     kv::KvCache& kv_cache() { return *kv_; }

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "sched/generator.h"
 #include "sched/scheduler.h"
+#include "strata/engine_core.h"
 #include "test_support.h"
 
 using namespace strata;
@@ -125,6 +126,77 @@ private Q_SLOTS:
         QVERIFY(!s.prompt_progress(id).has_value());
         QVERIFY(!s.prompt_progress(id + 100).has_value());
         s.run();
+    }
+
+    // The engine core every front end drives: requests give what they give
+    // alone; a forward pass that fails (here the expert provider's read, as
+    // an I/O error on the model file would) ends every request in flight with
+    // the reason, and the core goes on with a fresh scheduler; a batch size
+    // set while requests run applies once they are done.
+    void engine_core_recovers_from_a_failed_pass() {
+        EngineSettings es;
+        es.n_ctx = 256;
+        es.threads = 2;
+        auto eng = core::Engine::load(kDemo, es);
+        const auto& vocab = eng->vocab();
+        const auto jobs = make_jobs(vocab, 3, 7);
+        model::Context solo(eng->model(), test::context_params(256, 64, 2));
+        std::vector<std::vector<int32_t>> want;
+        for (const Job& j : jobs) want.push_back(alone(solo, vocab, j));
+
+        sched::SchedulerConfig sc;
+        sc.max_batch = 2;
+        EngineCore core(*eng, sc);
+        std::map<int64_t, sched::RequestResult> done;
+        std::vector<std::string> failed;
+        auto submit = [&](const Job& j) {
+            return core.submit(j.prompt, j.params,
+                               {{}, [&](const sched::RequestResult& r) { done[r.id] = r; },
+                                [&](const std::string& why) { failed.push_back(why); }});
+        };
+        std::map<int64_t, size_t> index;
+        for (size_t i = 0; i < jobs.size(); ++i) index[submit(jobs[i])] = i;
+        while (core.step()) {}
+        QCOMPARE(done.size(), jobs.size());
+        for (const auto& [id, r] : done) QCOMPARE(r.tokens, want[index[id]]);
+
+        // A failing read of experts mid-generation.
+        struct Failing final : model::ExpertProvider {
+            model::ExpertProvider* real;
+            bool armed = false;
+            void demand(int64_t layer, std::span<const int32_t> e) override {
+                if (armed) throw Error("reading experts: Input/output error");
+                real->demand(layer, e);
+            }
+            int32_t take(int64_t layer, model::FfnMatrices* out) override { return real->take(layer, out); }
+            int32_t take_if_ready(int64_t layer, model::FfnMatrices* out) override { return real->take_if_ready(layer, out); }
+            void release(int64_t layer, int32_t e) override { real->release(layer, e); }
+        } failing;
+        failing.real = eng->expert_store();
+        QVERIFY(failing.real);
+        eng->context().set_expert_provider(&failing);
+        done.clear();
+        submit(jobs[0]);
+        submit(jobs[1]);
+        QVERIFY(core.step());  // the first pass reads the prompts
+        failing.armed = true;
+        core.set_max_batch(3);  // requests run: applies once they are done
+        QCOMPARE(core.max_batch(), 2);
+        QVERIFY(!core.step());
+        QCOMPARE(failed.size(), size_t{2});
+        for (const std::string& why : failed) QVERIFY(QString::fromStdString(why).contains("Input/output error"));
+        QVERIFY(done.empty());
+        QVERIFY(core.idle());
+
+        // The core goes on: the same requests give what they gave alone.
+        failing.armed = false;
+        eng->context().set_expert_provider(failing.real);
+        index.clear();
+        for (size_t i = 0; i < jobs.size(); ++i) index[submit(jobs[i])] = i;
+        while (core.step()) {}
+        QCOMPARE(done.size(), jobs.size());
+        for (const auto& [id, r] : done) QCOMPARE(r.tokens, want[index[id]]);
+        QCOMPARE(core.max_batch(), 3);  // the batch size asked for while they ran
     }
 
     void kv_exhaustion_waits_or_preempts_and_the_ledger_holds() {

@@ -1,0 +1,89 @@
+// One engine core for every front end: the app's worker (app/desktop) and
+// the HTTP server (app/serve) are thin adapters over it. It owns the
+// scheduler (continuous batching) over a loaded engine's context, prepares a
+// conversation's prompt the same way for both (the model's template, the
+// oldest turns left out where the front end allows, one BOS), steps, cancels,
+// and recovers from a failed forward pass: every request in flight is told
+// why and the scheduler starts afresh.
+//
+// One thread drives it (the worker's, the server loop's): every call from there.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/telemetry.h"
+
+namespace strata {
+namespace core {
+class Engine;
+}
+namespace sched {
+struct SamplingParams;
+struct RequestResult;
+struct SchedulerConfig;
+class Scheduler;
+}  // namespace sched
+namespace chat {
+struct Message;
+struct Prompt;
+class ChatTemplate;
+}  // namespace chat
+
+class EngineCore {
+public:
+    struct Callbacks {
+        std::function<void(std::string_view text)> text;              // each piece of the answer
+        std::function<void(const sched::RequestResult&)> finished;    // it ended (stop, length, cancelled)
+        // The engine failed while it ran (a device or I/O error): it is over.
+        std::function<void(const std::string& why)> failed;
+    };
+
+    // Throws strata::Error for a bad scheduler config.
+    EngineCore(core::Engine& engine, const sched::SchedulerConfig& config);
+    ~EngineCore();
+    EngineCore(const EngineCore&) = delete;
+    EngineCore& operator=(const EngineCore&) = delete;
+
+    // The model's chat template (detected from the GGUF, or the fallback).
+    const chat::ChatTemplate& chat_template() const;
+    // A conversation's prompt, as every front end prepares it
+    // (chat::prepare_prompt): with drop_oldest (a conversation that goes on)
+    // the oldest turns give way until the prompt and answer_room tokens fit;
+    // without, a prompt too long is a chat::PromptError.
+    chat::Prompt prepare(const std::vector<chat::Message>& messages, bool drop_oldest, int64_t answer_room) const;
+
+    // Queues a request; returns its id. Throws strata::Error for an empty
+    // prompt, one with no room to answer, or bad sampling parameters.
+    int64_t submit(std::vector<int32_t> prompt, const sched::SamplingParams& params, Callbacks callbacks);
+    // Ends a request at the next step (its `finished` reports cancelled); unknown ids are ignored.
+    void cancel(int64_t id);
+    // One scheduling round and forward pass. False: nothing ran, or the
+    // pass failed (every request in flight got `failed`).
+    bool step();
+    bool idle() const;
+    size_t running() const;
+    size_t waiting() const;
+    // How far request `id` has read its prompt (done, total), until its first token.
+    std::optional<std::pair<int64_t, int64_t>> prompt_progress(int64_t id) const;
+    // Requests running at once: at once when idle, else when the running ones are done.
+    void set_max_batch(int n);
+    int max_batch() const;
+    // Starts the scheduler afresh (the context was used by something else,
+    // a calibration): requests in flight get `failed` with `why`.
+    void restart(const std::string& why);
+
+    TelemetrySnapshot snapshot() const;
+    const sched::Scheduler& scheduler() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata
