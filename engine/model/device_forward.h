@@ -1,10 +1,11 @@
 // The seam between the forward pass's bookkeeping (model::Context: sequences,
-// positions, the KV cache's block tables, logits) and the device that
-// computes it. The CPU's own forward pass is Context's (its fused regions are
-// its implementation of a layer); another device (the CUDA backend,
-// engine/backend/cuda) implements DeviceForward, and Context hands it each
-// chunk without knowing which device runs. Observers see the same events
-// whichever device computed them.
+// positions, the KV cache's block tables, logits) and a device that computes
+// whole chunks in its own memory. On the CPU, Context runs the model's
+// architecture (model/arch) over the CPU backend (model/cpu_backend.h); the
+// CUDA pass (engine/backend/cuda) implements DeviceForward and runs the same
+// architecture over its own ops, so Context hands it each chunk without
+// knowing which device runs. Observers see the same events whichever device
+// computed them. A device's expert cache is an experts::ExpertCache.
 #pragma once
 
 #include <cstdint>
@@ -86,29 +87,6 @@ public:
     // "cuda:0 NVIDIA H200": the device, for logs and the app.
     virtual std::string name() const = 0;
     virtual DeviceExpertStats expert_stats() const { return {}; }
-    // Starts copies of these experts of `layer` (predicted for it, best
-    // first) into the device's expert cache, behind the demand loads, so they
-    // overlap the compute before that layer. Only into free slots or slots of
-    // experts of other layers; none when every expert is resident. Called
-    // from a lookahead observer, i.e. during run().
-    virtual void prefetch(int64_t layer, const int32_t* experts, int64_t n) {
-        (void)layer;
-        (void)experts;
-        (void)n;
-    }
-    // mask[e] = 1 for the experts of `layer` the CPU computes from host RAM:
-    // all of a --cpu-moe layer's, and under hybrid placement those it
-    // computed in the last `steps` steps.
-    virtual void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps = 32) const {
-        (void)layer;
-        (void)steps;
-        for (int64_t e = 0; e < n_expert; ++e) mask[e] = 0;
-    }
-    // mask[e] = 1 for the experts of `layer` resident on the device now.
-    virtual void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const {
-        (void)layer;
-        for (int64_t e = 0; e < n_expert; ++e) mask[e] = 1;
-    }
 };
 
 }  // namespace strata::model

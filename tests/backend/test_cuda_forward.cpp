@@ -291,12 +291,9 @@ private Q_SLOTS:
                      static_cast<uint64_t>(slots) * st.slot_bytes);
             QCOMPARE(cached->ledger.reserved(memory::Account::ExpertsHome, memory::Tier::Slow), m->sizes().bytes_experts);
             // Residency as the app's heat map shows it: as many experts as slots at most.
-            std::vector<uint8_t> mask(static_cast<size_t>(c.n_expert));
             int64_t resident = 0;
-            for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-                cached->device->resident_mask(layer, mask.data(), c.n_expert);
-                for (uint8_t x : mask) resident += x;
-            }
+            for (experts::Residency r : bc::vram_expert_cache(cached->device)->residency())
+                resident += r == experts::Residency::Resident;
             QVERIFY(resident <= slots && resident >= c.n_expert_used);
         }
     }
@@ -313,6 +310,7 @@ private Q_SLOTS:
         const std::vector<int32_t> want = greedy(*all->ctx, prompt, 24, c.n_vocab);
         auto g = gpu_context(*m, c.n_expert * c.n_layer / 2);
         model::DeviceForward* dev = g->device;
+        experts::ExpertCache* cache = bc::vram_expert_cache(dev);
         int64_t step_tokens = 0;
         g->ctx->set_step_begin_observer([&](int64_t n) { step_tokens = n; });
         g->ctx->set_lookahead_observer([&](const model::LookaheadEvent& e) {
@@ -320,7 +318,10 @@ private Q_SLOTS:
             std::vector<int32_t> ids(static_cast<size_t>(e.n_expert));
             std::iota(ids.begin(), ids.end(), 0);
             std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return e.probs[a] > e.probs[b]; });
-            dev->prefetch(e.layer, ids.data(), c.n_expert_used);
+            std::vector<experts::ExpertKey> keys;
+            for (int64_t i = 0; i < c.n_expert_used; ++i)
+                keys.push_back(static_cast<experts::ExpertKey>(e.layer * c.n_expert + ids[static_cast<size_t>(i)]));
+            cache->prefetch(e.layer, keys);
         });
         QCOMPARE(greedy(*g->ctx, prompt, 24, c.n_vocab), want);
         const model::DeviceExpertStats st = dev->expert_stats();
@@ -443,16 +444,8 @@ private Q_SLOTS:
             QCOMPARE(st.bytes_loaded, uint64_t{0});
             QCOMPARE(st.cpu_computed, st.miss_cpu);
             // The heat map's marks: some experts computed on the CPU, none of them resident.
-            std::vector<uint8_t> on_cpu(static_cast<size_t>(c.n_expert)), resident(static_cast<size_t>(c.n_expert));
-            int64_t marked = 0;
-            for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-                g->device->cpu_mask(layer, on_cpu.data(), c.n_expert, 32);
-                g->device->resident_mask(layer, resident.data(), c.n_expert);
-                for (size_t e = 0; e < on_cpu.size(); ++e) {
-                    marked += on_cpu[e];
-                    QVERIFY(!(on_cpu[e] && resident[e]));
-                }
-            }
+            int64_t marked = 0;  // (a key is one of OnCpu, Resident, Absent: never both)
+            for (experts::Residency r : bc::vram_expert_cache(g->device)->residency()) marked += r == experts::Residency::OnCpu;
             QVERIFY(marked > 0);
         }
         // A link far faster than the CPU: every miss copied, as placement transfer.

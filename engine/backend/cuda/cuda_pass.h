@@ -144,9 +144,14 @@ public:
     void set_pinned(std::vector<experts::ExpertKey> keys) override;
     void wait_idle() override;
     model::DeviceExpertStats expert_stats() const override { return stats_; }
-    void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const override;
-    void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps) const override;
-    void prefetch(int64_t layer, const int32_t* experts, int64_t n) override;
+    // mask[e] = 1 for the experts of `layer` in VRAM now (or computed in place, on the CPU).
+    void resident_mask(int64_t layer, uint8_t* mask, int64_t n_expert) const;
+    // mask[e] = 1 for the experts of `layer` the CPU computes: all of a --cpu-moe layer's, and under
+    // hybrid placement those it computed in the last `steps` steps.
+    void cpu_mask(int64_t layer, uint8_t* mask, int64_t n_expert, int64_t steps) const;
+    // Starts copies of these experts of `layer` (predicted for it, best first)
+    // into free slots or slots of other layers, behind the demand loads.
+    void prefetch(int64_t layer, const int32_t* experts, int64_t n);
 
 private:
     // --- loading ---
