@@ -5,6 +5,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/ref/ops_ref.h"
+#include "kernels/ref/router_scored.h"
 
 namespace strata::kernels::ops {
 
@@ -70,6 +71,12 @@ void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float*
 
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w) {
     active_kernels().router_topk(logits, n_expert, k, allowed, ids, w);
+}
+
+void router_scored(float* logits, int64_t n_expert, int64_t k, bool sigmoid, const float* select_bias, int64_t groups,
+                   int64_t groups_used, const uint8_t* allowed, float* sel, int32_t* ids, float* w) {
+    ref::router_scored_with([](float* x, int64_t n) { softmax(x, n); }, logits, n_expert, k, sigmoid, select_bias, groups,
+                            groups_used, allowed, sel, ids, w);
 }
 
 }  // namespace strata::kernels::ops

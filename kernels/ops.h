@@ -83,5 +83,8 @@ void attn_accumulate(const float* p, int64_t p_stride, int64_t n_q, const float*
 // ids[k] = -1 and w[k] = 0 where fewer than k are allowed. w = their
 // probabilities (the caller normalises / scales as the architecture says).
 void router_topk(float* logits, int64_t n_expert, int64_t k, const uint8_t* allowed, int32_t* ids, float* w);
+// ref::router_scored with this CPU's softmax.
+void router_scored(float* logits, int64_t n_expert, int64_t k, bool sigmoid, const float* select_bias, int64_t groups,
+                   int64_t groups_used, const uint8_t* allowed, float* sel, int32_t* ids, float* w);
 
 }  // namespace strata::kernels::ops

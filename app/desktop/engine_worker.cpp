@@ -216,7 +216,7 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
         auto engine = core::Engine::load(path.toStdString(), settings, progress);
         const model::Model& m = engine->model();
         const std::string jinja = m.file().get_string_or("tokenizer.chat_template", "");
-        template_ = std::make_unique<chat::ChatTemplate>(engine->chat_template());
+        template_ = &engine->chat_template();
         engine_ = std::move(engine);
         make_scheduler();
         model_file_ = QFileInfo(path).fileName();
@@ -275,7 +275,7 @@ void EngineWorker::unload() {
     draft_key_.clear();
     engine_.reset();
     ram_held_.store(0);
-    template_.reset();
+    template_ = nullptr;
     model_file_.clear();
     model_path_.clear();
     publish_model_card();

@@ -232,7 +232,7 @@ private:
     std::unique_ptr<model::Context> draft_ctx_;
     QString draft_key_;                 // mode|file of draft_ctx_
     QString model_file_;
-    std::unique_ptr<chat::ChatTemplate> template_;
+    const chat::ChatTemplate* template_ = nullptr;  // the loaded engine's
     mutable std::mutex stop_mu_;
     QSet<quint64> stop_ids_;
     std::atomic<quint64> stop_up_to_{0};

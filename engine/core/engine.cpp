@@ -241,6 +241,15 @@ void Engine::tune_cpu_kernels() {
 }
 
 void Engine::finish_load(const std::string& path, const Report& report) {
+    {
+        const tok::Vocab& v = model_->vocab();
+        auto text_of = [&](int32_t id) -> std::string {
+            if (id < 0 || id >= v.n_tokens()) return {};
+            return v.token_text(id);
+        };
+        chat_template_.emplace(chat::ChatTemplate::detect(model_->file().get_string_or("tokenizer.chat_template", ""),
+                                                          text_of(v.bos()), text_of(v.eos())));
+    }
     const model::Model& m = *model_;
     const model::ModelConfig& c = m.config();
     const EngineSettings& settings = settings_;
@@ -403,16 +412,6 @@ void Engine::on_step(int64_t n_tokens, double seconds) {
     size_t drop = 0;
     while (recent_.size() - drop > 1 && window - recent_[drop].tokens >= 64) window -= recent_[drop++].tokens;
     recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(drop));
-}
-
-chat::ChatTemplate Engine::chat_template() const {
-    const tok::Vocab& v = model_->vocab();
-    auto text_of = [&](int32_t id) -> std::string {
-        if (id < 0 || id >= v.n_tokens()) return {};
-        return v.token_text(id);
-    };
-    return chat::ChatTemplate::detect(model_->file().get_string_or("tokenizer.chat_template", ""), text_of(v.bos()),
-                                      text_of(v.eos()));
 }
 
 Error Engine::no_cache_error() const { return Error("this model has no experts to cache"); }

@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -52,8 +53,8 @@ public:
     Engine& operator=(const Engine&) = delete;
 
     const model::Model& model() const { return *model_; }
-    // The model's chat template: detected from its GGUF, or the fallback.
-    chat::ChatTemplate chat_template() const;
+    // The model's chat template: detected from its GGUF at load, or the fallback.
+    const chat::ChatTemplate& chat_template() const { return *chat_template_; }
     const tok::Vocab& vocab() const { return model_->vocab(); }
     model::Context& context() { return *ctx_; }
     kv::KvCache& kv_cache() { return *kv_; }
@@ -160,6 +161,7 @@ private:
     KernelTuningReport kernel_tuning_;
     int gpu_index_ = -1;
     std::unique_ptr<model::Model> model_;
+    std::optional<chat::ChatTemplate> chat_template_;
     memory::Plan plan_;
     memory::Ledger ledger_;
     std::unique_ptr<ResidentWeights> resident_;

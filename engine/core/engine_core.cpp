@@ -16,7 +16,7 @@ namespace strata {
 struct EngineCore::Impl {
     core::Engine& engine;
     sched::SchedulerConfig config;
-    chat::ChatTemplate tmpl;
+    const chat::ChatTemplate& tmpl;  // the engine's
     std::unique_ptr<sched::Scheduler> sched;
     int pending_max_batch = 0;
     // Each live request's failure callback (finished ones leave in their finish callback).

@@ -34,10 +34,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
         bp.n_ctx = n_ctx_;
         bp.n_threads = params.n_threads;
         bp.cpus = params.cpus;
-        cpu_ = std::make_unique<CpuBackend>(c, bp);
-        // An op the backend lacks is a load-time error naming it and the architecture.
-        const auto supports = [this](Op op) { return cpu_->supports(op); };
-        if (const std::string op = arch::unsupported_op(c, weights_, supports, "CPU backend"); !op.empty()) throw Error(op);
+        cpu_ = std::make_unique<CpuBackend>(c, bp);  // computes every op (CpuBackend::supports)
     }
     if (kv) {
         const kv::KvCacheParams& kp = kv->params();

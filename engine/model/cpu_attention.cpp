@@ -76,7 +76,7 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
     output_projection(L, n);
 }
 
-// MLA in the latent space (DeepSeek-V2's "absorbed" attention, as llama.cpp
+// MLA in the latent space (the "absorbed" attention, as llama.cpp
 // and vLLM decode it). Per token: the compressed KV c = RMSNorm(attn_kv_a x)
 // and the shared RoPE key k_r go into the cache as one row [c | k_r]. Head h's
 // key would be [W_UK_h c | k_r] and its value W_UV_h c (attn_kv_b's rows);

@@ -289,69 +289,6 @@ void CpuBackend::predict_route(const LayerWeights& next) {
     }
 }
 
-// Scored routing (RouterSpec::scored), as llama.cpp computes it: probabilities p by softmax
-// or sigmoid of the router logits; the top-k chosen by p plus the
-// selection bias exp_probs_b where the file has one, among the experts
-// of the best groups_used groups where the spec has groups (a group's score:
-// the sum of its two best, or with softmax its best); each chosen expert
-// weighted by p itself. probs: the logits in, p out.
-void CpuBackend::route_scored(const LayerWeights& L, const RouterSpec& spec, float* probs, const uint8_t* allowed,
-                              int32_t* ids, float* w) {
-    const int64_t E = cfg_.n_expert, U = n_used_;
-    if (spec.gating == Gating::Sigmoid) {
-        for (int64_t e = 0; e < E; ++e) probs[e] = 1.0f / (1.0f + std::exp(-probs[e]));
-    } else {
-        ops::softmax(probs, E);
-    }
-    float* sel = route_select_.data();
-    constexpr float kOut = -std::numeric_limits<float>::infinity();
-    for (int64_t e = 0; e < E; ++e) {
-        sel[e] = probs[e] + (L.router_select_bias.empty() ? 0.0f : L.router_select_bias[static_cast<size_t>(e)]);
-        if (allowed && !allowed[e]) sel[e] = kOut;
-    }
-    if (spec.groups > 1 && spec.groups_used < spec.groups) {
-        const int64_t G = spec.groups, per = E / G;
-        float group_score[256];
-        const int64_t groups = std::min<int64_t>(G, 256);
-        for (int64_t g = 0; g < groups; ++g) {
-            float best = kOut, second = kOut;
-            for (int64_t e = g * per; e < (g + 1) * per; ++e) {
-                if (sel[e] > best) {
-                    second = best;
-                    best = sel[e];
-                } else if (sel[e] > second) {
-                    second = sel[e];
-                }
-            }
-            group_score[g] = spec.gating == Gating::Sigmoid ? best + second : best;
-        }
-        // Keep the groups_used best groups (ties: the lower index), mask the rest.
-        uint8_t keep[256] = {};
-        for (int64_t k = 0; k < spec.groups_used; ++k) {
-            int64_t arg = -1;
-            for (int64_t g = 0; g < groups; ++g)
-                if (!keep[g] && (arg < 0 || group_score[g] > group_score[arg])) arg = g;
-            keep[arg] = 1;
-        }
-        for (int64_t g = 0; g < groups; ++g)
-            if (!keep[g])
-                for (int64_t e = g * per; e < (g + 1) * per; ++e) sel[e] = kOut;
-    }
-    for (int64_t k = 0; k < U; ++k) {
-        int64_t arg = -1;
-        for (int64_t e = 0; e < E; ++e)
-            if (sel[e] != kOut && (arg < 0 || sel[e] > sel[arg])) arg = e;
-        if (arg < 0) {  // fewer allowed experts than it uses (a resident-only draft)
-            ids[k] = -1;
-            w[k] = 0.0f;
-            continue;
-        }
-        ids[k] = static_cast<int32_t>(arg);
-        w[k] = probs[arg];
-        sel[arg] = kOut;
-    }
-}
-
 void CpuBackend::route(const LayerWeights& L, const RouterSpec& spec) {
     const int64_t n = n_;
     const int64_t E = cfg_.n_expert;
@@ -374,7 +311,10 @@ void CpuBackend::route(const LayerWeights& L, const RouterSpec& spec) {
         float* p = router_logits_.data() + t * E;
         int32_t* ids = route_ids_.data() + t * U;
         float* wts = route_w_.data() + t * U;
-        if (spec.scored) route_scored(L, spec, p, allowed, ids, wts);
+        if (spec.scored)
+            ops::router_scored(p, E, U, spec.gating == Gating::Sigmoid,
+                               L.router_select_bias.empty() ? nullptr : L.router_select_bias.data(), spec.groups,
+                               spec.groups_used, allowed, route_select_.data(), ids, wts);
         else ops::router_topk(p, E, U, allowed, ids, wts);
         int64_t used = 0;
         for (int64_t k = 0; k < U; ++k) used += ids[k] >= 0;

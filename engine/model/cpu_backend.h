@@ -78,9 +78,6 @@ private:
     ExpertBias expert_bias(const LayerWeights& L, int32_t e) const;
     // SwiGLU FFN; with `bias`, the clamped SwiGLU with biased gate/up/down.
     void ffn(const FfnMatrices& f, const float* x, int64_t n, float* y, int64_t ff, const ExpertBias* bias = nullptr);
-    // The scoring of one token's router logits (RouterSpec::scored).
-    void route_scored(const LayerWeights& L, const RouterSpec& spec, float* probs, const uint8_t* allowed, int32_t* ids,
-                      float* w);
 
     // --- weight products (cpu_backend.cpp) ---
     // Y[t, r] = W.row(r) . X[t]  for t < n
