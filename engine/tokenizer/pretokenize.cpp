@@ -30,6 +30,10 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Qwen3.5: as Qwen2, with combining marks (\p{M}) kept in letter runs.
+constexpr const char* kQwen35 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // DeepSeek LLM: cased letters (Lu/Ll/Lt as listed in its tokenizer.json), ASCII and
 // full-width punctuation, trailing spaces, CJK / Hangul runs, digit runs.
 constexpr const char* kDeepseekLlmLetters =
@@ -81,6 +85,7 @@ const std::vector<Entry>& entries() {
         {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral"}, {kLlama3}, true, true, true},
         {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {kLlama3}, true, false, false},
         {{"qwen2", "deepseek-r1-qwen"}, {kQwen2}, false, false, false},
+        {{"qwen35"}, {kQwen35}, false, false, false},
         {{"stablelm2", "megrez"}, {kQwen2}, true, false, false},
         {{"deepseek-llm"},
          {"[\r\n]", kDeepseekLlmLetters, kDeepseekLlmPunct, R"(\s+\z)", kCjkHangul, R"(\p{N}+)"},
@@ -95,7 +100,7 @@ const std::vector<Entry>& entries() {
         {{"poro-chat"}, {kPoro}, false, false, false},
         {{"bloom", "gpt3-finnish"}, {kPoro}, true, false, false},
         {{"viking"}, {kPoro, R"(\p{N})"}, false, false, false},
-        {{"gpt-4o", "llama4"}, {kGpt4o}, false, false, false},
+        {{"gpt-4o", "llama4", "minimax-m2"}, {kGpt4o}, false, false, false},
         {{"tekken"}, {kTekken}, false, true, true},
     };
     return table;

@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QDir>
 #include <QtTest>
 
 #include <cstring>
@@ -292,6 +293,47 @@ private Q_SLOTS:
         }
         qInfo("%s: %d/%d strings match", qPrintable(name), matched, int(vec.inputs.size()));
         QVERIFY2(failures.isEmpty(), qPrintable("mismatches:\n" + failures.join("\n")));
+    }
+
+    // Every vocabulary test set of a llama.cpp checkout beside the project
+    // ($STRATA_LLAMA_CPP/models/ggml-vocab-*.gguf with .inp/.out: qwen35,
+    // qwen2, llama-bpe, ... as that version ships them), which the fixtures
+    // do not carry (llama.cpp's files are not copied into this project).
+    void llama_cpp_vectors() {
+        const QString root = qEnvironmentVariable("STRATA_LLAMA_CPP");
+        if (root.isEmpty())
+            QSKIP("STRATA_LLAMA_CPP is not set (a llama.cpp checkout whose models/ holds its ggml-vocab-*.gguf test sets)");
+        const QDir models(root + "/models");
+        const QStringList sets = models.entryList({"ggml-vocab-*.gguf.inp"}, QDir::Files, QDir::Name);
+        QVERIFY2(!sets.isEmpty(), qPrintable("no ggml-vocab-*.gguf.inp in " + models.path()));
+        QStringList failed, other_models;
+        int checked = 0;
+        for (const QString& inp : sets) {
+            const std::string base = models.filePath(inp.chopped(4)).toStdString();
+            // Tokenizer models Strata does not read (BERT's WordPiece, Gemma 4's) are not its families'.
+            const std::string kind = strata::gguf::File::open(base)->get_string_or("tokenizer.ggml.model", "");
+            if (kind != "llama" && kind != "gpt2") {
+                other_models << inp.chopped(4) + " (" + QString::fromStdString(kind) + ")";
+                continue;
+            }
+            const Vectors vec = read_vectors(base);
+            LoadedVocab l;
+            try {
+                l = load(base);
+            } catch (const std::exception& e) {
+                failed << inp.chopped(4) + ": " + e.what();
+                continue;
+            }
+            int matched = 0;
+            for (size_t i = 0; i < vec.inputs.size(); ++i)
+                matched += l.vocab->encode(vec.inputs[i], false, false) == vec.outputs[i];
+            qInfo("%s: %d/%d strings match", qPrintable(inp.chopped(4)), matched, int(vec.inputs.size()));
+            if (matched != int(vec.inputs.size())) failed << inp.chopped(4);
+            ++checked;
+        }
+        if (!other_models.isEmpty()) qInfo("not Strata's tokenizer models: %s", qPrintable(other_models.join(", ")));
+        QVERIFY2(failed.isEmpty(), qPrintable("mismatches in: " + failed.join(", ")));
+        QVERIFY(checked > 0);
     }
 
     // decode(encode(s)) == s, except where llama.cpp's detokenizer tidies spaces.
