@@ -300,7 +300,6 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         return;
     }
     model::Context& ctx = engine_->context();
-    const tok::Vocab& vocab = engine_->vocab();
     try {
         // The conversation as every front end prepares it (chat/prompt.h);
         // here the oldest turns give way when the prompt and room for the
