@@ -41,12 +41,12 @@ void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, flo
 }
 
 void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
-                     float mscale, float* cs) {
-    ref::rope_table_yarn(n_rot, pos, freq_base, freq_scale, ext_factor, corr, mscale, cs);
+                     float mscale, float* cs, const float* freq_factors) {
+    ref::rope_table_yarn(n_rot, pos, freq_base, freq_scale, ext_factor, corr, mscale, cs, freq_factors);
 }
 
-void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {
-    ref::rope_table(n_rot, pos, freq_base, freq_scale, cs);
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs, const float* freq_factors) {
+    ref::rope_table(n_rot, pos, freq_base, freq_scale, cs, freq_factors);
 }
 
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox) {

@@ -39,12 +39,15 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
 // rope() in two steps, for callers that rotate many rows at one position:
 // the cos/sin table of a position (cs: n_rot floats, cos and sin of each
 // pair), then the rotation with it. rope() is exactly the two together.
-void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs);
+// freq_factors (n_rot / 2 floats, or null): each pair's angle divided by
+// its factor (Llama 3.1 and Llama 4's rope_freqs, as ggml's freq_factors).
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs,
+                const float* freq_factors = nullptr);
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox);
 // YaRN's table (ref::rope_table_yarn, once per position like rope_table).
 void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]);
 void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
-                     float mscale, float* cs);
+                     float mscale, float* cs, const float* freq_factors = nullptr);
 
 
 // Float dot product in 8 lanes (the reference's order).

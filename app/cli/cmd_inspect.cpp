@@ -48,9 +48,12 @@ int cmd_inspect(int argc, char** argv) {
                 static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head),
                 static_cast<long long>(c.n_head_kv), static_cast<long long>(c.head_dim),
                 static_cast<long long>(c.n_ctx_train));
-    std::printf("  rope %s, %lld dims, base %g, scale %g; rms eps %g\n",
+    std::printf("  rope %s, %lld dims, base %g, scale %g%s; rms eps %g\n",
                 c.traits.rope == model::RopeType::NeoX ? "neox" : "normal", static_cast<long long>(c.n_rot),
-                c.rope_freq_base, c.rope_freq_scale, c.norm_eps);
+                c.rope_freq_base, c.rope_freq_scale, c.rope_freq_factors.empty() ? "" : ", per-pair frequency divisors",
+                c.norm_eps);
+    if (c.n_nextn > 0)
+        std::printf("  %lld NextN/MTP block(s) after the layers (loaded past: not run)\n", static_cast<long long>(c.n_nextn));
     int64_t n_moe = 0;
     for (const auto& L : m->weights().layers) n_moe += L.ffn == model::FfnKind::Moe;
     if (n_moe < c.n_layer) {

@@ -9,35 +9,44 @@ namespace strata::cli {
 
 int cmd_make_model(int argc, char** argv) {
     Args a("make-model",
-           "OUT.gguf --arch llama|qwen2moe|qwen3moe|olmoe|deepseek2|gpt-oss --layers N --dim D --heads H --kv-heads K --experts E\n"
-           "       --used U --expert-ff F [--dense-layers L --ff F2] [--shared-ff S] [--type T] [--vocab-from GGUF] [--seed S]\n"
-           "       deepseek2: [--q-lora R --kv-lora R --rope-dim N --shared-experts N --gating softmax|sigmoid\n"
+           "OUT.gguf --arch A --layers N --dim D --heads H --kv-heads K [--head-dim N] --experts E\n"
+           "       --used U --expert-ff F [--dense-layers L --ff F2] [--rope-dim N] [--type T] [--vocab-from GGUF] [--seed S]\n"
+           "       qwen2moe, ernie4_5-moe: [--shared-ff S]\n"
+           "       deepseek2: [--q-lora R --kv-lora R --shared-experts N --gating softmax|sigmoid\n"
            "                   --weights-norm --weights-scale F --expert-groups G --groups-used K] [--yarn-factor F]\n"
+           "       glm4moe: [--shared-experts N --weights-norm --weights-scale F --qk-norm]\n"
+           "       llama4: [--moe-step N] (a shared expert --expert-ff wide, rope_freqs)\n"
            "       gpt-oss: [--sliding-window N] [--expert-type mxfp4]",
            "Writes a random-weight model of the given shape with llama.cpp's tensor names and metadata,\n"
            "for tests and benchmarks. The same options and seed give the same file byte for byte.\n"
            "All-MoE llama/olmoe files load in llama.cpp too; --dense-layers is a Strata extension for them.\n"
            "Routers, norms and biases stay f32; every other matrix uses --type (the routed experts --expert-type\n"
-           "when given). gpt-oss files have attention sinks, biases, and a sliding window on every other layer.");
+           "when given). gpt-oss files have attention sinks, biases, and a sliding window on every other layer;\n"
+           "glm4moe, minimax-m2 and ernie4_5-moe files have their routers' selection bias (exp_probs_b).");
     a.positional("OUT.gguf", "where to write the model");
-    a.option("--arch", "", "A", "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss", "llama");
+    a.option("--arch", "", "A",
+             "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, minimax-m2, ernie4_5-moe, llama4",
+             "llama");
     a.option("--layers", "", "N", "transformer blocks", "4");
     a.option("--dim", "", "D", "embedding width", "256");
     a.option("--heads", "", "H", "attention heads", "8");
     a.option("--kv-heads", "", "K", "key/value heads (GQA)", "4");
+    a.option("--head-dim", "", "N", "key/value length per head (0: dim / heads)", "0");
     a.option("--experts", "", "E", "experts per MoE layer; 0 = dense model", "8");
     a.option("--used", "", "U", "experts routed per token", "2");
     a.option("--expert-ff", "", "F", "expert FFN width", "512");
     a.option("--dense-layers", "", "L", "leading layers with a dense FFN", "0");
+    a.option("--moe-step", "", "N", "llama4: every N-th layer routes experts, the others are dense (Scout 1, Maverick 2)", "1");
     a.option("--ff", "", "F2", "dense FFN width (0: 4 x dim)", "0");
-    a.option("--shared-ff", "", "S", "shared expert FFN width (qwen2moe; 0: none)", "0");
+    a.option("--shared-ff", "", "S", "shared expert FFN width (qwen2moe, ernie4_5-moe; 0: none)", "0");
     a.option("--q-lora", "", "R", "deepseek2: query LoRA rank (0: a plain attn_q)", "0");
     a.option("--kv-lora", "", "R", "deepseek2: rank of the compressed KV (kv_lora_rank)", "64");
-    a.option("--rope-dim", "", "N", "deepseek2: rotated dims of each key (0: half of dim/heads)", "0");
-    a.option("--shared-experts", "", "N", "deepseek2: shared experts, each --expert-ff wide", "0");
+    a.option("--rope-dim", "", "N", "rotated dims of each head (0: half of it for deepseek2, glm4moe, minimax-m2; else all)", "0");
+    a.option("--shared-experts", "", "N", "deepseek2, glm4moe: shared experts, each --expert-ff wide", "0");
     a.option("--gating", "", "G", "deepseek2: softmax (V2) or sigmoid (V3, with a selection bias exp_probs_b)", "softmax");
-    a.flag("--weights-norm", "deepseek2: renormalise the top-k routing weights");
-    a.option("--weights-scale", "", "F", "deepseek2: expert_weights_scale", "1");
+    a.flag("--weights-norm", "deepseek2, glm4moe: renormalise the top-k routing weights");
+    a.option("--weights-scale", "", "F", "deepseek2, glm4moe: expert_weights_scale", "1");
+    a.flag("--qk-norm", "glm4moe: per-head Q/K norms (GLM-4.5 has them, GLM-4.5-Air not)");
     a.option("--expert-groups", "", "G", "deepseek2: expert groups for group-limited routing (0: none)", "0");
     a.option("--groups-used", "", "K", "deepseek2: groups a token's experts come from", "0");
     a.option("--yarn-factor", "", "F", "YaRN rope scaling factor over --ctx (0: none)", "0");
@@ -57,10 +66,12 @@ int cmd_make_model(int argc, char** argv) {
     s.dim = a.integer("--dim", 2, 65536);
     s.heads = a.integer("--heads", 1, 1024);
     s.kv_heads = a.integer("--kv-heads", 1, 1024);
+    s.head_dim = a.integer("--head-dim", 0, 4096);
     s.experts = a.integer("--experts", 0, 1024);
     s.used = a.integer("--used", 1, 1024);
     s.expert_ff = a.integer("--expert-ff", 1, 1 << 20);
     s.dense_layers = a.integer("--dense-layers", 0, 1024);
+    s.moe_step = a.integer("--moe-step", 1, 1024);
     s.ff = a.integer("--ff", 0, 1 << 20);
     s.shared_ff = a.integer("--shared-ff", 0, 1 << 20);
     s.ctx = a.integer("--ctx", 1, 1 << 20);
@@ -70,6 +81,7 @@ int cmd_make_model(int argc, char** argv) {
     s.shared_experts = a.integer("--shared-experts", 0, 64);
     s.gating = a.str("--gating");
     s.weights_norm = a.has("--weights-norm");
+    s.qk_norm = a.has("--qk-norm");
     s.weights_scale = static_cast<float>(a.number("--weights-scale", 1e-3, 1e3));
     s.expert_groups = a.integer("--expert-groups", 0, 1024);
     s.groups_used = a.integer("--groups-used", 0, 1024);

@@ -42,7 +42,24 @@ struct AttentionSpec {
     int64_t window = 0;  // a sliding window: the last `window` positions, its own included (0: all)
     bool sinks = false;  // a learned sink logit per head (LayerWeights::attn_sinks) in each softmax
     float scale = 1.0f;  // the scores' scale
+    // Q and K per head RMSNorm'ed without a weight after RoPE (Llama 4's "L2 norm").
+    bool norm_after_rope = false;
+    // Chunked attention: a query sees the keys of its own chunk of `chunk`
+    // positions, up to itself (0: none).
+    int64_t chunk = 0;
+    // The queries at position p times attention_temperature(spec, p) (Llama
+    // 4's NoPE layers; temperature_floor 0: none).
+    int64_t temperature_floor = 0;
+    float temperature_scale = 0.0f;
 };
+
+// 1 + temperature_scale * ln(floor((p + 1) / temperature_floor) + 1), as
+// llama.cpp's llm_graph_input_attn_temp (1 where the spec has none).
+float attention_temperature(const AttentionSpec& spec, int64_t pos);
+
+// The first key a query at `n_keys` keys (its own included) sees: a sliding
+// window's oldest, its chunk's first, else 0.
+int64_t first_visible_key(const AttentionSpec& spec, int64_t n_keys);
 
 // The router, Normed -> each token's experts and their weights.
 struct RouterSpec {
@@ -62,6 +79,9 @@ struct RouterSpec {
 // summed by their router weights in router-rank order.
 struct ExpertSpec {
     FfnAct act = FfnAct::Swiglu;  // SwigluOai: the layer's expert biases around the clamped SwiGLU
+    // Each expert's input times its router weight and its output summed
+    // unweighted (Llama 4: E(w x), not w E(x)).
+    bool weight_before = false;
 };
 
 // One chunk: token i goes to sequence seqs[i] at position pos[i] (already in
@@ -91,10 +111,14 @@ enum class Op {
     LatentAttention,
     AttentionSinks,
     SlidingWindow,
+    ChunkedAttention,
+    NormAfterRope,
+    AttentionTemperature,
     Route,
     ScoredRoute,
     Experts,
     ClampedExperts,
+    WeightedExpertInput,
     SharedExpert,
     DenseFfn,
     OutputHead,

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "gguf/gguf.h"
 #include "model/arch/arch.h"
 #include "model/unsupported_architecture.h"
@@ -56,6 +57,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     auto positive = [&](const std::string& key, uint64_t v, uint64_t max) { return metadata_in_range(f, key, v, max); };
     c.n_embd = positive(a + "embedding_length", f.get_uint(a + "embedding_length"), 1 << 20);
     c.n_layer = positive(a + "block_count", f.get_uint(a + "block_count"), 4096);
+    c.n_nextn = static_cast<int64_t>(f.get_uint_or(a + "nextn_predict_layers", 0));
+    if (c.n_nextn >= c.n_layer) {
+        throw Error(path + ": metadata '" + a + "nextn_predict_layers' " + std::to_string(c.n_nextn) +
+                    " leaves no layers of block_count " + std::to_string(c.n_layer) + " for the model itself");
+    }
+    c.n_layer -= c.n_nextn;  // the MTP blocks come after the trunk
     c.n_head = positive(a + "attention.head_count", f.get_uint(a + "attention.head_count"), 4096);
     c.n_head_kv = positive(a + "attention.head_count_kv",
                            f.get_uint_or(a + "attention.head_count_kv", static_cast<uint64_t>(c.n_head)), 4096);
@@ -107,6 +114,16 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
                     " leaves no no-RoPE part of attention.key_length " + std::to_string(c.mla.key_length));
     }
     if (f.has(a + "rope.scale_linear")) c.rope_freq_scale = static_cast<float>(1.0 / f.get_float(a + "rope.scale_linear"));
+    if (const gguf::TensorInfo* t = f.tensor("rope_freqs.weight")) {
+        const int64_t pairs = c.n_rot / 2;
+        if (t->ne[0] != pairs || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->type != kernels::WeightType::F32)
+            throw Error(path + ": tensor 'rope_freqs.weight': expected " + std::to_string(pairs) +
+                        " f32 factors (one per rotated pair), found " + t->shape_string());
+        c.rope_freq_factors.resize(static_cast<size_t>(pairs));
+        kernels::dequantize_row(t->type, t->data, c.rope_freq_factors.data(), pairs);
+        for (float v : c.rope_freq_factors)
+            if (!(v > 0.0f)) throw Error(path + ": tensor 'rope_freqs.weight' holds a factor that is not positive");
+    }
 
     c.n_ff = static_cast<int64_t>(f.get_uint_or(a + "feed_forward_length", 0));
     c.n_expert = static_cast<int64_t>(f.get_uint_or(a + "expert_count", 0));
@@ -119,6 +136,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.n_ff_expert = static_cast<int64_t>(f.get_uint_or(a + "expert_feed_forward_length", 0));
     c.n_ff_shared = static_cast<int64_t>(f.get_uint_or(a + "expert_shared_feed_forward_length", 0));
     c.leading_dense_blocks = static_cast<int64_t>(f.get_uint_or(a + "leading_dense_block_count", 0));
+    c.leading_dense_stated = f.has(a + "leading_dense_block_count");
     if (c.leading_dense_blocks > c.n_layer) {
         throw Error(path + ": metadata '" + a + "leading_dense_block_count' " + std::to_string(c.leading_dense_blocks) +
                     " exceeds block_count " + std::to_string(c.n_layer));
@@ -153,9 +171,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
 }
 
 void rope_tables(const ModelConfig& c, const int64_t* pos, int64_t n, int64_t stride, float* out) {
+    const float* factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
     if (!c.yarn) {
         for (int64_t t = 0; t < n; ++t)
-            kernels::ops::rope_table(c.n_rot, pos[t], c.rope_freq_base, c.rope_freq_scale, out + t * stride);
+            kernels::ops::rope_table(c.n_rot, pos[t], c.rope_freq_base, c.rope_freq_scale, out + t * stride, factors);
         return;
     }
     // YaRN as llama.cpp applies it (ext_factor 1): deepseek2 folds the
@@ -167,7 +186,7 @@ void rope_tables(const ModelConfig& c, const int64_t* pos, int64_t n, int64_t st
     const float mscale = c.mla ? 1.0f : 1.0f + 0.1f * std::log(c.yarn.factor);
     for (int64_t t = 0; t < n; ++t)
         kernels::ops::rope_table_yarn(c.n_rot, pos[t], c.rope_freq_base, c.rope_freq_scale, 1.0f, corr, mscale,
-                                      out + t * stride);
+                                      out + t * stride, factors);
 }
 
 }  // namespace strata::model

@@ -18,7 +18,7 @@ class Backend;
 struct LayerWeights;
 struct ModelConfig;
 
-enum class RopeType { Normal, NeoX };  // adjacent pairs vs halves
+enum class RopeType { Normal, NeoX, None };  // adjacent pairs, halves, or none (a NoPE layer)
 
 // How Q/K are normalised before RoPE.
 enum class QkNorm { None, PerHead, WholeProjection };
@@ -28,14 +28,19 @@ struct ArchTraits {
     const char* name = "";
     RopeType rope = RopeType::Normal;
     QkNorm qk_norm = QkNorm::None;
+    bool qk_norm_optional = false;             // a file may leave the Q/K norms out (glm4moe)
     bool default_expert_weights_norm = false;  // renormalise top-k router weights unless the file says
     const char* ffn_norm_tensor = "ffn_norm.weight";  // blk.N.<this>: the norm before the FFN
     bool router_bias = false;                  // every router has a bias on its logits (ffn_gate_inp.bias)
+    bool router_select_bias_required = false;  // every router has a selection bias (exp_probs_b.bias)
     // Metadata beyond the generic reader's (null: none): the attention's
     // shape where it is not per-head K/V (read before the generic checks of
     // it), and anything else (read last, may override what was read).
     void (*read_attention)(const gguf::File& f, ModelConfig& c) = nullptr;
     void (*read_metadata)(const gguf::File& f, ModelConfig& c) = nullptr;
+    // Which layers route experts, by index (null: each layer as its tensors
+    // say): the binder then refuses a file whose tensors disagree, naming them.
+    bool (*routes_experts)(const ModelConfig& c, int64_t layer) = nullptr;
     // One decoder layer, composed of ops. `next`: the next layer, when it
     // routes experts and the step predicts its routes (Backend::predict_route
     // then goes between the attention and the FFN).
@@ -99,6 +104,9 @@ struct ModelConfig {
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;  // linear scaling (and YaRN's): 1 / factor
     YarnConfig yarn;
+    // rope_freqs.weight (Llama 3.1, Llama 4): each rotated pair's angle
+    // divided by its factor (n_rot / 2 of them; empty: none).
+    std::vector<float> rope_freq_factors;
     MlaConfig mla;
 
     int64_t n_ff = 0;              // dense FFN width
@@ -107,6 +115,10 @@ struct ModelConfig {
     int64_t n_ff_expert = 0;
     int64_t n_ff_shared = 0;       // qwen2moe shared expert width (0: none)
     int64_t leading_dense_blocks = 0;
+    bool leading_dense_stated = false;  // the file says leading_dense_block_count: every later layer routes experts
+    // NextN/MTP blocks (nextn_predict_layers) after the trunk's n_layer
+    // (block_count counts both); the forward pass does not run them.
+    int64_t n_nextn = 0;
     bool expert_weights_norm = false;
     float expert_weights_scale = 1.0f;
     Gating gating = Gating::Softmax;
@@ -122,6 +134,16 @@ struct ModelConfig {
     bool sliding_window(int64_t layer) const { return n_swa > 0 && swa_period > 0 && layer % swa_period < swa_period - 1; }
     // Learned attention sinks per head (gpt-oss: blk.N.attn_sinks).
     bool attention_sinks = false;
+
+    // Llama 4: the FFN of layer il routes experts when (il + 1) %
+    // moe_layer_step == 0; layer il has no RoPE (NoPE) when (il + 1) %
+    // no_rope_layer_step == 0, and its queries take the attention
+    // temperature; the RoPE layers attend within chunks of attention_chunk
+    // positions and normalise Q and K after RoPE where rope_qk_norm. 0: none.
+    int64_t moe_layer_step = 0;
+    int64_t no_rope_layer_step = 0;
+    int64_t attention_chunk = 0;
+    bool rope_qk_norm = false;
 
     // The attention's softmax scale: 1/sqrt(key length), times mscale^2
     // where deepseek2 applies YaRN.

@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/ref/ops_ref.h"
 #include "model/cpu_backend.h"
 
 namespace strata::model {
@@ -18,34 +19,26 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
     if (spec.latent) return attention_latent(L, n, spec.scale);
-    // The fused one-token path knows neither sinks nor a sliding window.
-    if (n == 1 && !activations_ && !spec.sinks && spec.window == 0)
+    // The fused one-token path knows no sinks.
+    if (n == 1 && !activations_ && !spec.sinks)
         if (const Fused f = attention_fused_one_token(L, spec); f != Fused::No)
             return output_projection(L, n, f == Fused::AttentionAndOutput);
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
-    const bool neox = spec.rope == RopeType::NeoX;
     for (int64_t t = 0; t < n; ++t) {
         float* q = q_.data() + t * q_dim;
         float* k = k_.data() + t * kv_dim;
         float* v = v_.data() + t * kv_dim;
-        if (!L.bq.empty()) ops::axpy(1.0f, L.bq.data(), q, q_dim);
-        if (!L.bk.empty()) ops::axpy(1.0f, L.bk.data(), k, kv_dim);
-        if (!L.bv.empty()) ops::axpy(1.0f, L.bv.data(), v, kv_dim);
-        if (!L.q_norm.empty()) {
-            if (spec.qk_norm == QkNorm::PerHead) {
-                for (int64_t h = 0; h < c.n_head; ++h) ops::rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c.norm_eps);
-                for (int64_t h = 0; h < c.n_head_kv; ++h) ops::rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c.norm_eps);
-            } else {
-                ops::rmsnorm(q, L.q_norm.data(), q, q_dim, c.norm_eps);
-                ops::rmsnorm(k, L.k_norm.data(), k, kv_dim, c.norm_eps);
-            }
+        if (!L.q_norm.empty() && spec.qk_norm == QkNorm::WholeProjection) {  // after the biases, before RoPE
+            if (!L.bq.empty()) ops::axpy(1.0f, L.bq.data(), q, q_dim);
+            if (!L.bk.empty()) ops::axpy(1.0f, L.bk.data(), k, kv_dim);
+            if (!L.bv.empty()) ops::axpy(1.0f, L.bv.data(), v, kv_dim);
+            ops::rmsnorm(q, L.q_norm.data(), q, q_dim, c.norm_eps);
+            ops::rmsnorm(k, L.k_norm.data(), k, kv_dim, c.norm_eps);
+            qk_heads(L, spec, t, {q, c.n_head, 0}, {k, c.n_head_kv, 0}, v, false);
+        } else {
+            qk_heads(L, spec, t, {q, c.n_head, 0}, {k, c.n_head_kv, 0}, v, true);
         }
-        const int64_t pos = step_.pos[t];
-        // The position's cos/sin table is the same in every layer: made once per chunk.
-        const float* cs = rope_cs_.data() + t * c.n_rot;
-        ops::rope_apply(q, c.n_head, hd, c.n_rot, cs, neox);
-        ops::rope_apply(k, c.n_head_kv, hd, c.n_rot, cs, neox);
-        kv_->write(step_.seqs[t], L.index, pos, k, v);
+        kv_->write(step_.seqs[t], L.index, step_.pos[t], k, v);
     }
 
     const float scale = spec.scale;
@@ -64,8 +57,7 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
             const int64_t t = th / c.n_head;
             const int64_t h = th % c.n_head;
             const int64_t n_keys = step_.pos[t] + 1;  // causal, within the token's own sequence
-            // A sliding-window layer sees the last `window` positions, its own included.
-            const int64_t first_key = spec.window > 0 ? std::max<int64_t>(0, n_keys - spec.window) : 0;
+            const int64_t first_key = first_visible_key(spec, n_keys);
             const float* sinks = spec.sinks ? L.attn_sinks.data() + h : nullptr;
             profiled(DecodeProfile::Attention, 0, [&] {
                 kv_->attend_group(step_.seqs[t], L.index, h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
@@ -150,6 +142,42 @@ void CpuBackend::attention_latent(const LayerWeights& L, int64_t n, float scale)
     });
     matmul(L.wo, mla_v_.data(), n, tmp_.data());
     output_projection(L, n, /*product_done=*/true);
+}
+
+// Token t's query heads and key heads (with the value head(s) of the same
+// rows) from their projections to what attention reads: the biases and
+// per-head Q/K norms (with_biases_and_norms; the caller did them otherwise),
+// RoPE, the weightless norm after it, the queries' temperature. The heads
+// may be a part of the token's (the one-token region: one KV head's group),
+// `first` their first element in the token's row.
+void CpuBackend::qk_heads(const LayerWeights& L, const AttentionSpec& spec, int64_t t, Heads q, Heads k, float* v,
+                          bool with_biases_and_norms) {
+    const ModelConfig& c = cfg_;
+    const int64_t hd = c.head_dim;
+    if (with_biases_and_norms) {
+        if (!L.bq.empty()) ops::axpy(1.0f, L.bq.data() + q.first, q.x, q.n * hd);
+        if (!L.bk.empty()) ops::axpy(1.0f, L.bk.data() + k.first, k.x, k.n * hd);
+        if (!L.bv.empty()) ops::axpy(1.0f, L.bv.data() + k.first, v, k.n * hd);
+        if (!L.q_norm.empty()) {
+            for (int64_t h = 0; h < q.n; ++h) ops::rmsnorm(q.x + h * hd, L.q_norm.data(), q.x + h * hd, hd, c.norm_eps);
+            for (int64_t h = 0; h < k.n; ++h) ops::rmsnorm(k.x + h * hd, L.k_norm.data(), k.x + h * hd, hd, c.norm_eps);
+        }
+    }
+    if (spec.rope != RopeType::None) {
+        // The position's cos/sin table is the same in every layer: made once per chunk.
+        const float* cs = rope_cs_.data() + t * c.n_rot;
+        const bool neox = spec.rope == RopeType::NeoX;
+        ops::rope_apply(q.x, q.n, hd, c.n_rot, cs, neox);
+        ops::rope_apply(k.x, k.n, hd, c.n_rot, cs, neox);
+    }
+    if (spec.norm_after_rope) {
+        for (int64_t h = 0; h < q.n; ++h) ops::rmsnorm(q.x + h * hd, ones_.data(), q.x + h * hd, hd, c.norm_eps);
+        for (int64_t h = 0; h < k.n; ++h) ops::rmsnorm(k.x + h * hd, ones_.data(), k.x + h * hd, hd, c.norm_eps);
+    }
+    if (spec.temperature_floor > 0) {
+        const float f = attention_temperature(spec, step_.pos[t]);
+        kernels::ref::scale_rows(q.x, q.n * hd, &f, 1, q.n * hd);
+    }
 }
 
 // tmp_ = attn_ x wo (+ bias); product_done: the product is in tmp_ already.
@@ -275,21 +303,13 @@ void CpuBackend::attention_kv_group(const LayerWeights& L, const AttentionSpec& 
     float* q = q_.data() + q0;
     float* k = k_.data() + k0;
     float* v = v_.data() + k0;
-    if (!L.bq.empty()) ops::axpy(1.0f, L.bq.data() + q0, q, group * hd);
-    if (!L.bk.empty()) ops::axpy(1.0f, L.bk.data() + k0, k, hd);
-    if (!L.bv.empty()) ops::axpy(1.0f, L.bv.data() + k0, v, hd);
-    if (!L.q_norm.empty()) {  // per head (attention_fused_one_token checked)
-        for (int64_t h = 0; h < group; ++h) ops::rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c.norm_eps);
-        ops::rmsnorm(k, L.k_norm.data(), k, hd, c.norm_eps);
-    }
-    const bool neox = spec.rope == RopeType::NeoX;
-    ops::rope_apply(q, group, hd, c.n_rot, rope_cs_.data(), neox);
-    ops::rope_apply(k, 1, hd, c.n_rot, rope_cs_.data(), neox);
+    qk_heads(L, spec, 0, {q, group, q0}, {k, 1, k0}, v, true);  // per-head norms only (attention_fused_one_token checked)
     kv_->write_head(row, L.index, g, k, v);
     const float scale = spec.scale;
     const int64_t n_keys = step_.pos[0] + 1;
     profiled(DecodeProfile::Attention, 0, [&] {
-        kv_->attend_group(step_.seqs[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked);
+        kv_->attend_group(step_.seqs[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked,
+                          first_visible_key(spec, n_keys));
     });
 }
 

@@ -38,6 +38,7 @@ CpuBackend::CpuBackend(const ModelConfig& c, const CpuBackendParams& p) : cfg_(c
     down_chunks_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
     qkv_done_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(std::max<int64_t>(c.n_head_kv, 1)));
     rope_cs_.resize(B * static_cast<size_t>(std::max<int64_t>(c.n_rot, 2)));
+    ones_.assign(static_cast<size_t>(c.head_dim), 1.0f);
     x_.resize(B * c.n_embd);
     h_.resize(B * c.n_embd);
     tmp_.resize(B * c.n_embd);
@@ -364,16 +365,18 @@ void CpuBackend::experts(const LayerWeights& L, const ExpertSpec& spec) {
     // _each (blocks of 3 prefills alternating, 10 rounds): 32 tokens +2% Q8_0
     // and +11% Q4_0, 64 tokens +1..7% and +5..8%, 128 tokens -2% and +4%,
     // 256 tokens -9% and -5%.
-    // The clamped, biased experts take the plain path (the fused ones know no biases).
-    if (!activations_ && spec.act == FfnAct::Swiglu && n * U <= n_batch_ &&
+    // The clamped, biased experts and the weighted inputs take the plain
+    // path (the fused ones know neither).
+    if (!activations_ && spec.act == FfnAct::Swiglu && !spec.weight_before && n * U <= n_batch_ &&
         (n <= 8 || n * U <= kFusedRowsPerExpert * E))
         experts_small(L, n);
-    else experts_each(L, n);
+    else experts_each(L, n, spec.weight_before);
     std::fill(tmp_.begin(), tmp_.begin() + n * d, 0.0f);
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < U; ++k)
             if (route_ids_[t * U + k] >= 0)
-                ops::axpy(route_w_[t * U + k], expert_out_.data() + (t * U + k) * d, tmp_.data() + t * d, d);
+                ops::axpy(spec.weight_before ? 1.0f : route_w_[t * U + k], expert_out_.data() + (t * U + k) * d,
+                          tmp_.data() + t * d, d);
 }
 
 void CpuBackend::shared_expert(const LayerWeights& L) {

@@ -141,10 +141,18 @@ private:
     // next_g: the KV head this thread attends with next (-1: none); asked: g's first pieces were asked for.
     void attention_kv_group(const LayerWeights& L, const AttentionSpec& spec, int64_t g, kv::KvCache::Row row,
                             float* scores, int64_t next_g, bool asked);
+    struct Heads {
+        float* x;       // the first head's row
+        int64_t n;      // heads
+        int64_t first;  // its element in the token's projection (where its biases start)
+    };
+    void qk_heads(const LayerWeights& L, const AttentionSpec& spec, int64_t t, Heads q, Heads k, float* v,
+                  bool with_biases_and_norms);
 
     // --- routed experts (cpu_experts.cpp) ---
     struct ReadyExpert;
-    void experts_each(const LayerWeights& L, int64_t n);
+    // weight_before: each row of input times its router weight (ExpertSpec::weight_before).
+    void experts_each(const LayerWeights& L, int64_t n, bool weight_before = false);
     // A MoE layer with few tokens: the ready experts' gate/up in one region, their downs in another.
     void experts_small(const LayerWeights& L, int64_t n);
     bool experts_fused(const LayerWeights& L, int64_t n);
@@ -182,6 +190,7 @@ private:
     ExpertProvider* provider_ = nullptr;
     int64_t n_used_ = 0;
     std::vector<float> rope_cs_;  // per token of the step: its position's RoPE cos/sin table
+    std::vector<float> ones_;     // head_dim ones: the weight of a weightless norm
     std::vector<uint8_t> resident_mask_;
 
     // Scratch, sized once.

@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/ref/ops_ref.h"
 #include "model/cpu_backend.h"
 #include "model/expert_provider.h"
 
@@ -19,7 +20,7 @@ bool same_shape(const Matrix& a, const Matrix& b) {
 }
 }  // namespace
 
-void CpuBackend::experts_each(const LayerWeights& L, int64_t n) {
+void CpuBackend::experts_each(const LayerWeights& L, int64_t n, bool weight_before) {
     const int64_t d = cfg_.n_embd;
     const int64_t U = n_used_;
     FfnMatrices mats;
@@ -29,6 +30,7 @@ void CpuBackend::experts_each(const LayerWeights& L, int64_t n) {
         for (int64_t i = 0; i < m; ++i) {
             const int64_t t = slots[i] / U;
             std::copy(h_.begin() + t * d, h_.begin() + (t + 1) * d, xe_.begin() + i * d);
+            if (weight_before) kernels::ref::scale_rows(xe_.data() + i * d, d, &route_w_[static_cast<size_t>(slots[i])], 1, d);
         }
         observed_expert_ = e;
         const ExpertBias bias = expert_bias(L, e);

@@ -136,6 +136,55 @@ int64_t copy_vocab(const std::string& path, gguf::Writer& w) {
     return n;
 }
 
+// What the architecture's files hold beyond the common decoder, as
+// llama.cpp's loader for it expects them.
+struct Layout {
+    bool mla = false;          // deepseek2: latent attention
+    bool oss = false;          // gpt-oss: sinks, biases everywhere, a sliding window
+    int64_t head_dim = 0;      // key and value length per head
+    int64_t rot = 0;           // rotated dims of each head
+    bool key_length = false;   // the file states attention.key_length/value_length
+    bool qkv_bias = false;     // qwen2moe, glm4moe
+    QkNorm qk_norm = QkNorm::None;
+    bool select_bias = false;  // a router selection bias (exp_probs_b)
+    bool sigmoid = false;      // expert_gating_func 2
+    bool weights_keys = false; // expert_weights_norm and _scale stated (deepseek2, glm4moe)
+    int64_t shared_width = 0;  // the shared expert's width (0: none)
+    bool shared_gate = false;  // qwen2moe: its sigmoid gate
+    const char* ffn_norm = "ffn_norm.weight";
+    bool llama4 = false;       // MoE every moe_step layers, rope_freqs
+    bool routes_experts(const MakeModelSpec& spec, int64_t il) const {
+        if (spec.experts == 0) return false;
+        return llama4 ? (il + 1) % spec.moe_step == 0 : il >= spec.dense_layers;
+    }
+};
+
+// Architectures whose RoPE covers part of each head by default (half).
+bool partial_rope(const std::string& arch) { return arch == "glm4moe" || arch == "minimax-m2"; }
+
+Layout layout_of(const MakeModelSpec& spec) {
+    const ArchTraits* traits = find_arch(spec.arch);
+    const std::string& a = spec.arch;
+    Layout l;
+    l.mla = a == "deepseek2";
+    l.oss = a == "gpt-oss";
+    l.head_dim = spec.head_dim > 0 ? spec.head_dim : spec.dim / spec.heads;
+    l.rot = spec.rope_dim > 0 ? spec.rope_dim : (l.mla || partial_rope(a)) ? l.head_dim / 2 : l.head_dim;
+    l.key_length = l.oss || l.mla || l.head_dim != spec.dim / spec.heads;
+    l.qkv_bias = a == "qwen2moe" || a == "glm4moe";
+    l.qk_norm = traits->qk_norm_optional && !spec.qk_norm ? QkNorm::None : traits->qk_norm;
+    l.sigmoid = (l.mla && spec.gating == "sigmoid") || a == "glm4moe" || a == "minimax-m2";
+    l.select_bias = l.sigmoid || a == "ernie4_5-moe";
+    l.weights_keys = l.mla || a == "glm4moe";
+    if (l.mla || a == "glm4moe") l.shared_width = spec.shared_experts * spec.expert_ff;
+    if (a == "qwen2moe" || a == "ernie4_5-moe") l.shared_width = spec.shared_ff;
+    l.shared_gate = a == "qwen2moe";
+    l.llama4 = a == "llama4";
+    if (l.llama4) l.shared_width = spec.expert_ff;
+    l.ffn_norm = traits->ffn_norm_tensor;
+    return l;
+}
+
 }  // namespace
 
 std::string MakeModelSpec::validate() const {
@@ -150,20 +199,35 @@ std::string MakeModelSpec::validate() const {
     for (const std::string& e : {pos(layers, "--layers", 1024), pos(dim, "--dim", 65536), pos(heads, "--heads", 1024),
                                  pos(kv_heads, "--kv-heads", 1024), pos(ctx, "--ctx", 1 << 20)})
         if (!e.empty()) return e;
-    if (dim % heads != 0) return "--dim " + std::to_string(dim) + " is not a multiple of --heads " + std::to_string(heads);
+    if (head_dim < 0 || head_dim > 4096) return "--head-dim must be between 0 and 4096";
+    if (head_dim == 0 && dim % heads != 0)
+        return "--dim " + std::to_string(dim) + " is not a multiple of --heads " + std::to_string(heads) + " (or give --head-dim)";
     if (heads % kv_heads != 0) return "--heads " + std::to_string(heads) + " is not a multiple of --kv-heads " + std::to_string(kv_heads);
-    if ((dim / heads) % 2 != 0) return "head dimension " + std::to_string(dim / heads) + " must be even (RoPE rotates pairs)";
+    const int64_t hd = head_dim > 0 ? head_dim : dim / heads;
+    if (hd % 2 != 0) return "head dimension " + std::to_string(hd) + " must be even (RoPE rotates pairs)";
+    if (head_dim > 0 && (arch == "deepseek2" || arch == "gpt-oss"))
+        return "--head-dim is for per-head attention other than deepseek2's and gpt-oss's";
     if (experts < 0 || experts > 1024) return "--experts must be between 0 and 1024";
     if (experts > 0 && (used < 1 || used > experts)) return "--used must be between 1 and --experts (" + std::to_string(experts) + ")";
     if (experts > 0 && expert_ff < 1) return "--expert-ff must be positive";
     if (experts == 0 && arch != "llama") return "a dense model (--experts 0) needs --arch llama";
     if (dense_layers < 0 || dense_layers > layers) return "--dense-layers must be between 0 and --layers";
     if (shared_ff < 0) return "--shared-ff must not be negative";
-    if (shared_ff > 0 && arch != "qwen2moe") return "--shared-ff (a shared expert) needs --arch qwen2moe";
-    if (arch == "gpt-oss") {
-        if (experts == 0 || dense_layers > 0) return "a gpt-oss model has experts in every layer (--experts, no --dense-layers)";
-        if (sliding_window < 1) return "--sliding-window must be positive";
+    if (shared_ff > 0 && arch != "qwen2moe" && arch != "ernie4_5-moe")
+        return "--shared-ff (a shared expert) needs --arch qwen2moe or ernie4_5-moe";
+    if ((arch == "gpt-oss" || arch == "minimax-m2") && (experts == 0 || dense_layers > 0))
+        return "a " + arch + " model has experts in every layer (--experts, no --dense-layers)";
+    if (arch == "gpt-oss" && sliding_window < 1) return "--sliding-window must be positive";
+    if (arch == "llama4") {
+        if (experts == 0 || dense_layers > 0 || moe_step < 1 || moe_step > layers)
+            return "a llama4 model routes experts on every --moe-step-th layer (1..--layers; no --dense-layers)";
+        if (rope_dim > 0 && rope_dim != (head_dim > 0 ? head_dim : dim / heads)) return "llama4 rotates whole heads (no --rope-dim)";
+    } else if (moe_step != 1) {
+        return "--moe-step needs --arch llama4";
     }
+    if (arch == "minimax-m2" && ff > 0 && ff != expert_ff)
+        return "a minimax-m2 model's experts are feed_forward_length wide: give --expert-ff alone";
+    if (qk_norm && !t->qk_norm_optional) return "--qk-norm is for glm4moe (the others have their Q/K norms or none)";
     if (expert_type_set) {
         const kernels::TypeTraits* et = kernels::type_traits(expert_type);
         if (!et || !kernels::has_kernels(expert_type)) return "--expert-type is not supported";
@@ -171,29 +235,35 @@ std::string MakeModelSpec::validate() const {
             return std::string("--dim and --expert-ff must be multiples of ") + std::to_string(et->block_elems) +
                    ", the block size of the expert type " + et->name;
     }
-    if (arch == "deepseek2") {
-        const int64_t key = dim / heads, rot = rope_dim > 0 ? rope_dim : key / 2;
-        if (rot % 2 != 0 || rot >= key)
-            return "--rope-dim " + std::to_string(rot) + " must be even and below the key length " + std::to_string(key);
+    const bool deepseek = arch == "deepseek2", glm = arch == "glm4moe";
+    if (rope_dim > 0 && (rope_dim % 2 != 0 || rope_dim > hd || (deepseek && rope_dim >= hd)))
+        return "--rope-dim " + std::to_string(rope_dim) + " must be even and " + (deepseek ? "below" : "at most") +
+               " the head dimension " + std::to_string(hd);
+    if (arch == "ernie4_5-moe" && rope_dim > 0 && rope_dim != hd) return "ernie4_5-moe rotates whole heads (no --rope-dim)";
+    if ((deepseek || glm) && experts == 0) return "a " + arch + " model needs experts (--experts)";
+    if (deepseek) {
         if (kv_lora < 1 || q_lora < 0) return "--kv-lora must be positive and --q-lora not negative";
         if (gating != "softmax" && gating != "sigmoid") return "--gating must be softmax or sigmoid";
-        if (experts == 0) return "a deepseek2 model needs experts (--experts)";
         if (expert_groups > 1 && (experts % expert_groups != 0 || groups_used < 1 || groups_used > expert_groups ||
                                   groups_used * (experts / expert_groups) < used))
             return "--expert-groups must divide --experts, and --groups-used groups must hold the --used experts";
-    } else if (q_lora > 0 || shared_experts > 0 || gating != "softmax" || expert_groups > 0) {
-        return "--q-lora, --shared-experts, --gating and --expert-groups need --arch deepseek2";
+    } else if (q_lora > 0 || gating != "softmax" || expert_groups > 0) {
+        return "--q-lora, --gating and --expert-groups need --arch deepseek2";
     }
+    if (shared_experts > 0 && !deepseek && !glm) return "--shared-experts needs --arch deepseek2 or glm4moe";
+    if ((weights_norm || weights_scale != 1.0f) && !deepseek && !glm)
+        return "--weights-norm and --weights-scale need --arch deepseek2 or glm4moe";
     if (yarn_factor != 0.0f && !(yarn_factor > 1.0f)) return "--yarn-factor must be above 1 (or 0: none)";
     if (vocab_from.empty() && (vocab < 260 || vocab > kMaxSyntheticVocab))
         return "--vocab must be between 260 and " + std::to_string(kMaxSyntheticVocab) +
                " (the synthetic vocabulary has no more distinct pieces; --vocab-from copies a larger one)";
     const int64_t be = tr->block_elems;
     const int64_t eff_ff = ff > 0 ? ff : 4 * dim;
-    const bool mla = arch == "deepseek2";
+    const int64_t q_dim = heads * hd;
     for (auto [v, what] : {std::pair<int64_t, const char*>{dim, "--dim"}, {eff_ff, "--ff"},
                            {experts > 0 ? expert_ff : be, "--expert-ff"}, {shared_ff > 0 ? shared_ff : be, "--shared-ff"},
-                           {mla ? kv_lora : be, "--kv-lora"}, {mla && q_lora > 0 ? q_lora : be, "--q-lora"}}) {
+                           {deepseek ? kv_lora : be, "--kv-lora"}, {deepseek && q_lora > 0 ? q_lora : be, "--q-lora"},
+                           {q_dim, "--heads x --head-dim"}}) {
         if (v % be != 0) {
             return std::string(what) + " " + std::to_string(v) + " is not a multiple of " + std::to_string(be) +
                    ", the block size of " + tr->name + " (rows of each matrix must hold whole blocks)";
@@ -208,9 +278,11 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     cpu::ThreadPool pool(std::max(1, threads));
     gguf::Writer w;
     const std::string a = spec.arch + ".";
-    const int64_t head_dim = spec.dim / spec.heads;
+    const Layout l = layout_of(spec);
+    const int64_t head_dim = l.head_dim;
     const int64_t ff = spec.ff > 0 ? spec.ff : 4 * spec.dim;
     const bool moe = spec.experts > 0;
+    const bool mla = l.mla, oss = l.oss;
 
     w.set("general.architecture", gguf::Value::make_string(spec.arch));
     w.set("general.name", gguf::Value::make_string("strata-random-" + spec.arch));
@@ -218,20 +290,19 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     w.set(a + "context_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.ctx)));
     w.set(a + "embedding_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.dim)));
     w.set(a + "block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.layers)));
-    // llama.cpp sizes llama (Mixtral) and olmoe experts by feed_forward_length,
-    // so all-MoE models of those architectures state the expert width there;
-    // models that mix dense and MoE layers (a Strata extension for these
-    // architectures) state the dense width.
-    const bool ff_is_expert_width = moe && spec.dense_layers == 0 && (spec.arch == "llama" || spec.arch == "olmoe");
+    // llama.cpp sizes llama (Mixtral), olmoe and minimax-m2 experts by
+    // feed_forward_length, so all-MoE models of those architectures state the
+    // expert width there; models that mix dense and MoE layers (a Strata
+    // extension for llama and olmoe) state the dense width.
+    const bool ff_is_expert_width = moe && spec.dense_layers == 0 &&
+                                    (spec.arch == "llama" || spec.arch == "olmoe" || spec.arch == "minimax-m2");
     w.set(a + "feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(ff_is_expert_width ? spec.expert_ff : ff)));
     w.set(a + "attention.head_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.heads)));
     // deepseek2 states every head as a KV head (MLA has no KV heads of its own).
-    w.set(a + "attention.head_count_kv",
-          gguf::Value::make_u32(static_cast<uint32_t>(spec.arch == "deepseek2" ? spec.heads : spec.kv_heads)));
+    w.set(a + "attention.head_count_kv", gguf::Value::make_u32(static_cast<uint32_t>(mla ? spec.heads : spec.kv_heads)));
     w.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::make_f32(1e-5f));
     w.set(a + "rope.freq_base", gguf::Value::make_f32(10000.0f));
-    const bool mla = spec.arch == "deepseek2";
-    const int64_t rot = mla ? (spec.rope_dim > 0 ? spec.rope_dim : head_dim / 2) : head_dim;
+    const int64_t rot = l.rot;
     w.set(a + "rope.dimension_count", gguf::Value::make_u32(static_cast<uint32_t>(rot)));
     if (spec.yarn_factor > 0.0f) {
         w.set(a + "rope.scaling.type", gguf::Value::make_string("yarn"));
@@ -240,35 +311,37 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     }
     // llama.cpp reads deepseek2's multiplier whether or not the file scales RoPE.
     if (mla) w.set(a + "rope.scaling.yarn_log_multiplier", gguf::Value::make_f32(spec.yarn_log_mul));
-    if (mla) {
-        // DeepSeek-V2's layout: keys of head_dim (rot of them rotated), values of head_dim.
+    if (l.key_length) {
+        // deepseek2 (V2's layout): keys of head_dim (rot of them rotated), values of head_dim.
         w.set(a + "attention.key_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
         w.set(a + "attention.value_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
+    }
+    if (mla) {
         w.set(a + "attention.kv_lora_rank", gguf::Value::make_u32(static_cast<uint32_t>(spec.kv_lora)));
         if (spec.q_lora > 0) w.set(a + "attention.q_lora_rank", gguf::Value::make_u32(static_cast<uint32_t>(spec.q_lora)));
+    }
+    if (mla || spec.arch == "glm4moe")
         w.set(a + "expert_shared_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.shared_experts)));
-        w.set(a + "expert_gating_func", gguf::Value::make_u32(spec.gating == "sigmoid" ? 2 : 1));
+    if (mla || l.sigmoid) w.set(a + "expert_gating_func", gguf::Value::make_u32(l.sigmoid ? 2 : 1));
+    if (l.weights_keys) {
         w.set(a + "expert_weights_norm", gguf::Value::make_bool(spec.weights_norm));
         w.set(a + "expert_weights_scale", gguf::Value::make_f32(spec.weights_scale));
-        if (spec.expert_groups > 1) {
-            w.set(a + "expert_group_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.expert_groups)));
-            w.set(a + "expert_group_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.groups_used)));
-        }
     }
-    const bool oss = spec.arch == "gpt-oss";
-    if (oss) {
-        // llama.cpp's gpt-oss reads the head length and the window; every other layer slides.
-        w.set(a + "attention.key_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
-        w.set(a + "attention.value_length", gguf::Value::make_u32(static_cast<uint32_t>(head_dim)));
-        w.set(a + "attention.sliding_window", gguf::Value::make_u32(static_cast<uint32_t>(spec.sliding_window)));
+    if (mla && spec.expert_groups > 1) {
+        w.set(a + "expert_group_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.expert_groups)));
+        w.set(a + "expert_group_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.groups_used)));
     }
+    // llama.cpp's gpt-oss reads the window; every other layer slides.
+    if (oss) w.set(a + "attention.sliding_window", gguf::Value::make_u32(static_cast<uint32_t>(spec.sliding_window)));
+    if (spec.arch == "ernie4_5-moe" || l.llama4)
+        w.set(a + "interleave_moe_layer_step", gguf::Value::make_u32(static_cast<uint32_t>(l.llama4 ? spec.moe_step : 1)));
     if (moe) {
         w.set(a + "expert_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.experts)));
         w.set(a + "expert_used_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.used)));
         w.set(a + "expert_feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.expert_ff)));
         if (spec.shared_ff > 0)
             w.set(a + "expert_shared_feed_forward_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.shared_ff)));
-        if (spec.dense_layers > 0)
+        if (spec.dense_layers > 0 || spec.arch == "glm4moe" || spec.arch == "ernie4_5-moe")
             w.set(a + "leading_dense_block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.dense_layers)));
     }
     const int64_t n_vocab = spec.vocab_from.empty() ? spec.vocab : copy_vocab(spec.vocab_from, w);
@@ -279,7 +352,8 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     b.matrix("token_embd.weight", spec.dim, n_vocab, 1, t);
     b.vector("output_norm.weight", spec.dim, 1.0f, 0.1f);
     b.matrix("output.weight", spec.dim, n_vocab, 1, t);
-    const ArchTraits* traits = find_arch(spec.arch);
+    // Llama 4's per-pair RoPE divisors (1 for the fast pairs up to 8 for the slow, in the real files).
+    if (l.llama4) b.vector("rope_freqs.weight", rot / 2, 2.0f, 1.0f);
     const int64_t q_dim = spec.heads * head_dim;
     const int64_t kv_dim = spec.kv_heads * head_dim;
     for (int64_t i = 0; i < spec.layers; ++i) {
@@ -310,21 +384,21 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.matrix(p + "attn_k.weight", spec.dim, kv_dim, 1, t);
             b.matrix(p + "attn_v.weight", spec.dim, kv_dim, 1, t);
         }
-        if (spec.arch == "qwen2moe") {
+        if (l.qkv_bias) {
             b.vector(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
             b.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
             b.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
         }
-        if (traits->qk_norm == QkNorm::PerHead) {
+        if (l.qk_norm == QkNorm::PerHead) {
             b.vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
             b.vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
-        } else if (traits->qk_norm == QkNorm::WholeProjection) {
+        } else if (l.qk_norm == QkNorm::WholeProjection) {
             b.vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f);
             b.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f);
         }
         if (!mla) b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
-        b.vector(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.dim, 1.0f, 0.1f);
-        if (!moe || i < spec.dense_layers) {
+        b.vector(p + l.ffn_norm, spec.dim, 1.0f, 0.1f);
+        if (!l.routes_experts(spec, i)) {
             b.matrix(p + "ffn_gate.weight", spec.dim, ff, 1, t);
             b.matrix(p + "ffn_up.weight", spec.dim, ff, 1, t);
             b.matrix(p + "ffn_down.weight", ff, spec.dim, 1, t);
@@ -345,18 +419,12 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.matrix(p + "ffn_up_exps.bias", spec.expert_ff, spec.experts, 1, WeightType::F32, 0.5f);
             b.matrix(p + "ffn_down_exps.bias", spec.dim, spec.experts, 1, WeightType::F32, 0.5f);
         }
-        if (mla && spec.gating == "sigmoid") b.vector(p + "exp_probs_b.bias", spec.experts, 0.0f, 0.05f);
-        if (mla && spec.shared_experts > 0) {
-            const int64_t sff = spec.shared_experts * spec.expert_ff;
-            b.matrix(p + "ffn_gate_shexp.weight", spec.dim, sff, 1, t);
-            b.matrix(p + "ffn_up_shexp.weight", spec.dim, sff, 1, t);
-            b.matrix(p + "ffn_down_shexp.weight", sff, spec.dim, 1, t);
-        }
-        if (spec.shared_ff > 0) {
-            b.vector(p + "ffn_gate_inp_shexp.weight", spec.dim, 0.0f, 0.1f);
-            b.matrix(p + "ffn_gate_shexp.weight", spec.dim, spec.shared_ff, 1, t);
-            b.matrix(p + "ffn_up_shexp.weight", spec.dim, spec.shared_ff, 1, t);
-            b.matrix(p + "ffn_down_shexp.weight", spec.shared_ff, spec.dim, 1, t);
+        if (l.select_bias) b.vector(p + "exp_probs_b.bias", spec.experts, 0.0f, 0.05f);
+        if (l.shared_width > 0) {
+            if (l.shared_gate) b.vector(p + "ffn_gate_inp_shexp.weight", spec.dim, 0.0f, 0.1f);
+            b.matrix(p + "ffn_gate_shexp.weight", spec.dim, l.shared_width, 1, t);
+            b.matrix(p + "ffn_up_shexp.weight", spec.dim, l.shared_width, 1, t);
+            b.matrix(p + "ffn_down_shexp.weight", l.shared_width, spec.dim, 1, t);
         }
     }
     w.write(path);

@@ -15,17 +15,19 @@ namespace strata::model {
 constexpr int64_t kMaxSyntheticVocab = 3 + 256 + 1 + 2 * 26 + 2 * 26 * 26 + 2 * 26 * 26 * 26;
 
 struct MakeModelSpec {
-    std::string arch = "llama";   // llama | qwen2moe | qwen3moe | olmoe | deepseek2 | gpt-oss
+    std::string arch = "llama";   // any of supported_arch_names()
     int64_t layers = 4;
     int64_t dim = 256;
     int64_t heads = 8;
     int64_t kv_heads = 4;
+    int64_t head_dim = 0;         // key/value length per head (0: dim / heads)
     int64_t experts = 8;          // 0: a dense model (llama only)
     int64_t used = 2;
     int64_t expert_ff = 512;
     int64_t dense_layers = 0;     // leading layers with a dense FFN
+    int64_t moe_step = 1;         // llama4: every moe_step-th layer routes experts, the others are dense
     int64_t ff = 0;               // dense FFN width (0: 4 * dim rounded to the type's block)
-    int64_t shared_ff = 0;        // qwen2moe shared expert width (0: none)
+    int64_t shared_ff = 0;        // qwen2moe, ernie4_5-moe: the shared expert's width (0: none)
     int64_t ctx = 2048;
     int64_t vocab = 512;          // synthetic vocabulary size when vocab_from is empty
     std::string vocab_from;       // copy the tokenizer of this GGUF file
@@ -33,11 +35,14 @@ struct MakeModelSpec {
     // rotated) and a value of dim/heads; the compressed KV has kv_lora dims.
     int64_t q_lora = 0;           // 0: a plain attn_q
     int64_t kv_lora = 64;
-    int64_t rope_dim = 0;         // 0: half the key length
-    int64_t shared_experts = 0;   // deepseek2 shared experts (expert_ff wide each, no gate)
+    // Rotated dims of each head; 0: half the key length (deepseek2, glm4moe,
+    // minimax-m2), else all of it.
+    int64_t rope_dim = 0;
+    int64_t shared_experts = 0;   // deepseek2, glm4moe: shared experts (expert_ff wide each, no gate)
     std::string gating = "softmax";  // deepseek2: softmax (V2) | sigmoid (V3, with exp_probs_b)
-    bool weights_norm = false;    // deepseek2: renormalise the top-k weights
-    float weights_scale = 1.0f;   // deepseek2: expert_weights_scale
+    bool weights_norm = false;    // deepseek2, glm4moe: renormalise the top-k weights
+    float weights_scale = 1.0f;   // deepseek2, glm4moe: expert_weights_scale
+    bool qk_norm = false;         // glm4moe: per-head Q/K norms (GLM-4.5 has them, Air not)
     int64_t expert_groups = 0;    // deepseek2 group-limited routing (0: none)
     int64_t groups_used = 0;
     float yarn_factor = 0.0f;     // YaRN rope scaling (0: none), over the original context `ctx`

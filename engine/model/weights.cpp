@@ -174,14 +174,17 @@ void bind_attention(const Binder& b, const ModelConfig& c, LayerWeights& L, int6
     switch (c.traits.qk_norm) {
         case QkNorm::None: break;
         case QkNorm::PerHead:
-            L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), c.head_dim);
-            L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), c.head_dim);
+            L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), c.head_dim, !c.traits.qk_norm_optional);
+            L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), c.head_dim, !c.traits.qk_norm_optional);
             break;
         case QkNorm::WholeProjection:
-            L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), q_dim);
-            L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), kv_dim);
+            L.q_norm = b.vector(blk(i, "attn_q_norm.weight"), q_dim, !c.traits.qk_norm_optional);
+            L.k_norm = b.vector(blk(i, "attn_k_norm.weight"), kv_dim, !c.traits.qk_norm_optional);
             break;
     }
+    if (L.q_norm.empty() != L.k_norm.empty())
+        b.fail(blk(i, L.q_norm.empty() ? "attn_q_norm.weight" : "attn_k_norm.weight"),
+               "missing from the file, which has the other of the Q/K norms");
 }
 
 // DeepSeek's multi-head latent attention; attn_kv_b also as f32, split per
@@ -266,10 +269,23 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
                                                       " has a router but leading_dense_block_count is " +
                                                       std::to_string(c.leading_dense_blocks));
         }
+        if (c.traits.routes_experts && c.traits.routes_experts(c, i) != has_router) {
+            b.fail(blk(i, "ffn_gate_inp.weight"),
+                   has_router ? "present, but layer " + std::to_string(i) + " of a " + c.arch_name + " file is a dense layer"
+                              : "missing from the file (layer " + std::to_string(i) + " of a " + c.arch_name +
+                                    " file routes experts)");
+        }
+        if (!has_router && c.leading_dense_stated && c.n_expert > 0 && i >= c.leading_dense_blocks) {
+            b.fail(blk(i, "ffn_gate_inp.weight"), "missing from the file (layer " + std::to_string(i) +
+                                                      " comes after the leading_dense_block_count " +
+                                                      std::to_string(c.leading_dense_blocks) + " dense layers, so it routes experts)");
+        }
         if (!has_router) {
             if (c.n_ff <= 0) {
                 const gguf::TensorInfo* g = f.tensor(blk(i, "ffn_gate.weight"));
-                if (!g) b.fail(blk(i, "ffn_gate.weight"), "missing from the file (layer has neither a router nor a dense FFN)");
+                if (!g)
+                    b.fail(blk(i, "ffn_gate.weight"), "missing from the file (the layer has neither a dense FFN nor a router, " +
+                                                          blk(i, "ffn_gate_inp.weight") + ")");
                 c.n_ff = g->ne[1];
             }
             L.ffn = FfnKind::Dense;
@@ -283,7 +299,7 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         }
         L.ffn = FfnKind::Moe;
         L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
-        L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, false);
+        L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, c.traits.router_select_bias_required);
         L.router_bias = b.vector(blk(i, "ffn_gate_inp.bias"), c.n_expert, c.traits.router_bias);
         const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
         if (ge) {

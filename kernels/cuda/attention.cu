@@ -24,7 +24,8 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
                                        int64_t head_dim, const float* k, const float* v, int64_t block_tokens,
                                        int64_t block_stride, int64_t head_stride, const int32_t* tables,
                                        const int32_t* table_offset, const int32_t* n_keys, float scale,
-                                       const float* sinks, int64_t window, float* out, int64_t out_stride) {
+                                       const float* sinks, int64_t window, int64_t chunk, float* out,
+                                       int64_t out_stride) {
     const int64_t head = blockIdx.x;
     const int64_t t = blockIdx.y;
     const int lane = threadIdx.x & (kWarp - 1);
@@ -33,7 +34,8 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
     const float* qh = q + t * q_stride + head * head_dim;
     const int32_t* table = tables + table_offset[t];
     const int64_t keys = n_keys[t];
-    const int64_t first = window > 0 && keys > window ? keys - window : 0;  // a sliding window's oldest key
+    int64_t first = window > 0 && keys > window ? keys - window : 0;  // a sliding window's oldest key
+    if (chunk > 0 && (keys - 1) / chunk * chunk > first) first = (keys - 1) / chunk * chunk;  // its chunk's first key
 
     float qv[kPerLane], acc[kPerLane];
 #pragma unroll
@@ -102,16 +104,17 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
 int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
                     int64_t head_dim, const float* k, const float* v, int64_t block_tokens, int64_t block_stride,
                     int64_t head_stride, const int32_t* tables, const int32_t* table_offset, const int32_t* n_keys,
-                    float scale, const float* sinks, int64_t window, float* out, int64_t out_stride, Stream stream) {
+                    float scale, const float* sinks, int64_t window, int64_t chunk, float* out, int64_t out_stride,
+                    Stream stream) {
     if (n_tokens <= 0) return 0;
     if (head_dim <= 0 || head_dim > kMaxHeadDim || n_head_kv <= 0 || n_head % n_head_kv != 0 || n_tokens > 65535 ||
-        block_tokens <= 0 || window < 0)
+        block_tokens <= 0 || window < 0 || chunk < 0)
         return static_cast<int>(cudaErrorInvalidValue);
     const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(n_tokens));
     attention_paged_kernel<<<grid, kWarps * kWarp, 0, stream>>>(q, q_stride, n_head, n_head_kv, head_dim, k, v,
                                                                 block_tokens, block_stride, head_stride, tables,
-                                                                table_offset, n_keys, scale, sinks, window, out,
-                                                                out_stride);
+                                                                table_offset, n_keys, scale, sinks, window, chunk,
+                                                                out, out_stride);
     return detail::launched();
 }
 

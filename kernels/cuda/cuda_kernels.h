@@ -77,6 +77,9 @@ int add_bias(float* y, int64_t stride, const float* b, int64_t rows, int64_t col
 // y[r * cols ..] += g[r] * x[r * cols ..], g[r] = sigmoid(gate_logits[r]) (1
 // when gate_logits is null): the shared expert's gated add.
 int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t cols, float* y, Stream stream);
+// x[r * stride + c] *= f[r] for r < rows, c < cols: ref::scale_rows (a
+// query's temperature, an expert's input weighted before its FFN).
+int scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols, Stream stream);
 
 // Stores n tokens' keys and values (rows of n_head_kv * head_dim, k_stride
 // and v_stride apart) into a paged pool: token t's head h goes to
@@ -100,12 +103,15 @@ int router_topk(float* logits, int64_t stride, int64_t n_tokens, int64_t n_exper
 // table starts at tables + table_offset[t]:
 //   out[t * out_stride + j * head_dim ..] = softmax(q . K * scale) . V
 // head_dim at most 256. A sliding window (window > 0) keeps the last
-// `window` of a token's keys; sinks (one logit per query head, or null) add
-// exp(sinks[j]) to the softmax's denominator, as ops::softmax_sink (gpt-oss).
+// `window` of a token's keys, chunked attention (chunk > 0) those of its own
+// chunk of `chunk` positions (from (n_keys[t] - 1) / chunk * chunk); sinks
+// (one logit per query head, or null) add exp(sinks[j]) to the softmax's
+// denominator, as ops::softmax_sink (gpt-oss).
 int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
                      int64_t head_dim, const float* k, const float* v, int64_t block_tokens, int64_t block_stride,
                      int64_t head_stride, const int32_t* tables, const int32_t* table_offset, const int32_t* n_keys,
-                     float scale, const float* sinks, int64_t window, float* out, int64_t out_stride, Stream stream);
+                     float scale, const float* sinks, int64_t window, int64_t chunk, float* out, int64_t out_stride,
+                     Stream stream);
 
 // DeepSeek-V3's scored router for each of n_tokens rows of n_expert logits
 // (stride apart): ref::router_scored per row (no `allowed` mask), the

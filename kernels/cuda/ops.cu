@@ -94,6 +94,15 @@ __global__ void gated_add_kernel(const float* x, const float* gate_logits, int64
     }
 }
 
+__global__ void scale_rows_kernel(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols) {
+    const int64_t total = rows * cols;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = i / cols;
+        x[r * stride + i % cols] *= f[r];
+    }
+}
+
 __global__ void kv_store_kernel(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t n,
                                 int64_t n_head_kv, int64_t head_dim, float* k_pool, float* v_pool,
                                 int64_t block_stride, int64_t head_stride, const int32_t* block, const int32_t* slot) {
@@ -336,6 +345,13 @@ int add_bias(float* y, int64_t stride, const float* b, int64_t rows, int64_t col
 int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t cols, float* y, Stream stream) {
     if (rows <= 0 || cols <= 0) return 0;
     gated_add_kernel<<<detail::blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(x, gate_logits, rows, cols, y);
+    return detail::launched();
+}
+
+int scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols, Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    if (stride < cols) return static_cast<int>(cudaErrorInvalidValue);
+    scale_rows_kernel<<<detail::blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(x, stride, f, rows, cols);
     return detail::launched();
 }
 

@@ -37,13 +37,14 @@ void swiglu(const float* g, const float* u, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
-void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs) {
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs, const float* freq_factors) {
     const int64_t half = n_rot / 2;
     for (int64_t i = 0; i < half; ++i) {
         // Same expression as ggml's rope_yarn without extrapolation mixing:
-        // theta = pos * base^(-2i/n_rot), scaled linearly.
+        // theta = pos * base^(-2i/n_rot) / factor, scaled linearly.
         const double theta = static_cast<double>(pos) * freq_scale *
-                             std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
+                             std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot) /
+                             (freq_factors ? static_cast<double>(freq_factors[i]) : 1.0);
         cs[2 * i] = static_cast<float>(std::cos(theta));
         cs[2 * i + 1] = static_cast<float>(std::sin(theta));
     }
@@ -60,11 +61,12 @@ void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, flo
 }
 
 void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
-                     float mscale, float* cs) {
+                     float mscale, float* cs, const float* freq_factors) {
     const int64_t half = n_rot / 2;
     for (int64_t i = 0; i < half; ++i) {
         const double extrap = static_cast<double>(pos) *
-                              std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
+                              std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot) /
+                              (freq_factors ? static_cast<double>(freq_factors[i]) : 1.0);
         const double interp = extrap * freq_scale;
         // ggml's rope_yarn_ramp at i0 = 2i: 1 below corr[0] (extrapolate), 0 above corr[1] (interpolate).
         const float y = (static_cast<float>(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
@@ -193,6 +195,11 @@ void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha
         const float b = std::clamp(u[i], -limit, limit);
         y[i] = a / (1.0f + std::exp(-alpha * a)) * (b + 1.0f);
     }
+}
+
+void scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) x[r * stride + c] *= f[r];
 }
 
 void mla_absorb_query(const float* q, int64_t n_tokens, int64_t n_head, int64_t key_len, int64_t n_rot,

@@ -24,7 +24,10 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t po
 // rope() in two steps, for callers that rotate many rows at one position:
 // the cos/sin table of a position (cs: n_rot floats, cos and sin of each
 // pair), then the rotation with it. rope() is exactly the two together.
-void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs);
+// freq_factors (n_rot / 2 floats, or null): each pair's angle divided by
+// its factor (Llama 3.1 and Llama 4's rope_freqs, as ggml's freq_factors).
+void rope_table(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float* cs,
+                const float* freq_factors = nullptr);
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox);
 // YaRN (as ggml's rope_yarn): the pairs between the correction dims blend
 // interpolated (theta * freq_scale) and extrapolated angles by a linear ramp
@@ -33,7 +36,7 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, cons
 // give rope_table's angles (computed the same way).
 void rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]);
 void rope_table_yarn(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, float ext_factor, const float corr[2],
-                     float mscale, float* cs);
+                     float mscale, float* cs, const float* freq_factors = nullptr);
 
 
 // Float dot product, accumulated in float with 8 independent lanes (the order
@@ -84,6 +87,10 @@ void round_q8_0(float* x, int64_t n);
 // gpt-oss's clamped SwiGLU: y = g' * sigmoid(alpha * g') * (u' + 1) with
 // g' = min(g, limit), u' = clamp(u, -limit, limit).
 void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit);
+
+// x[r * stride + c] *= f[r] for r < rows, c < cols (a query's attention
+// temperature, an expert's input weighted before its FFN).
+void scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols);
 
 // Multi-head latent attention's query, per token and head: the no-RoPE part
 // of q (key_len - n_rot dims, then n_rot RoPE dims) taken into the latent

@@ -423,6 +423,7 @@ struct Paged {
     std::vector<int32_t> tables, offset, keys;
     int64_t pad = 0;
     int64_t window = 0;        // > 0: a sliding window of the last `window` keys
+    int64_t chunk = 0;         // > 0: chunked attention, the keys of the query's own chunk
     std::vector<float> sinks = {};  // one logit per query head, or none
 };
 
@@ -433,7 +434,9 @@ struct Paged {
 std::vector<float> attention_ref(const Paged& c, const std::vector<float>& kpool, const std::vector<float>& vpool,
                                  const float* qh, int64_t t, int64_t h, float scale) {
     const int64_t keys = c.keys[size_t(t)], hd = c.hd, g = h / (c.n_head / c.n_kv);
-    const int64_t first = c.window > 0 && keys > c.window ? keys - c.window : 0, m = keys - first;
+    int64_t first = c.window > 0 && keys > c.window ? keys - c.window : 0;
+    if (c.chunk > 0) first = std::max(first, (keys - 1) / c.chunk * c.chunk);
+    const int64_t m = keys - first;
     const int64_t head_stride = c.bt * hd, block_stride = c.n_kv * head_stride;
     std::vector<float> kk(static_cast<size_t>(m * hd)), vv(static_cast<size_t>(m * hd)), s(static_cast<size_t>(m)),
         o(static_cast<size_t>(hd), 0.0f);
@@ -466,11 +469,12 @@ QString check_attention(Dev& dev, std::mt19937& rng, const Paged& c) {
     const float scale = 1.0f / std::sqrt(float(hd));
     dev.ok(kc::attention_paged(dev.up(q), stride, tokens, c.n_head, c.n_kv, hd, dev.up(kpool), dev.up(vpool), c.bt,
                                block_stride, head_stride, dev.up(c.tables), dev.up(c.offset), dev.up(c.keys), scale,
-                               c.sinks.empty() ? nullptr : dev.up(c.sinks), c.window, out, stride, dev.stream.get()),
+                               c.sinks.empty() ? nullptr : dev.up(c.sinks), c.window, c.chunk, out, stride,
+                               dev.stream.get()),
            "attention_paged");
     const std::vector<float> got = dev.down(out, size_t(tokens * stride));
-    const QString shape = QStringLiteral("heads %1/%2 head_dim %3 block %4 window %5%6")
-                              .arg(c.n_head).arg(c.n_kv).arg(hd).arg(c.bt).arg(c.window)
+    const QString shape = QStringLiteral("heads %1/%2 head_dim %3 block %4 window %5 chunk %6%7")
+                              .arg(c.n_head).arg(c.n_kv).arg(hd).arg(c.bt).arg(c.window).arg(c.chunk)
                               .arg(c.sinks.empty() ? QString() : QStringLiteral(" sinks"));
     for (int64_t t = 0; t < tokens; ++t) {
         for (int64_t h = 0; h < c.n_head; ++h) {
@@ -733,6 +737,20 @@ private Q_SLOTS:
             }
     }
 
+    // Each row times its factor, the gaps between rows untouched.
+    void scale_rows_matches_reference() {
+        std::mt19937 rng(89);
+        Dev dev;
+        const int64_t rows = 7, cols = 45, stride = 48;
+        const std::vector<float> x = random_floats(rng, size_t(rows * stride)), f = random_floats(rng, size_t(rows), -3, 3);
+        float* dx = dev.up(x);
+        dev.ok(kc::scale_rows(dx, stride, dev.up(f), rows, cols, dev.stream.get()), "scale_rows");
+        std::vector<float> want = x;
+        kernels::ref::scale_rows(want.data(), stride, f.data(), rows, cols);
+        QVERIFY(dev.down(dx, x.size()) == want);
+        QCOMPARE(kc::scale_rows(dx, cols - 1, dev.up(f), rows, cols, dev.stream.get()) != 0, true);  // a stride narrower than a row: an error code, not a launch
+    }
+
     // The latent query and values of multi-head latent attention against the reference.
     void mla_query_and_values_match_reference() {
         std::mt19937 rng(83);
@@ -866,6 +884,14 @@ private Q_SLOTS:
                 CHECK_OK(check_attention(dev, rng, c));
             }
         }
+        // Llama 4's chunked attention: each query sees its own chunk's keys
+        // (chunks of 1, 7 and 16 over the 40 positions: some start mid-block).
+        c.window = 0;
+        c.sinks.clear();
+        for (int64_t chunk : {1, 7, 16}) {
+            c.chunk = chunk;
+            CHECK_OK(check_attention(dev, rng, c));
+        }
     }
 
     // ---- read_sum and errors -----------------------------------------------
@@ -882,7 +908,7 @@ private Q_SLOTS:
         Dev dev;
         // head_dim over the kernel's limit and an unknown type: error codes, not launches.
         QVERIFY(kc::attention_paged(nullptr, 0, 1, 1, 1, 512, nullptr, nullptr, 16, 0, 0, nullptr, nullptr, nullptr, 1.0f,
-                                    nullptr, 0, nullptr, 0, dev.stream.get()) != 0);
+                                    nullptr, 0, 0, nullptr, 0, dev.stream.get()) != 0);
         QVERIFY(kc::gemm_q(static_cast<kc::QType>(9), nullptr, 0, 1, 32, nullptr, 32, 1, nullptr, 1, dev.stream.get()) != 0);
         bool threw = false;
         try {

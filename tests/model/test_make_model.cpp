@@ -52,6 +52,23 @@ model::MakeModelSpec small_spec(const QString& arch) {
         s.ff = 128;
     }
     if (arch == "qwen2moe") s.shared_ff = 96;
+    if (arch == "glm4moe" || arch == "ernie4_5-moe") {
+        s.dense_layers = 1;
+        s.ff = 128;
+    }
+    if (arch == "glm4moe") {
+        s.head_dim = 32;  // q wider than dim, as GLM-4.5's
+        s.shared_experts = 1;
+        s.weights_norm = true;
+        s.weights_scale = 2.5f;
+    }
+    if (arch == "ernie4_5-moe") s.shared_ff = 96;
+    if (arch == "llama4") {
+        s.layers = 4;  // layer 3 without RoPE
+        s.moe_step = 2;
+        s.used = 1;
+        s.ff = 128;
+    }
     return s;
 }
 
@@ -64,7 +81,7 @@ private Q_SLOTS:
     void architectures_data() {
         QTest::addColumn<QString>("arch");
         QTest::addColumn<QString>("type");
-        for (const char* arch : {"llama", "qwen2moe", "qwen3moe", "olmoe"}) {
+        for (const char* arch : {"llama", "qwen2moe", "qwen3moe", "olmoe", "glm4moe", "minimax-m2", "ernie4_5-moe", "llama4"}) {
             QTest::newRow(qPrintable(QString(arch) + "-f32")) << arch << "f32";
         }
         for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"})
@@ -97,8 +114,14 @@ private Q_SLOTS:
         QCOMPARE(m->config().n_layer, spec.layers);
         int moe_layers = 0;
         for (const auto& L : m->weights().layers) moe_layers += L.ffn == model::FfnKind::Moe;
-        QCOMPARE(moe_layers, int(spec.layers - spec.dense_layers));
-        if (arch == "qwen2moe") QVERIFY(m->weights().layers[0].has_shared_expert());
+        QCOMPARE(moe_layers, int(arch == "llama4" ? spec.layers / spec.moe_step : spec.layers - spec.dense_layers));
+        if (arch == "llama4") QCOMPARE(int64_t(m->config().rope_freq_factors.size()), m->config().n_rot / 2);
+        const model::LayerWeights& first_moe =
+            m->weights().layers[static_cast<size_t>(arch == "llama4" ? spec.moe_step - 1 : spec.dense_layers)];
+        QCOMPARE(first_moe.has_shared_expert(),
+                 arch == "qwen2moe" || arch == "glm4moe" || arch == "ernie4_5-moe" || arch == "llama4");
+        QCOMPARE(!first_moe.router_select_bias.empty(), arch == "glm4moe" || arch == "minimax-m2" || arch == "ernie4_5-moe");
+        if (spec.head_dim > 0) QCOMPARE(m->config().head_dim, spec.head_dim);
         model::Context ctx(*m, {});
         sched::SamplingParams sp;
         sp.temperature = 0.0f;
@@ -119,10 +142,16 @@ private Q_SLOTS:
                                                         "router (softmax top-k)", "routed experts (SwiGLU)", "output head"};
         QTest::newRow("qwen2moe") << "qwen2moe" << QStringList{"attention", "router (softmax top-k)", "shared expert"};
         QTest::newRow("deepseek2") << "deepseek2"
-                                   << QStringList{"latent attention (MLA)", "router (scored: sigmoid, selection bias, groups)"};
+                                   << QStringList{"latent attention (MLA)", "router (scored: selection bias, sigmoid, groups)"};
         QTest::newRow("gpt-oss") << "gpt-oss"
                                  << QStringList{"attention", "attention sinks", "sliding-window attention",
                                                 "routed experts (clamped SwiGLU with biases)"};
+        QTest::newRow("glm4moe") << "glm4moe" << QStringList{"attention", "dense FFN", "router (scored: selection bias, sigmoid, groups)", "shared expert"};
+        QTest::newRow("minimax-m2") << "minimax-m2" << QStringList{"attention", "router (scored: selection bias, sigmoid, groups)"};
+        QTest::newRow("llama4") << "llama4" << QStringList{"dense FFN", "chunked attention", "Q/K norm after RoPE",
+                                                          "attention temperature", "routed experts (weighted before the FFN)",
+                                                          "shared expert"};
+        QTest::newRow("ernie4_5-moe") << "ernie4_5-moe" << QStringList{"attention", "dense FFN", "router (scored: selection bias, sigmoid, groups)", "shared expert"};
     }
 
     void ops_each_architecture_uses() {

@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <functional>
 
 #include "common/error.h"
@@ -194,6 +195,73 @@ private Q_SLOTS:
             const auto path = f.variant("drop", {}, [t](const gguf::TensorInfo& x, gguf::Writer&) { return x.name == t; });
             expect_load_error(path, {t, "missing"});
         }
+    }
+
+    // The 2026 families' fixtures without a key or tensor they need: each
+    // error names it (the key llama.cpp requires, the tensor it creates).
+    void families_missing_keys_and_tensors_data() {
+        QTest::addColumn<QString>("fixture");
+        QTest::addColumn<QString>("key");        // a key whose absence is refused
+        QTest::addColumn<QString>("tensor");     // a tensor whose absence is refused
+        QTest::newRow("glm4moe") << "glm4moe-tiny-f32" << "glm4moe.expert_shared_count" << "blk.2.exp_probs_b.bias";
+        QTest::newRow("glm4moe router") << "glm4moe-tiny-f32" << "glm4moe.expert_count" << "blk.3.ffn_gate_inp.weight";
+        QTest::newRow("minimax-m2") << "minimaxm2-tiny-f32" << "minimax-m2.expert_gating_func" << "blk.1.exp_probs_b.bias";
+        QTest::newRow("minimax-m2 norm") << "minimaxm2-tiny-f32" << "minimax-m2.feed_forward_length" << "blk.0.attn_k_norm.weight";
+        QTest::newRow("ernie4_5-moe") << "ernie45moe-tiny-f32" << "ernie4_5-moe.interleave_moe_layer_step"
+                                      << "blk.1.ffn_up_shexp.weight";
+        QTest::newRow("llama4") << "llama4-tiny-f32" << "llama4.interleave_moe_layer_step" << "blk.3.ffn_gate_inp.weight";
+        QTest::newRow("llama4 experts") << "llama4-tiny-f32" << "llama4.expert_feed_forward_length"
+                                        << "blk.1.ffn_down_shexp.weight";
+    }
+    void families_missing_keys_and_tensors() {
+        STRATA_REQUIRE_FIXTURES();
+        QFETCH(QString, fixture);
+        QFETCH(QString, key);
+        QFETCH(QString, tensor);
+        Fixture f(test::fixture_path("models/" + fixture + ".gguf"));
+        const std::string k = key.toStdString(), t = tensor.toStdString();
+        expect_load_error(f.variant("nokey", [&](const std::string& x, const gguf::Value&, gguf::Writer&) { return x == k; }, {}),
+                          {k.c_str()});
+        expect_load_error(f.variant("notensor", {}, [&](const gguf::TensorInfo& x, gguf::Writer&) { return x.name == t; }),
+                          {t.c_str(), "missing"});
+    }
+
+    // NextN/MTP blocks (GLM-4.5, Qwen3.5) come after the trunk in block_count:
+    // the model is the trunk, the blocks past it are not run (nor counted as
+    // its layers); a count that leaves no trunk is refused naming the key.
+    void nextn_blocks_after_the_trunk() {
+        STRATA_REQUIRE_FIXTURES();
+        Fixture f(test::fixture_path("models/glm4moe-tiny-f32.gguf"));
+        const auto with_nextn = [&](const char* name, uint32_t n) {
+            return f.variant(name, [n](const std::string& k, const gguf::Value& v, gguf::Writer& w) {
+                if (k == "glm4moe.block_count") {
+                    w.set(k, v);
+                    w.set("glm4moe.nextn_predict_layers", gguf::Value::make_u32(n));  // blk.3 becomes the MTP block
+                    return true;
+                }
+                return false;
+            }, {});
+        };
+        auto m = model::Model::load(with_nextn("nextn", 1));
+        QCOMPARE(m->config().n_layer, int64_t{3});
+        QCOMPARE(m->config().n_nextn, int64_t{1});
+        QCOMPARE(int64_t(m->weights().layers.size()), int64_t{3});
+        model::Context ctx(*m, {});
+        const int32_t bos = 1;
+        QVERIFY(std::isfinite(ctx.decode({&bos, 1}, false)[0]));
+        expect_load_error(with_nextn("allnextn", 4), {"glm4moe.nextn_predict_layers", "leaves no layers"});
+    }
+
+    // A llama4 file whose routers are not on the layers its step says: refused, naming the tensor.
+    void llama4_router_on_a_dense_layer() {
+        STRATA_REQUIRE_FIXTURES();
+        Fixture f(test::fixture_path("models/llama4-tiny-f32.gguf"));
+        const auto path = f.variant("step1", [](const std::string& k, const gguf::Value&, gguf::Writer& w) {
+            if (k != "llama4.interleave_moe_layer_step") return false;
+            w.set(k, gguf::Value::make_u32(1));  // every layer MoE, but layers 0 and 2 are dense in the file
+            return true;
+        }, {});
+        expect_load_error(path, {"blk.0.ffn_gate_inp.weight", "routes experts"});
     }
 
     void vocabulary_mismatch() {

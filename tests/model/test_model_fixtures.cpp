@@ -45,6 +45,11 @@ private Q_SLOTS:
         QTest::newRow("deepseek3-tiny-q4_k_m") << "deepseek3-tiny-q4_k_m" << int(Tolerance::Quantized);
         QTest::newRow("gptoss-tiny-f32") << "gptoss-tiny-f32" << int(Tolerance::F32);
         QTest::newRow("gptoss-tiny-mxfp4") << "gptoss-tiny-mxfp4" << int(Tolerance::Quantized);
+        QTest::newRow("qwen3moe-tiny-f32") << "qwen3moe-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("glm4moe-tiny-f32") << "glm4moe-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("minimaxm2-tiny-f32") << "minimaxm2-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("ernie45moe-tiny-f32") << "ernie45moe-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("llama4-tiny-f32") << "llama4-tiny-f32" << int(Tolerance::F32);
     }
 
     void logits() {

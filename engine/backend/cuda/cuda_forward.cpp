@@ -11,6 +11,7 @@
 #include "platform/thread_pool.h"
 #include "backend/cuda/cuda_runtime.h"
 #include "common/error.h"
+#include "kernels/ref/ops_ref.h"
 #include "common/log.h"
 #include "experts/cache_policy.h"
 #include "experts/expert_store.h"
@@ -156,6 +157,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     ue_ = scratch<float>(B * std::max(U, uint64_t{1}) * ff, "up");
     gate_logit_ = scratch<float>(B, "shared gate");
     combine_w_ = scratch<float>(B * U, "combine weights");
+    row_w_ = scratch<float>(B * U, "expert input weights");
+    q_temp_ = scratch<float>(B, "query temperatures");
     tokens_ = scratch<int32_t>(B, "tokens");
     route_ids_ = scratch<int32_t>(B * U, "route ids");
     look_ids_ = scratch<int32_t>(B, "lookahead ids");
@@ -193,6 +196,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     h_rank_src_.resize(B * U);
     h_dst_.resize(B * U);
     h_combine_w_.resize(B * U);
+    h_row_w_.resize(B * U);
+    h_q_temp_.resize(B);
     h_offsets_.resize(E + 1);
     h_count_.resize(E);
     h_fill_.resize(E);
@@ -467,6 +472,10 @@ void CudaForward::routed_experts(const DevLayer& L, int64_t n, int64_t rows, int
         if (expert_act_ == model::FfnAct::SwigluOai) put(row_expert_, h_row_expert_, static_cast<size_t>(gpu_rows));
         put(offsets_, h_offsets_, gpu_groups_ + 1);
         ok(kc::get_rows(kc::QType::F32, h_, d * 4, d, gather_, gpu_rows, xe_, compute_.get()), "gathering expert inputs", li);
+        if (expert_weight_before_) {
+            put(row_w_, h_row_w_, static_cast<size_t>(gpu_rows));
+            ok(kc::scale_rows(xe_, d, row_w_, gpu_rows, d, compute_.get()), "weighting expert inputs", li);
+        }
         experts_on_gpu(L, gpu_groups_);
     }
     // Queued behind the GPU's experts: the copies run while the CPU computes.
@@ -603,8 +612,10 @@ void CudaForward::experts_on_host(int64_t li, int64_t row0, int64_t rows) {
     using clock = std::chrono::steady_clock;
     const int64_t d = cfg_.n_embd, E = cfg_.n_expert;
     const int64_t ff = model_.weights().layers[static_cast<size_t>(li)].n_ff_expert;
-    for (int64_t r = row0; r < rows; ++r)
+    for (int64_t r = row0; r < rows; ++r) {
         std::copy_n(host_h_.data() + h_gather_[static_cast<size_t>(r)] * d, d, host_xe_.data() + r * d);
+        if (expert_weight_before_) kernels::ref::scale_rows(host_xe_.data() + r * d, d, &h_row_w_[static_cast<size_t>(r)], 1, d);
+    }
     const auto t0 = clock::now();
     double predicted_s = 0;
     for (size_t g = gpu_groups_; g < h_order_.size(); ++g) {

@@ -21,6 +21,10 @@ bool cuda_supports(model::Op op) {
         case model::Op::LatentAttention:
         case model::Op::AttentionSinks:
         case model::Op::SlidingWindow:
+        case model::Op::ChunkedAttention:
+        case model::Op::NormAfterRope:
+        case model::Op::AttentionTemperature:
+        case model::Op::WeightedExpertInput:
         case model::Op::Route:
         case model::Op::ScoredRoute:
         case model::Op::Experts:
@@ -164,9 +168,20 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
             ok(kc::rms_norm(k_, kvd, L.k_norm, k_, kvd, n, kvd, c.norm_eps, compute_.get()), "k norm", li);
         }
     }
-    const bool neox = spec.rope == model::RopeType::NeoX;
-    ok(kc::rope_apply(q_, n, qd, c.n_head, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope q", li);
-    ok(kc::rope_apply(k_, n, kvd, c.n_head_kv, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope k", li);
+    if (spec.rope != model::RopeType::None) {
+        const bool neox = spec.rope == model::RopeType::NeoX;
+        ok(kc::rope_apply(q_, n, qd, c.n_head, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope q", li);
+        ok(kc::rope_apply(k_, n, kvd, c.n_head_kv, hd, c.n_rot, rope_cs_, neox, compute_.get()), "rope k", li);
+    }
+    if (spec.norm_after_rope) {
+        ok(kc::rms_norm(q_, hd, nullptr, q_, hd, n * c.n_head, hd, c.norm_eps, compute_.get()), "q norm after rope", li);
+        ok(kc::rms_norm(k_, hd, nullptr, k_, hd, n * c.n_head_kv, hd, c.norm_eps, compute_.get()), "k norm after rope", li);
+    }
+    if (spec.temperature_floor > 0) {
+        for (int64_t t = 0; t < n; ++t) h_q_temp_[static_cast<size_t>(t)] = model::attention_temperature(spec, step_in_->pos[t]);
+        put(q_temp_, h_q_temp_, static_cast<size_t>(n));
+        ok(kc::scale_rows(q_, qd, q_temp_, n, qd, compute_.get()), "query temperature", li);
+    }
     float* kp = kv_pool_.as<float>() + li * kv_layer_stride_;
     float* vp = kp + c.n_head_kv * kv_head_stride_;
     ok(kc::kv_store(k_, kvd, v_, kvd, n, c.n_head_kv, hd, kp, vp, kv_block_stride_, kv_head_stride_, kv_block_, kv_slot_,
@@ -174,7 +189,7 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
        "kv store", li);
     ok(kc::attention_paged(q_, qd, n, c.n_head, c.n_head_kv, hd, kp, vp, kv_block_tokens_, kv_block_stride_,
                            kv_head_stride_, tables_.as<int32_t>(), table_offset_, n_keys_, spec.scale,
-                           spec.sinks ? L.sinks : nullptr, spec.window, attn_, qd, compute_.get()),
+                           spec.sinks ? L.sinks : nullptr, spec.window, spec.chunk, attn_, qd, compute_.get()),
        "attention", li);
     gemm(L.wo, attn_, n, tmp_, "attention output", li);
     if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
@@ -212,7 +227,7 @@ void CudaForward::attention_latent(const DevLayer& L, const model::AttentionSpec
     ok(kc::mla_absorb_query(mla_q_, n, H, kl, rot, L.k_up_t, r, q_, compute_.get()), "latent query", li);
     // Every head attends to the one latent row per position, which is also its value.
     ok(kc::attention_paged(q_, H * row, n, H, 1, row, kp, kp, kv_block_tokens_, kv_block_stride_, kv_head_stride_,
-                           tables_.as<int32_t>(), table_offset_, n_keys_, spec.scale, nullptr, 0, attn_, H * row,
+                           tables_.as<int32_t>(), table_offset_, n_keys_, spec.scale, nullptr, 0, 0, attn_, H * row,
                            compute_.get()),
        "latent attention", li);
     ok(kc::mla_value_up(attn_, n, H, row, r, L.v_up, vl, mla_v_, compute_.get()), "latent values", li);
@@ -286,6 +301,7 @@ void CudaForward::experts(const model::LayerWeights& host, const model::ExpertSp
     const DevLayer& L = layers_[static_cast<size_t>(host.index)];
     const int64_t n = n_, U = n_used_, li = L.index;
     expert_act_ = spec.act;
+    expert_weight_before_ = spec.weight_before;
     place_experts(li);
     if (host_cache_) take_from_host_cache(li);
     // fill[e]: the next row of expert e's run.
@@ -305,7 +321,10 @@ void CudaForward::experts(const model::LayerWeights& host, const model::ExpertSp
             h_row_expert_[static_cast<size_t>(r)] = e;
             h_rank_src_[static_cast<size_t>(combine_rows)] = r;
             h_dst_[static_cast<size_t>(combine_rows)] = static_cast<int32_t>(t);
-            h_combine_w_[static_cast<size_t>(combine_rows)] = h_w_[static_cast<size_t>(t * U + k)];
+            // Weighted before the FFN: the input carries the weight, the output is summed as it is.
+            const float w = h_w_[static_cast<size_t>(t * U + k)];
+            h_row_w_[static_cast<size_t>(r)] = w;
+            h_combine_w_[static_cast<size_t>(combine_rows)] = spec.weight_before ? 1.0f : w;
             ++combine_rows;
         }
     routed_experts(L, n, h_offsets_[h_order_.size()], combine_rows);

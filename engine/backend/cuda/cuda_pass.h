@@ -251,7 +251,7 @@ private:
     float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr;
     float *router_ = nullptr, *route_w_ = nullptr, *look_ = nullptr, *look_w_ = nullptr;
     float *xe_ = nullptr, *ge_ = nullptr, *ue_ = nullptr, *ye_ = nullptr, *yr_ = nullptr, *gate_logit_ = nullptr;
-    float *logits_ = nullptr, *rope_cs_ = nullptr, *combine_w_ = nullptr;
+    float *logits_ = nullptr, *rope_cs_ = nullptr, *combine_w_ = nullptr, *row_w_ = nullptr, *q_temp_ = nullptr;
     int32_t *tokens_ = nullptr, *route_ids_ = nullptr, *look_ids_ = nullptr, *gather_ = nullptr, *rank_src_ = nullptr;
     int32_t *combine_dst_ = nullptr, *offsets_ = nullptr, *kv_block_ = nullptr, *kv_slot_ = nullptr;
     int32_t *table_offset_ = nullptr, *n_keys_ = nullptr, *want_rows_ = nullptr;
@@ -263,6 +263,7 @@ private:
     const model::Step* step_in_ = nullptr;
     int64_t n_ = 0;
     model::FfnAct expert_act_ = model::FfnAct::Swiglu;
+    bool expert_weight_before_ = false;  // the layer's ExpertSpec::weight_before
     // Latent attention's scratch (MLA models), the scored router's, each grouped row's expert.
     float *mla_qa_ = nullptr, *mla_q_ = nullptr, *mla_v_ = nullptr, *route_sel_ = nullptr;
     int32_t* row_expert_ = nullptr;
@@ -273,7 +274,7 @@ private:
     // Host mirrors of the per-step arrays (sized once).
     std::vector<int32_t> h_tokens_, h_ids_, h_gather_, h_rank_src_, h_dst_, h_offsets_, h_kv_block_, h_kv_slot_;
     std::vector<int32_t> h_tables_, h_table_offset_, h_n_keys_, h_want_rows_, h_count_, h_order_;
-    std::vector<float> h_w_, h_probs_, h_cs_, h_combine_w_, h_look_;
+    std::vector<float> h_w_, h_probs_, h_cs_, h_combine_w_, h_look_, h_row_w_, h_q_temp_;
     std::vector<const void*> h_ptrs_;
     // Per-step working lists, kept so the step allocates nothing.
     std::vector<int32_t> h_fill_;

@@ -4,10 +4,11 @@
 
 namespace strata::model::arch {
 
-extern const ArchTraits llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt_oss;
+extern const ArchTraits llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt_oss, glm4moe, minimax_m2, ernie4_5_moe, llama4;
 
 std::span<const ArchTraits* const> all() {
-    static const ArchTraits* const table[] = {&llama, &qwen2moe, &qwen3moe, &olmoe, &deepseek2, &gpt_oss};
+    static const ArchTraits* const table[] = {&llama,   &qwen2moe, &qwen3moe,   &olmoe,       &deepseek2,
+                                              &gpt_oss, &glm4moe,  &minimax_m2, &ernie4_5_moe, &llama4};
     return table;
 }
 
@@ -39,11 +40,15 @@ public:
         note(s.latent ? Op::LatentAttention : Op::Attention);
         if (s.sinks) note(Op::AttentionSinks);
         if (s.window > 0) note(Op::SlidingWindow);
+        if (s.chunk > 0) note(Op::ChunkedAttention);
+        if (s.norm_after_rope) note(Op::NormAfterRope);
+        if (s.temperature_floor > 0) note(Op::AttentionTemperature);
     }
     void predict_route(const LayerWeights&) override {}
     void route(const LayerWeights&, const RouterSpec& s) override { note(s.scored ? Op::ScoredRoute : Op::Route); }
     void experts(const LayerWeights&, const ExpertSpec& s) override {
         note(s.act == FfnAct::SwigluOai ? Op::ClampedExperts : Op::Experts);
+        if (s.weight_before) note(Op::WeightedExpertInput);
     }
     void shared_expert(const LayerWeights&) override { note(Op::SharedExpert); }
     void dense_ffn(const LayerWeights&) override { note(Op::DenseFfn); }
