@@ -52,6 +52,15 @@ int cmd_inspect(int argc, char** argv) {
                 c.traits.rope == model::RopeType::NeoX ? "neox" : "normal", static_cast<long long>(c.n_rot),
                 c.rope_freq_base, c.rope_freq_scale, c.rope_freq_factors.empty() ? "" : ", per-pair frequency divisors",
                 c.norm_eps);
+    if (c.ssm) {
+        const uint64_t per_seq = static_cast<uint64_t>(c.n_recurrent_layers() * c.ssm.state_floats()) * sizeof(float);
+        std::printf("  gated delta nets: %lld of %lld layers (%lld key / %lld value heads of %lld, conv %lld); "
+                    "recurrent state %s per sequence\n",
+                    static_cast<long long>(c.n_recurrent_layers()), static_cast<long long>(c.n_layer),
+                    static_cast<long long>(c.ssm.n_k_heads), static_cast<long long>(c.ssm.n_v_heads),
+                    static_cast<long long>(c.ssm.d_state), static_cast<long long>(c.ssm.conv_kernel),
+                    memory::format_bytes(per_seq).c_str());
+    }
     if (c.n_nextn > 0)
         std::printf("  %lld NextN/MTP block(s) after the layers (loaded past: not run)\n", static_cast<long long>(c.n_nextn));
     int64_t n_moe = 0;

@@ -16,6 +16,7 @@ int cmd_make_model(int argc, char** argv) {
            "                   --weights-norm --weights-scale F --expert-groups G --groups-used K] [--yarn-factor F]\n"
            "       glm4moe: [--shared-experts N --weights-norm --weights-scale F --qk-norm]\n"
            "       llama4: [--moe-step N] (a shared expert --expert-ff wide, rope_freqs)\n"
+           "       qwen35moe: [--attention-interval N --ssm-k-heads K --ssm-v-heads V --ssm-state D] [--shared-ff S]\n"
            "       gpt-oss: [--sliding-window N] [--expert-type mxfp4]",
            "Writes a random-weight model of the given shape with llama.cpp's tensor names and metadata,\n"
            "for tests and benchmarks. The same options and seed give the same file byte for byte.\n"
@@ -25,7 +26,8 @@ int cmd_make_model(int argc, char** argv) {
            "glm4moe, minimax-m2 and ernie4_5-moe files have their routers' selection bias (exp_probs_b).");
     a.positional("OUT.gguf", "where to write the model");
     a.option("--arch", "", "A",
-             "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, minimax-m2, ernie4_5-moe, llama4",
+             "architecture: llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, minimax-m2, ernie4_5-moe, llama4, "
+             "qwen35moe",
              "llama");
     a.option("--layers", "", "N", "transformer blocks", "4");
     a.option("--dim", "", "D", "embedding width", "256");
@@ -38,7 +40,11 @@ int cmd_make_model(int argc, char** argv) {
     a.option("--dense-layers", "", "L", "leading layers with a dense FFN", "0");
     a.option("--moe-step", "", "N", "llama4: every N-th layer routes experts, the others are dense (Scout 1, Maverick 2)", "1");
     a.option("--ff", "", "F2", "dense FFN width (0: 4 x dim)", "0");
-    a.option("--shared-ff", "", "S", "shared expert FFN width (qwen2moe, ernie4_5-moe; 0: none)", "0");
+    a.option("--shared-ff", "", "S", "shared expert FFN width (qwen2moe, ernie4_5-moe, qwen35moe; 0: none)", "0");
+    a.option("--attention-interval", "", "N", "qwen35moe: every N-th layer attends, the others are gated delta nets", "4");
+    a.option("--ssm-k-heads", "", "K", "qwen35moe: the delta nets' key heads (0: heads / 2)", "0");
+    a.option("--ssm-v-heads", "", "V", "qwen35moe: the delta nets' value heads (0: heads)", "0");
+    a.option("--ssm-state", "", "D", "qwen35moe: a delta-net head's dims (0: half the head dimension)", "0");
     a.option("--q-lora", "", "R", "deepseek2: query LoRA rank (0: a plain attn_q)", "0");
     a.option("--kv-lora", "", "R", "deepseek2: rank of the compressed KV (kv_lora_rank)", "64");
     a.option("--rope-dim", "", "N", "rotated dims of each head (0: half of it for deepseek2, glm4moe, minimax-m2; else all)", "0");
@@ -72,6 +78,10 @@ int cmd_make_model(int argc, char** argv) {
     s.expert_ff = a.integer("--expert-ff", 1, 1 << 20);
     s.dense_layers = a.integer("--dense-layers", 0, 1024);
     s.moe_step = a.integer("--moe-step", 1, 1024);
+    s.attention_interval = a.integer("--attention-interval", 1, 1024);
+    s.ssm_k_heads = a.integer("--ssm-k-heads", 0, 1024);
+    s.ssm_v_heads = a.integer("--ssm-v-heads", 0, 1024);
+    s.ssm_state = a.integer("--ssm-state", 0, 1024);
     s.ff = a.integer("--ff", 0, 1 << 20);
     s.shared_ff = a.integer("--shared-ff", 0, 1 << 20);
     s.ctx = a.integer("--ctx", 1, 1 << 20);

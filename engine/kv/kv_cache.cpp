@@ -131,6 +131,7 @@ SeqId KvCache::create_sequence(int64_t expected_tokens) {
     Seq& q = seqs_[static_cast<size_t>(id)];
     q = Seq{};
     q.live = true;
+    q.state.assign(static_cast<size_t>(p_.state_floats), 0.0f);
     if (expected_tokens > 0) {
         const int64_t blocks = std::min(p_.blocks_for(expected_tokens), p_.n_blocks);
         q.tokens.reserve(static_cast<size_t>(blocks * p_.block_tokens));
@@ -166,6 +167,29 @@ int64_t KvCache::n_tokens(SeqId s) const { return static_cast<int64_t>(seq(s).to
 
 const std::vector<int32_t>& KvCache::tokens(SeqId s) const { return seq(s).tokens; }
 
+float* KvCache::recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n) {
+    Seq& q = seq(s);
+    if (offset < 0 || n < 0 || offset + n > p_.state_floats)
+        throw Error("internal: recurrent state [" + std::to_string(offset) + ", +" + std::to_string(n) + ") of " +
+                    std::to_string(p_.state_floats) + " floats");
+    float* part = q.state.data() + offset;
+    if (pos == 0) {
+        std::fill(part, part + n, 0.0f);
+        q.state_stale = false;
+    } else if (q.state_stale) {
+        throw Error("sequence " + std::to_string(s) + " was rewound past its start, and a recurrent model's state "
+                    "cannot be: clear it and compute it again from its first token");
+    }
+    return part;
+}
+
+uint64_t KvCache::state_bytes() const {
+    uint64_t n = 0;
+    for (const Seq& q : seqs_)
+        if (q.live) n += q.state.size() * sizeof(float);
+    return n;
+}
+
 void KvCache::truncate(SeqId s, int64_t n) {
     Seq& q = seq(s);
     const int64_t len = static_cast<int64_t>(q.tokens.size());
@@ -175,6 +199,10 @@ void KvCache::truncate(SeqId s, int64_t n) {
     while (q.blocks.size() > keep) {
         unref(q.blocks.back());
         q.blocks.pop_back();
+    }
+    if (p_.state_floats > 0 && n < len) {
+        if (n == 0) std::fill(q.state.begin(), q.state.end(), 0.0f);
+        q.state_stale = n > 0;
     }
     q.tokens.resize(static_cast<size_t>(n));
     q.sealed = std::min<int64_t>(q.sealed, n / p_.block_tokens);
@@ -291,6 +319,9 @@ void KvCache::seal_full_blocks(SeqId s) {
 int64_t KvCache::attach_prefix(SeqId s, std::span<const int32_t> prompt) {
     Seq& q = seq(s);
     if (!q.tokens.empty()) throw Error("KV cache: a prefix can only be attached to an empty sequence");
+    // A recurrent model's state after a prefix is not in its blocks: the
+    // prompt is computed whole (KvCacheParams::state_floats).
+    if (p_.state_floats > 0) return 0;
     const int64_t bt = p_.block_tokens;
     const int64_t max_blocks = prompt.empty() ? 0 : (static_cast<int64_t>(prompt.size()) - 1) / bt;
     uint64_t parent = 0;

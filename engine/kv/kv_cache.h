@@ -66,6 +66,11 @@ struct KvCacheParams {
     // MLA (deepseek2): each entry is one latent row that serves as both key
     // and value (attention reads the values from the keys), so no V is stored.
     bool keys_only = false;
+    // A recurrent model's state (qwen35moe's gated delta-net layers): floats
+    // each sequence keeps beside its K/V, zero at its start (0: none). Such a
+    // sequence shares no prefix (a block's K/V do not give the state after
+    // it) and is rewound only to its start.
+    int64_t state_floats = 0;
     int64_t kinds() const { return keys_only ? 1 : 2; }  // K (and V) parts per layer and head
 
     // Bytes of one piece: a block's positions of one layer's K or V for one KV head.
@@ -116,6 +121,15 @@ public:
     int64_t n_tokens(SeqId s) const;
     const std::vector<int32_t>& tokens(SeqId s) const;   // the ids at positions 0..n_tokens-1
     void truncate(SeqId s, int64_t n);             // keeps positions [0, n)
+
+    // A part of sequence s's recurrent state (floats [offset, offset + n) of
+    // params().state_floats: one layer's) for its token at position pos:
+    // zeroed when pos is 0 (the sequence starts or restarts). Throws
+    // strata::Error when the sequence was truncated to anywhere but its start
+    // since (its state no longer matches its tokens).
+    float* recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n);
+    // Bytes of recurrent state the live sequences hold.
+    uint64_t state_bytes() const;
 
     // Blocks a sequence needs to grow by n tokens (0 if it has room).
     int64_t blocks_needed(SeqId s, int64_t n_more) const;
@@ -201,6 +215,8 @@ private:
         std::vector<int32_t> tokens;
         int64_t sealed = 0;               // leading full blocks registered for sharing
         std::vector<uint64_t> hashes;     // chain hash at the end of each sealed block
+        std::vector<float> state;         // recurrent state (params().state_floats)
+        bool state_stale = false;         // truncated past its start since: the state is of longer tokens
     };
     struct Block {
         int32_t refs = 0;

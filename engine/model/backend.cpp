@@ -29,6 +29,8 @@ const char* op_name(Op op) {
         case Op::ChunkedAttention: return "chunked attention";
         case Op::NormAfterRope: return "Q/K norm after RoPE";
         case Op::AttentionTemperature: return "attention temperature";
+        case Op::AttentionOutputGate: return "attention output gate";
+        case Op::DeltaNet: return "gated delta net (linear attention with a recurrent state)";
         case Op::Route: return "router (softmax top-k)";
         case Op::ScoredRoute: return "router (scored: selection bias, sigmoid, groups)";
         case Op::Experts: return "routed experts (SwiGLU)";

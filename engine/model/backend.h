@@ -51,6 +51,10 @@ struct AttentionSpec {
     // 4's NoPE layers; temperature_floor 0: none).
     int64_t temperature_floor = 0;
     float temperature_scale = 0.0f;
+    // attn_q's rows are each head's query then its gate
+    // (ArchTraits::attention_output_gate): the attention's output times
+    // sigmoid(gate) before the output projection (qwen35moe).
+    bool output_gate = false;
 };
 
 // 1 + temperature_scale * ln(floor((p + 1) / temperature_floor) + 1), as
@@ -114,6 +118,8 @@ enum class Op {
     ChunkedAttention,
     NormAfterRope,
     AttentionTemperature,
+    AttentionOutputGate,
+    DeltaNet,
     Route,
     ScoredRoute,
     Experts,
@@ -139,6 +145,13 @@ public:
     // dst += src.
     virtual void add(Act dst, Act src) = 0;
     virtual void attention(const LayerWeights& L, const AttentionSpec& spec) = 0;
+    // A gated delta net, Normed -> Out (qwen35moe's linear attention, as
+    // llama.cpp's build_layer_attn_linear): mixed = attn_qkv x through the
+    // causal conv and SiLU; q, k L2-normed per head; the gated delta rule
+    // (kernels/ref: gated_delta_step) over each token's sequence state
+    // (kv::KvCache::recurrent_state, this layer's part); per value head
+    // RMSNorm(o) * ssm_norm * silu(z), z = attn_gate x; then ssm_out.
+    virtual void delta_net(const LayerWeights& L) = 0;
     // What the router of `next` (a MoE layer) would choose from Residual,
     // normalised with its FFN norm: the step's lookahead observer sees it.
     virtual void predict_route(const LayerWeights& next) = 0;

@@ -29,6 +29,12 @@ int64_t metadata_in_range(const gguf::File& f, const std::string& key, uint64_t 
     return static_cast<int64_t>(v);
 }
 
+int64_t ModelConfig::n_recurrent_layers() const {
+    int64_t n = 0;
+    for (int64_t i : recurrent_index) n += i >= 0;
+    return n;
+}
+
 float ModelConfig::attention_scale() const {
     const int64_t key = mla ? mla.key_length : head_dim;
     float scale = 1.0f / std::sqrt(static_cast<float>(key));
@@ -164,6 +170,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
         throw Error(path + ": metadata '" + a + "expert_weights_scale' must be positive");
     }
     if (traits->read_metadata) traits->read_metadata(f, c);
+    if (traits->recurrent_layer) {
+        c.recurrent_index.assign(static_cast<size_t>(c.n_layer), -1);
+        int64_t k = 0;
+        for (int64_t il = 0; il < c.n_layer; ++il)
+            if (traits->recurrent_layer(c, il)) c.recurrent_index[static_cast<size_t>(il)] = k++;
+    }
     // n_vocab comes from the token table (checked against the embedding by the weights).
     if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>(toks->size());
     c.n_vocab = static_cast<int64_t>(f.get_uint_or(a + "vocab_size", static_cast<uint64_t>(c.n_vocab)));

@@ -41,6 +41,12 @@ struct ArchTraits {
     // Which layers route experts, by index (null: each layer as its tensors
     // say): the binder then refuses a file whose tensors disagree, naming them.
     bool (*routes_experts)(const ModelConfig& c, int64_t layer) = nullptr;
+    // Which layers mix with a gated delta net (linear attention with a
+    // recurrent state, ModelConfig::ssm) instead of attention (null: none).
+    bool (*recurrent_layer)(const ModelConfig& c, int64_t layer) = nullptr;
+    // attn_q holds each head's query and then its output gate (qwen35moe):
+    // twice n_head * head_dim rows.
+    bool attention_output_gate = false;
     // One decoder layer, composed of ops. `next`: the next layer, when it
     // routes experts and the step predicts its routes (Backend::predict_route
     // then goes between the attention and the FFN).
@@ -75,6 +81,23 @@ struct MlaConfig {
     int64_t key_length = 0;     // per head: key_length - n_rot no-RoPE dims, then n_rot RoPE dims
     int64_t value_length = 0;
     explicit operator bool() const { return kv_lora_rank > 0; }
+};
+
+// A gated delta net's shape (qwen35moe's linear-attention layers, the GGUF
+// ssm.* keys): n_k_heads key/query heads and n_v_heads value heads of d_state
+// dims each, a causal conv of conv_kernel taps over the q|k|v channels.
+struct SsmConfig {
+    int64_t conv_kernel = 0;  // ssm.conv_kernel (0: no recurrent layers)
+    int64_t d_state = 0;      // ssm.state_size: a key's (and a value's) length
+    int64_t n_k_heads = 0;    // ssm.group_count
+    int64_t n_v_heads = 0;    // ssm.time_step_rank
+    explicit operator bool() const { return conv_kernel > 0; }
+    int64_t channels() const { return (2 * n_k_heads + n_v_heads) * d_state; }  // the conv's: q | k | v
+    int64_t value_dim() const { return n_v_heads * d_state; }
+    // A sequence's state per recurrent layer: the conv's last conv_kernel - 1
+    // inputs per channel, then each value head's d_state x d_state matrix.
+    int64_t conv_state_floats() const { return (conv_kernel - 1) * channels(); }
+    int64_t state_floats() const { return conv_state_floats() + n_v_heads * d_state * d_state; }
 };
 
 // YaRN context extension (rope.scaling.type = yarn), as llama.cpp computes it.
@@ -140,6 +163,17 @@ struct ModelConfig {
     // no_rope_layer_step == 0, and its queries take the attention
     // temperature; the RoPE layers attend within chunks of attention_chunk
     // positions and normalise Q and K after RoPE where rope_qk_norm. 0: none.
+    // Gated delta-net layers (qwen35moe): their shape, and each layer's place
+    // among them (-1: an attention layer), which is its part of a sequence's
+    // recurrent state (kv::KvCache::recurrent_state).
+    SsmConfig ssm;
+    int64_t full_attention_interval = 0;  // qwen35moe: every this-th layer attends, the others are delta nets
+    std::vector<int64_t> recurrent_index;
+    int64_t n_recurrent_layers() const;
+    bool recurrent(int64_t layer) const {
+        return !recurrent_index.empty() && recurrent_index[static_cast<size_t>(layer)] >= 0;
+    }
+
     int64_t moe_layer_step = 0;
     int64_t no_rope_layer_step = 0;
     int64_t attention_chunk = 0;

@@ -19,11 +19,22 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
     const int64_t q_dim = c.n_head * hd;
     const int64_t kv_dim = c.n_head_kv * hd;
     if (spec.latent) return attention_latent(L, n, spec.scale);
-    // The fused one-token path knows no sinks.
-    if (n == 1 && !activations_ && !spec.sinks)
+    // The fused one-token path knows neither sinks nor an output gate.
+    if (n == 1 && !activations_ && !spec.sinks && !spec.output_gate)
         if (const Fused f = attention_fused_one_token(L, spec); f != Fused::No)
             return output_projection(L, n, f == Fused::AttentionAndOutput);
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
+    if (spec.output_gate) {
+        // Each head's query rows, then its gate's: q_ gets the queries, q_gate_ the gates.
+        matmul_many({{&L.wq, q_gate_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t h = 0; h < c.n_head; ++h) {
+                const float* qg = q_gate_.data() + (t * c.n_head + h) * 2 * hd;
+                std::copy(qg, qg + hd, q_.data() + t * q_dim + h * hd);
+                std::copy(qg + hd, qg + 2 * hd, gate_.data() + t * q_dim + h * hd);
+            }
+    } else {
+        matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
+    }
     for (int64_t t = 0; t < n; ++t) {
         float* q = q_.data() + t * q_dim;
         float* k = k_.data() + t * kv_dim;
@@ -65,6 +76,8 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
             });
         }
     });
+    if (spec.output_gate)
+        for (int64_t i = 0; i < n * q_dim; ++i) attn_[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-gate_[static_cast<size_t>(i)]));
     output_projection(L, n);
 }
 

@@ -60,7 +60,19 @@ CpuBackend::CpuBackend(const ModelConfig& c, const CpuBackendParams& p) : cfg_(c
     ue_.resize(B * ff);
     ye_.resize(B * c.n_embd);
     expert_out_.resize(B * U * c.n_embd);
-    max_cols_ = std::max({c.n_embd, q_dim, ff, c.mla.q_lora_rank, c.n_head * c.mla.value_length});
+    max_cols_ = std::max({c.n_embd, q_dim, ff, c.mla.q_lora_rank, c.n_head * c.mla.value_length, c.ssm.value_dim()});
+    if (c.ssm) {
+        dn_mixed_.resize(B * c.ssm.channels());
+        dn_z_.resize(B * c.ssm.value_dim());
+        dn_beta_.resize(B * c.ssm.n_v_heads);
+        dn_alpha_.resize(B * c.ssm.n_v_heads);
+        dn_conv_.resize(static_cast<size_t>(c.ssm.channels()));
+        dn_o_.resize(B * c.ssm.value_dim());
+    }
+    if (c.traits.attention_output_gate) {
+        q_gate_.resize(B * 2 * q_dim);
+        gate_.resize(B * q_dim);
+    }
     if (c.mla) {
         mla_qa_.resize(B * c.mla.q_lora_rank);
         mla_q_.resize(B * c.n_head * c.mla.key_length);
@@ -79,6 +91,8 @@ uint64_t CpuBackend::scratch_bytes() const {
     size_t floats = x_.size() + h_.size() + q_.size() + k_.size() + v_.size() + attn_.size() + tmp_.size() +
                     router_logits_.size() + route_w_.size() + expert_out_.size() + xe_.size() + ge_.size() + ue_.size() +
                     ye_.size() + score_scratch_.size() + mla_qa_.size() + mla_q_.size() + mla_v_.size() +
+                    dn_mixed_.size() + dn_z_.size() + dn_beta_.size() + dn_alpha_.size() + dn_conv_.size() +
+                    dn_o_.size() + q_gate_.size() + gate_.size() +
                     route_select_.size() + rope_cs_.size();
     return floats * sizeof(float) + act_scratch_.size() +
            (route_ids_.size() + expert_count_.size() + expert_offset_.size() + expert_tokens_.size()) * sizeof(int32_t);

@@ -53,6 +53,7 @@ public:
     void rms_norm(Act in, const std::vector<float>& weight, Act out) override;
     void add(Act dst, Act src) override;
     void attention(const LayerWeights& L, const AttentionSpec& spec) override;
+    void delta_net(const LayerWeights& L) override;
     void predict_route(const LayerWeights& next) override;
     void route(const LayerWeights& L, const RouterSpec& spec) override;
     void experts(const LayerWeights& L, const ExpertSpec& spec) override;
@@ -196,6 +197,8 @@ private:
     // Scratch, sized once.
     std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_;
     std::vector<float> mla_qa_, mla_q_, mla_v_, route_select_;  // MLA and scored routing (empty otherwise)
+    // Gated delta nets and the attention's output gate (empty otherwise).
+    std::vector<float> dn_mixed_, dn_z_, dn_beta_, dn_alpha_, dn_conv_, dn_o_, q_gate_, gate_;
     std::vector<float> router_logits_, route_w_;
     std::vector<int32_t> route_ids_;
     std::vector<int32_t> expert_count_, expert_offset_, expert_tokens_, needed_;

@@ -153,6 +153,9 @@ struct Layout {
     bool shared_gate = false;  // qwen2moe: its sigmoid gate
     const char* ffn_norm = "ffn_norm.weight";
     bool llama4 = false;       // MoE every moe_step layers, rope_freqs
+    bool qwen35 = false;       // gated delta nets between the attention layers
+    int64_t ssm_k = 0, ssm_v = 0, ssm_d = 0;
+    bool delta_net(const MakeModelSpec& spec, int64_t il) const { return qwen35 && (il + 1) % spec.attention_interval != 0; }
     bool routes_experts(const MakeModelSpec& spec, int64_t il) const {
         if (spec.experts == 0) return false;
         return llama4 ? (il + 1) % spec.moe_step == 0 : il >= spec.dense_layers;
@@ -160,7 +163,7 @@ struct Layout {
 };
 
 // Architectures whose RoPE covers part of each head by default (half).
-bool partial_rope(const std::string& arch) { return arch == "glm4moe" || arch == "minimax-m2"; }
+bool partial_rope(const std::string& arch) { return arch == "glm4moe" || arch == "minimax-m2" || arch == "qwen35moe"; }
 
 Layout layout_of(const MakeModelSpec& spec) {
     const ArchTraits* traits = find_arch(spec.arch);
@@ -180,6 +183,15 @@ Layout layout_of(const MakeModelSpec& spec) {
     if (a == "qwen2moe" || a == "ernie4_5-moe") l.shared_width = spec.shared_ff;
     l.shared_gate = a == "qwen2moe";
     l.llama4 = a == "llama4";
+    l.qwen35 = a == "qwen35moe";
+    if (l.qwen35) {
+        l.ssm_k = spec.ssm_k_heads > 0 ? spec.ssm_k_heads : std::max<int64_t>(1, spec.heads / 2);
+        l.ssm_v = spec.ssm_v_heads > 0 ? spec.ssm_v_heads : spec.heads;
+        l.ssm_d = spec.ssm_state > 0 ? spec.ssm_state : l.head_dim / 2;
+        l.shared_width = spec.shared_ff;
+        l.shared_gate = true;
+        l.key_length = true;
+    }
     if (l.llama4) l.shared_width = spec.expert_ff;
     l.ffn_norm = traits->ffn_norm_tensor;
     return l;
@@ -213,8 +225,8 @@ std::string MakeModelSpec::validate() const {
     if (experts == 0 && arch != "llama") return "a dense model (--experts 0) needs --arch llama";
     if (dense_layers < 0 || dense_layers > layers) return "--dense-layers must be between 0 and --layers";
     if (shared_ff < 0) return "--shared-ff must not be negative";
-    if (shared_ff > 0 && arch != "qwen2moe" && arch != "ernie4_5-moe")
-        return "--shared-ff (a shared expert) needs --arch qwen2moe or ernie4_5-moe";
+    if (shared_ff > 0 && arch != "qwen2moe" && arch != "ernie4_5-moe" && arch != "qwen35moe")
+        return "--shared-ff (a shared expert) needs --arch qwen2moe, ernie4_5-moe or qwen35moe";
     if ((arch == "gpt-oss" || arch == "minimax-m2") && (experts == 0 || dense_layers > 0))
         return "a " + arch + " model has experts in every layer (--experts, no --dense-layers)";
     if (arch == "gpt-oss" && sliding_window < 1) return "--sliding-window must be positive";
@@ -224,6 +236,17 @@ std::string MakeModelSpec::validate() const {
         if (rope_dim > 0 && rope_dim != (head_dim > 0 ? head_dim : dim / heads)) return "llama4 rotates whole heads (no --rope-dim)";
     } else if (moe_step != 1) {
         return "--moe-step needs --arch llama4";
+    }
+    if (arch == "qwen35moe") {
+        if (experts == 0 || dense_layers > 0) return "a qwen35moe model has experts in every layer (--experts, no --dense-layers)";
+        if (attention_interval < 1 || attention_interval > layers)
+            return "--attention-interval must be between 1 and --layers";
+        const int64_t kh = ssm_k_heads > 0 ? ssm_k_heads : std::max<int64_t>(1, heads / 2);
+        const int64_t vh = ssm_v_heads > 0 ? ssm_v_heads : heads;
+        if (vh % kh != 0) return "--ssm-v-heads must be a multiple of --ssm-k-heads";
+        if (ssm_state < 0 || ssm_state > 1024) return "--ssm-state must be between 0 and 1024";
+    } else if (attention_interval != 4 || ssm_k_heads > 0 || ssm_v_heads > 0 || ssm_state > 0) {
+        return "--attention-interval and --ssm-* need --arch qwen35moe";
     }
     if (arch == "minimax-m2" && ff > 0 && ff != expert_ff)
         return "a minimax-m2 model's experts are feed_forward_length wide: give --expert-ff alone";
@@ -333,6 +356,18 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     }
     // llama.cpp's gpt-oss reads the window; every other layer slides.
     if (oss) w.set(a + "attention.sliding_window", gguf::Value::make_u32(static_cast<uint32_t>(spec.sliding_window)));
+    if (l.qwen35) {
+        w.set(a + "ssm.conv_kernel", gguf::Value::make_u32(4));
+        w.set(a + "ssm.state_size", gguf::Value::make_u32(static_cast<uint32_t>(l.ssm_d)));
+        w.set(a + "ssm.group_count", gguf::Value::make_u32(static_cast<uint32_t>(l.ssm_k)));
+        w.set(a + "ssm.time_step_rank", gguf::Value::make_u32(static_cast<uint32_t>(l.ssm_v)));
+        w.set(a + "ssm.inner_size", gguf::Value::make_u32(static_cast<uint32_t>(l.ssm_v * l.ssm_d)));
+        w.set(a + "full_attention_interval", gguf::Value::make_u32(static_cast<uint32_t>(spec.attention_interval)));
+        // Text positions (p, p, p, 0): the first three sections cover every rotated pair.
+        const int32_t pairs = static_cast<int32_t>(rot / 2);
+        w.set(a + "rope.dimension_sections",
+              gguf::Value::make_i32_array({pairs - 2 * (pairs / 3), pairs / 3, pairs / 3, 0}));
+    }
     if (spec.arch == "ernie4_5-moe" || l.llama4)
         w.set(a + "interleave_moe_layer_step", gguf::Value::make_u32(static_cast<uint32_t>(l.llama4 ? spec.moe_step : 1)));
     if (moe) {
@@ -366,7 +401,18 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.vector(p + "attn_output.bias", spec.dim, 0.0f, 0.1f);
             b.vector(p + "attn_sinks.weight", spec.heads, 0.0f, 2.0f);
         }
-        if (mla) {
+        if (l.delta_net(spec, i)) {
+            const int64_t C = (2 * l.ssm_k + l.ssm_v) * l.ssm_d, V = l.ssm_v * l.ssm_d;
+            b.matrix(p + "attn_qkv.weight", spec.dim, C, 1, t);
+            b.matrix(p + "attn_gate.weight", spec.dim, V, 1, t);
+            b.matrix(p + "ssm_conv1d.weight", 4, C, 1, WeightType::F32);
+            b.vector(p + "ssm_dt.bias", l.ssm_v, 0.0f, 1.0f);
+            b.vector(p + "ssm_a", l.ssm_v, -1.0f, 0.5f);  // -exp(A_log): negative, a decay
+            b.matrix(p + "ssm_beta.weight", spec.dim, l.ssm_v, 1, WeightType::F32);
+            b.matrix(p + "ssm_alpha.weight", spec.dim, l.ssm_v, 1, WeightType::F32);
+            b.vector(p + "ssm_norm.weight", l.ssm_d, 1.0f, 0.1f);
+            b.matrix(p + "ssm_out.weight", V, spec.dim, 1, t);
+        } else if (mla) {
             const int64_t nope = head_dim - rot;
             if (spec.q_lora > 0) {
                 b.matrix(p + "attn_q_a.weight", spec.dim, spec.q_lora, 1, t);
@@ -380,7 +426,8 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.matrix(p + "attn_kv_b.weight", spec.kv_lora, spec.heads * (nope + head_dim), 1, t);
             b.matrix(p + "attn_output.weight", spec.heads * head_dim, spec.dim, 1, t);
         } else {
-            b.matrix(p + "attn_q.weight", spec.dim, q_dim, 1, t);
+            // qwen35moe: each head's query rows, then its output gate's.
+            b.matrix(p + "attn_q.weight", spec.dim, l.qwen35 ? 2 * q_dim : q_dim, 1, t);
             b.matrix(p + "attn_k.weight", spec.dim, kv_dim, 1, t);
             b.matrix(p + "attn_v.weight", spec.dim, kv_dim, 1, t);
         }
@@ -389,14 +436,15 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
             b.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
             b.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
         }
-        if (l.qk_norm == QkNorm::PerHead) {
+        const bool attends = !l.delta_net(spec, i);
+        if (attends && l.qk_norm == QkNorm::PerHead) {
             b.vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
             b.vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
-        } else if (l.qk_norm == QkNorm::WholeProjection) {
+        } else if (attends && l.qk_norm == QkNorm::WholeProjection) {
             b.vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f);
             b.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f);
         }
-        if (!mla) b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
+        if (!mla && attends) b.matrix(p + "attn_output.weight", q_dim, spec.dim, 1, t);
         b.vector(p + l.ffn_norm, spec.dim, 1.0f, 0.1f);
         if (!l.routes_experts(spec, i)) {
             b.matrix(p + "ffn_gate.weight", spec.dim, ff, 1, t);

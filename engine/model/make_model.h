@@ -26,6 +26,11 @@ struct MakeModelSpec {
     int64_t expert_ff = 512;
     int64_t dense_layers = 0;     // leading layers with a dense FFN
     int64_t moe_step = 1;         // llama4: every moe_step-th layer routes experts, the others are dense
+    // qwen35moe: every attention_interval-th layer attends, the others are
+    // gated delta nets of ssm_k_heads key and ssm_v_heads value heads of
+    // ssm_state dims (0: heads / 2, heads, the head dimension / 2).
+    int64_t attention_interval = 4;
+    int64_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_state = 0;
     int64_t ff = 0;               // dense FFN width (0: 4 * dim rounded to the type's block)
     int64_t shared_ff = 0;        // qwen2moe, ernie4_5-moe: the shared expert's width (0: none)
     int64_t ctx = 2048;

@@ -163,7 +163,8 @@ std::string blk(int64_t i, const char* suffix) { return "blk." + std::to_string(
 // Per-head Q/K/V attention (every architecture but deepseek2).
 void bind_attention(const Binder& b, const ModelConfig& c, LayerWeights& L, int64_t q_dim, int64_t kv_dim) {
     const int64_t i = L.index;
-    L.wq = b.matrix(blk(i, "attn_q.weight"), {c.n_embd, q_dim});
+    // With an output gate, each head's query rows are followed by its gate's.
+    L.wq = b.matrix(blk(i, "attn_q.weight"), {c.n_embd, c.traits.attention_output_gate ? 2 * q_dim : q_dim});
     L.wk = b.matrix(blk(i, "attn_k.weight"), {c.n_embd, kv_dim});
     L.wv = b.matrix(blk(i, "attn_v.weight"), {c.n_embd, kv_dim});
     L.wo = b.matrix(blk(i, "attn_output.weight"), {q_dim, c.n_embd});
@@ -185,6 +186,22 @@ void bind_attention(const Binder& b, const ModelConfig& c, LayerWeights& L, int6
     if (L.q_norm.empty() != L.k_norm.empty())
         b.fail(blk(i, L.q_norm.empty() ? "attn_q_norm.weight" : "attn_k_norm.weight"),
                "missing from the file, which has the other of the Q/K norms");
+}
+
+// A gated delta net (qwen35moe's linear attention).
+void bind_delta_net(const Binder& b, const ModelConfig& c, LayerWeights& L) {
+    const int64_t i = L.index;
+    const SsmConfig& s = c.ssm;
+    const int64_t C = s.channels(), V = s.value_dim(), H = s.n_v_heads, K = s.conv_kernel;
+    L.ssm_qkv = b.matrix(blk(i, "attn_qkv.weight"), {c.n_embd, C});
+    L.ssm_z = b.matrix(blk(i, "attn_gate.weight"), {c.n_embd, V});
+    L.ssm_beta = b.matrix(blk(i, "ssm_beta.weight"), {c.n_embd, H});
+    L.ssm_alpha = b.matrix(blk(i, "ssm_alpha.weight"), {c.n_embd, H});
+    L.ssm_out = b.matrix(blk(i, "ssm_out.weight"), {V, c.n_embd});
+    L.ssm_conv = b.table(blk(i, "ssm_conv1d.weight"), K, C);
+    L.ssm_dt_bias = b.vector(blk(i, "ssm_dt.bias"), H);
+    L.ssm_a = b.vector(blk(i, "ssm_a"), H);
+    L.ssm_norm = b.vector(blk(i, "ssm_norm.weight"), s.d_state);
 }
 
 // DeepSeek's multi-head latent attention; attn_kv_b also as f32, split per
@@ -253,7 +270,9 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         LayerWeights& L = w.layers[static_cast<size_t>(i)];
         L.index = i;
         L.attn_norm = b.vector(blk(i, "attn_norm.weight"), c.n_embd);
-        if (c.mla) {
+        if (c.recurrent(i)) {
+            bind_delta_net(b, c, L);
+        } else if (c.mla) {
             bind_mla(b, c, L);
         } else {
             bind_attention(b, c, L, q_dim, kv_dim);

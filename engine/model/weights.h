@@ -81,6 +81,14 @@ struct LayerWeights {
     std::vector<float> ffn_norm;             // gpt-oss: post_attention_norm
     std::vector<float> attn_sinks;           // gpt-oss: a learned logit per head (empty when absent)
 
+    // A gated delta-net layer (ModelConfig::recurrent; wq..wo then absent):
+    // attn_qkv (the conv's q|k|v channels), attn_gate (z), ssm_beta and
+    // ssm_alpha (per value head), ssm_out; the conv's taps (channel after
+    // channel, conv_kernel each, the last for the current token), ssm_dt.bias,
+    // ssm_a (-exp(A_log)) and the gated norm's weight (d_state).
+    Matrix ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+    std::vector<float> ssm_conv, ssm_dt_bias, ssm_a, ssm_norm;
+
     FfnKind ffn = FfnKind::Dense;
     FfnMatrices dense;                       // FfnKind::Dense
 
@@ -99,8 +107,12 @@ struct LayerWeights {
     // Every attention matrix the forward pass multiplies by (absent ones are
     // empty): what is copied to the fast tier and repacked. MLA's attn_kv_b
     // is not among them: it is used through its f32 split and stays in the file.
-    std::array<Matrix*, 6> attention_matrices() { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a}; }
-    std::array<const Matrix*, 6> attention_matrices() const { return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a}; }
+    std::array<Matrix*, 11> attention_matrices() {
+        return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a, &ssm_qkv, &ssm_z, &ssm_beta, &ssm_alpha, &ssm_out};
+    }
+    std::array<const Matrix*, 11> attention_matrices() const {
+        return {&wq, &wk, &wv, &wo, &wq_a, &wkv_a, &ssm_qkv, &ssm_z, &ssm_beta, &ssm_alpha, &ssm_out};
+    }
 
     int64_t n_experts() const;
     FfnMatrices expert(int64_t e) const;

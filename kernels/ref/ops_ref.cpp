@@ -197,6 +197,54 @@ void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha
     }
 }
 
+void ssm_conv_step(const float* x, int64_t C, int64_t K, const float* w, float* state, float* y) {
+    for (int64_t ch = 0; ch < C; ++ch) {
+        float* st = state + ch * (K - 1);
+        const float* wc = w + ch * K;
+        float acc = 0.0f;
+        for (int64_t i = 0; i < K - 1; ++i) acc += wc[i] * st[i];
+        acc += wc[K - 1] * x[ch];
+        for (int64_t i = 0; i + 1 < K - 1; ++i) st[i] = st[i + 1];
+        if (K > 1) st[K - 2] = x[ch];
+        y[ch] = acc / (1.0f + std::exp(-acc));
+    }
+}
+
+void l2_norm(const float* x, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    const float scale = 1.0f / std::max(static_cast<float>(std::sqrt(sum)), eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+}
+
+void gated_delta_step(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta,
+                      int64_t h0, int64_t h1, int64_t n_k_heads, int64_t d, float* o) {
+    const float qscale = 1.0f / std::sqrt(static_cast<float>(d));
+    for (int64_t h = h0; h < h1; ++h) {
+        float* Sh = S + h * d * d;
+        const float* kh = k + (h % n_k_heads) * d;
+        const float* qh = q + (h % n_k_heads) * d;
+        const float* vh = v + h * d;
+        float* oh = o + h * d;
+        const float decay = std::exp(g[h]);
+        for (int64_t j = 0; j < d; ++j) {
+            float* col = Sh + j * d;  // S[., j]
+            float sk = 0.0f;
+            for (int64_t i = 0; i < d; ++i) {
+                col[i] *= decay;
+                sk += col[i] * kh[i];
+            }
+            const float delta = beta[h] * (vh[j] - sk);
+            float out = 0.0f;
+            for (int64_t i = 0; i < d; ++i) {
+                col[i] += kh[i] * delta;
+                out += col[i] * qh[i];
+            }
+            oh[j] = out * qscale;
+        }
+    }
+}
+
 void scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) x[r * stride + c] *= f[r];

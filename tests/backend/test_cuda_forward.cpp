@@ -824,6 +824,20 @@ private Q_SLOTS:
         }
         QVERIFY(threw);
         QCOMPARE(small.reserved(memory::Tier::Fast), uint64_t{0});
+        // An architecture with an op the GPU does not compute yet (qwen35moe's
+        // gated delta net): refused at load, naming the op and the architecture.
+        auto q = model::Model::load(test::fixture_path("models/qwen35moe-tiny-f32.gguf"));
+        memory::Ledger l3;
+        kv::KvCacheParams qp = model::kv_cache_params(q->config(), 4, 16, kv::KvType::F32);
+        qp.host_storage = false;
+        kv::KvCache qkv(qp, &l3, memory::Tier::Fast);
+        QString message;
+        try {
+            (void)bc::make_cuda_forward(*q, qkv, l3, {});
+        } catch (const Error& e) {
+            message = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(message.contains("qwen35moe uses gated delta net") && message.contains("CUDA backend"), qPrintable(message));
     }
 };
 

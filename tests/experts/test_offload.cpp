@@ -115,7 +115,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("predictor");
         for (const char* m : {"moe-tiny-f32", "moe-small-q4_k_m", "qwen2moe-tiny-f32", "deepseek2-tiny-f32", "deepseek3-tiny-q4_k_m",
                               "qwen3moe-tiny-f32", "gptoss-tiny-mxfp4", "glm4moe-tiny-f32", "minimaxm2-tiny-f32",
-                              "ernie45moe-tiny-f32", "llama4-tiny-f32"}) {
+                              "ernie45moe-tiny-f32", "llama4-tiny-f32", "qwen35moe-tiny-f32"}) {
             QTest::newRow(m) << QString::fromStdString(test::fixture_path(QString("models/%1.gguf").arg(m)))
                              << "lru" << "lookahead";
         }

@@ -61,7 +61,13 @@ class TestBatchedForward : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
-    void batch_does_not_change_a_tokens_logits_data() { models_data(); }
+    // And qwen35moe, whose delta-net layers keep a recurrent state per
+    // sequence beside the attention layer's KV (it shares no prefix, so it is
+    // not in models_data's other uses).
+    void batch_does_not_change_a_tokens_logits_data() {
+        models_data();
+        QTest::newRow("qwen35moe-tiny-f32") << "qwen35moe-tiny-f32";
+    }
     void batch_does_not_change_a_tokens_logits() {
         QFETCH(QString, name);
         if (name != "demo") STRATA_REQUIRE_FIXTURES();
@@ -166,6 +172,36 @@ private Q_SLOTS:
             if (want.empty()) want = got;
             QVERIFY2(got == want, qPrintable(QString("%1 threads").arg(threads)));
         }
+    }
+
+    // A recurrent model's sequence attaches no prefix (the state after it is
+    // not in the blocks), computes its prompt whole, and gives the logits of
+    // a fresh context; rewound past its start, it refuses to go on.
+    void recurrent_state_is_per_sequence_and_never_shared() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(model_path("qwen35moe-tiny-f32"));
+        const int64_t V = m->config().n_vocab;
+        const std::vector<int32_t> p = m->vocab().encode(kPrompts[2], true);
+        model::Context fresh(*m, test::context_params(256, 256, 2));
+        const std::vector<float> want = row(fresh.decode(p, false), V);
+        model::ContextParams cp = test::context_params(256, 256, 2);
+        cp.kv_block_tokens = 8;
+        model::Context ctx(*m, cp);
+        kv::KvCache& kvc = ctx.kv_cache();
+        QVERIFY(kvc.params().state_floats > 0);
+        const kv::SeqId a = kvc.create_sequence();
+        ctx.decode_batch(p, std::vector<kv::SeqId>(p.size(), a), {});
+        const kv::SeqId b = kvc.create_sequence();
+        QCOMPARE(kvc.attach_prefix(b, p), int64_t{0});
+        std::vector<uint8_t> w(p.size(), 0);
+        w.back() = 1;
+        QVERIFY(std::memcmp(ctx.decode_batch(p, std::vector<kv::SeqId>(p.size(), b), w), want.data(), V * sizeof(float)) == 0);
+        QCOMPARE(kvc.state_bytes(), uint64_t(3) * uint64_t(kvc.params().state_floats) * sizeof(float));  // ctx's own, a, b
+        kvc.truncate(a, 4);
+        const int32_t t = 7;
+        QVERIFY_THROWS_EXCEPTION(Error, ctx.decode_batch({&t, 1}, std::vector<kv::SeqId>{a}, {}));
+        kvc.truncate(a, 0);  // back to its start: computed afresh
+        QVERIFY(std::memcmp(ctx.decode_batch(p, std::vector<kv::SeqId>(p.size(), a), w), want.data(), V * sizeof(float)) == 0);
     }
 
     void shared_prefix_gives_the_same_logits_data() { models_data(); }

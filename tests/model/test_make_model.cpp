@@ -63,6 +63,11 @@ model::MakeModelSpec small_spec(const QString& arch) {
         s.weights_scale = 2.5f;
     }
     if (arch == "ernie4_5-moe") s.shared_ff = 96;
+    if (arch == "qwen35moe") {
+        s.layers = 4;  // three delta nets, then attention
+        s.head_dim = 32;
+        s.shared_ff = 64;
+    }
     if (arch == "llama4") {
         s.layers = 4;  // layer 3 without RoPE
         s.moe_step = 2;
@@ -81,7 +86,8 @@ private Q_SLOTS:
     void architectures_data() {
         QTest::addColumn<QString>("arch");
         QTest::addColumn<QString>("type");
-        for (const char* arch : {"llama", "qwen2moe", "qwen3moe", "olmoe", "glm4moe", "minimax-m2", "ernie4_5-moe", "llama4"}) {
+        for (const char* arch : {"llama", "qwen2moe", "qwen3moe", "olmoe", "glm4moe", "minimax-m2", "ernie4_5-moe", "llama4",
+                                 "qwen35moe"}) {
             QTest::newRow(qPrintable(QString(arch) + "-f32")) << arch << "f32";
         }
         for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"})
@@ -119,7 +125,8 @@ private Q_SLOTS:
         const model::LayerWeights& first_moe =
             m->weights().layers[static_cast<size_t>(arch == "llama4" ? spec.moe_step - 1 : spec.dense_layers)];
         QCOMPARE(first_moe.has_shared_expert(),
-                 arch == "qwen2moe" || arch == "glm4moe" || arch == "ernie4_5-moe" || arch == "llama4");
+                 arch == "qwen2moe" || arch == "glm4moe" || arch == "ernie4_5-moe" || arch == "llama4" || arch == "qwen35moe");
+        if (arch == "qwen35moe") QCOMPARE(m->config().n_recurrent_layers(), int64_t{3});
         QCOMPARE(!first_moe.router_select_bias.empty(), arch == "glm4moe" || arch == "minimax-m2" || arch == "ernie4_5-moe");
         if (spec.head_dim > 0) QCOMPARE(m->config().head_dim, spec.head_dim);
         model::Context ctx(*m, {});
@@ -151,6 +158,9 @@ private Q_SLOTS:
         QTest::newRow("llama4") << "llama4" << QStringList{"dense FFN", "chunked attention", "Q/K norm after RoPE",
                                                           "attention temperature", "routed experts (weighted before the FFN)",
                                                           "shared expert"};
+        QTest::newRow("qwen35moe") << "qwen35moe"
+                                   << QStringList{"gated delta net (linear attention with a recurrent state)",
+                                                  "attention output gate", "router (softmax top-k)", "shared expert"};
         QTest::newRow("ernie4_5-moe") << "ernie4_5-moe" << QStringList{"attention", "dense FFN", "router (scored: selection bias, sigmoid, groups)", "shared expert"};
     }
 

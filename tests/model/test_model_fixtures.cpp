@@ -50,6 +50,7 @@ private Q_SLOTS:
         QTest::newRow("minimaxm2-tiny-f32") << "minimaxm2-tiny-f32" << int(Tolerance::F32);
         QTest::newRow("ernie45moe-tiny-f32") << "ernie45moe-tiny-f32" << int(Tolerance::F32);
         QTest::newRow("llama4-tiny-f32") << "llama4-tiny-f32" << int(Tolerance::F32);
+        QTest::newRow("qwen35moe-tiny-f32") << "qwen35moe-tiny-f32" << int(Tolerance::F32);
     }
 
     void logits() {

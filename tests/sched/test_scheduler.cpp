@@ -199,13 +199,26 @@ private Q_SLOTS:
         QCOMPARE(core.max_batch(), 3);  // the batch size asked for while they ran
     }
 
+    // The demo model, and qwen35moe, whose preempted sequences' recurrent
+    // state is computed again from their first token when they resume.
+    void kv_exhaustion_waits_or_preempts_and_the_ledger_holds_data() {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("demo") << QString::fromStdString(kDemo);
+        QTest::newRow("qwen35moe") << "qwen35moe-tiny-f32";
+    }
     void kv_exhaustion_waits_or_preempts_and_the_ledger_holds() {
+        QFETCH(QString, model);
+        std::string path = model.toStdString();
+        if (model == "qwen35moe-tiny-f32") {
+            STRATA_REQUIRE_FIXTURES();
+            path = test::fixture_path("models/qwen35moe-tiny-f32.gguf");
+        }
         EngineSettings es;
         es.kv_tokens = 20 * 16;  // 20 blocks for 16 requests of up to ~110 tokens
         es.n_ctx = 256;
         es.threads = 2;
         es.fast_budget = 256ull << 20;
-        auto eng = core::Engine::load(kDemo, es);
+        auto eng = core::Engine::load(path, es);
         const auto& vocab = eng->vocab();
         const auto jobs = make_jobs(vocab, 16, 2);
         model::Context solo(eng->model(), test::context_params(256, 64, 2));

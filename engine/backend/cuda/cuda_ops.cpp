@@ -195,6 +195,10 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
     if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
 }
 
+void CudaForward::delta_net(const model::LayerWeights& L) {
+    throw Error("internal: layer " + std::to_string(L.index) + " needs a gated delta net, which the CUDA backend does not compute");
+}
+
 // Latent attention as the CPU backend computes it (model/cpu_attention.cpp):
 // the cache holds one latent row [compressed KV | RoPE key] per token, the
 // queries move into the latent space, and the values come out of it.

@@ -122,6 +122,8 @@ public:
     void rms_norm(model::Act in, const std::vector<float>& weight, model::Act out) override;
     void add(model::Act dst, model::Act src) override;
     void attention(const model::LayerWeights& L, const model::AttentionSpec& spec) override;
+    // Not computed here (cuda_supports: a model that needs it is refused at load).
+    void delta_net(const model::LayerWeights& L) override;
     void predict_route(const model::LayerWeights& next) override;
     void route(const model::LayerWeights& L, const model::RouterSpec& spec) override;
     void experts(const model::LayerWeights& L, const model::ExpertSpec& spec) override;

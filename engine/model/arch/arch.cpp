@@ -4,11 +4,13 @@
 
 namespace strata::model::arch {
 
-extern const ArchTraits llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt_oss, glm4moe, minimax_m2, ernie4_5_moe, llama4;
+extern const ArchTraits llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt_oss, glm4moe, minimax_m2, ernie4_5_moe, llama4,
+    qwen35moe;
 
 std::span<const ArchTraits* const> all() {
     static const ArchTraits* const table[] = {&llama,   &qwen2moe, &qwen3moe,   &olmoe,       &deepseek2,
-                                              &gpt_oss, &glm4moe,  &minimax_m2, &ernie4_5_moe, &llama4};
+                                              &gpt_oss, &glm4moe,  &minimax_m2, &ernie4_5_moe, &llama4,
+                                              &qwen35moe};
     return table;
 }
 
@@ -43,7 +45,9 @@ public:
         if (s.chunk > 0) note(Op::ChunkedAttention);
         if (s.norm_after_rope) note(Op::NormAfterRope);
         if (s.temperature_floor > 0) note(Op::AttentionTemperature);
+        if (s.output_gate) note(Op::AttentionOutputGate);
     }
+    void delta_net(const LayerWeights&) override { note(Op::DeltaNet); }
     void predict_route(const LayerWeights&) override {}
     void route(const LayerWeights&, const RouterSpec& s) override { note(s.scored ? Op::ScoredRoute : Op::Route); }
     void experts(const LayerWeights&, const ExpertSpec& s) override {
