@@ -45,6 +45,7 @@ QtObject {
         case "draft.model": return "#b8c255";
         case "runtime.reserve": return "#7b8696";
         case "experts.home": return "#c9884c";
+        case "recurrent.state": return "#9bd94f";
         }
         return "#8892a0";
     }

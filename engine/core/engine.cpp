@@ -202,8 +202,8 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineSettin
     if (numa.mode == cpu::NumaMode::Bind) cp.cpus = numa.cpus;  // the compute workers run on the bound node
     // The context first: its KV cache and scratch are not optional, the
     // expert cache gets what remains.
-    const kv::KvCacheParams kp =
-        model::kv_cache_params(c, eng->plan_.kv_blocks, eng->plan_.kv_block_tokens, eng->plan_.kv_type);
+    kv::KvCacheParams kp = model::kv_cache_params(c, eng->plan_.kv_blocks, eng->plan_.kv_block_tokens, eng->plan_.kv_type);
+    kp.state_sequences = eng->plan_.state_sequences;
     eng->kv_ = std::make_unique<kv::KvCache>(kp, &ledger, memory::Tier::Fast);
     eng->ctx_ = std::make_unique<model::Context>(m, cp, &eng->resident_->weights(), nullptr, eng->kv_.get());
     ledger.reserve(memory::Account::Activations, memory::Tier::Fast, eng->ctx_->scratch_bytes());

@@ -91,10 +91,22 @@ KvCache::KvCache(const KvCacheParams& params, memory::Ledger* ledger, memory::Ti
     free_.reserve(blocks_.size());
     for (int64_t b = p_.n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
     update_ledger();
+    if (p_.state_floats > 0 && p_.host_storage) {
+        // The recurrent state of the sequences the plan expects, reserved up front.
+        state_reserved_ = static_cast<uint64_t>(std::max<int64_t>(p_.state_sequences, 0)) *
+                          static_cast<uint64_t>(p_.state_floats) * sizeof(float);
+        ledger_->reserve(memory::Account::RecurrentState, tier_, state_reserved_);
+    }
 }
 
 KvCache::~KvCache() {
     if (ledger_ && p_.host_storage) ledger_->set_used(memory::Account::KvPages, tier_, 0);
+    if (ledger_ && state_reserved_ > 0) ledger_->release(memory::Account::RecurrentState, tier_, state_reserved_);
+}
+
+// recurrent.state's used bytes: the live sequences' states.
+void KvCache::update_state_ledger() {
+    if (p_.state_floats > 0 && p_.host_storage) ledger_->set_used(memory::Account::RecurrentState, tier_, state_bytes());
 }
 
 KvStats KvCache::stats() const {
@@ -120,6 +132,16 @@ void KvCache::update_ledger() {
 // --- sequences ---------------------------------------------------------------
 
 SeqId KvCache::create_sequence(int64_t expected_tokens) {
+    if (p_.state_floats > 0 && p_.host_storage) {
+        // Beyond the sequences reserved up front, each reserves its state as
+        // it starts (the ledger's message when the budget has no room; then
+        // nothing has changed).
+        const uint64_t one = static_cast<uint64_t>(p_.state_floats) * sizeof(float);
+        if (state_bytes() + one > state_reserved_) {
+            ledger_->reserve(memory::Account::RecurrentState, tier_, one);
+            state_reserved_ += one;
+        }
+    }
     SeqId id;
     if (!free_seq_ids_.empty()) {
         id = free_seq_ids_.back();
@@ -131,7 +153,8 @@ SeqId KvCache::create_sequence(int64_t expected_tokens) {
     Seq& q = seqs_[static_cast<size_t>(id)];
     q = Seq{};
     q.live = true;
-    q.state.assign(static_cast<size_t>(p_.state_floats), 0.0f);
+    q.state.assign(static_cast<size_t>(p_.host_storage ? p_.state_floats : 0), 0.0f);  // a device holds its own
+    update_state_ledger();
     if (expected_tokens > 0) {
         const int64_t blocks = std::min(p_.blocks_for(expected_tokens), p_.n_blocks);
         q.tokens.reserve(static_cast<size_t>(blocks * p_.block_tokens));
@@ -161,25 +184,30 @@ void KvCache::free_sequence(SeqId s) {
     q = Seq{};
     free_seq_ids_.push_back(s);
     update_ledger();
+    update_state_ledger();
 }
 
 int64_t KvCache::n_tokens(SeqId s) const { return static_cast<int64_t>(seq(s).tokens.size()); }
 
 const std::vector<int32_t>& KvCache::tokens(SeqId s) const { return seq(s).tokens; }
 
-float* KvCache::recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n) {
+void KvCache::check_recurrent(SeqId s, int64_t pos) {
     Seq& q = seq(s);
-    if (offset < 0 || n < 0 || offset + n > p_.state_floats)
-        throw Error("internal: recurrent state [" + std::to_string(offset) + ", +" + std::to_string(n) + ") of " +
-                    std::to_string(p_.state_floats) + " floats");
-    float* part = q.state.data() + offset;
     if (pos == 0) {
-        std::fill(part, part + n, 0.0f);
         q.state_stale = false;
     } else if (q.state_stale) {
         throw Error("sequence " + std::to_string(s) + " was rewound past its start, and a recurrent model's state "
                     "cannot be: clear it and compute it again from its first token");
     }
+}
+
+float* KvCache::recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n) {
+    if (!p_.host_storage || offset < 0 || n < 0 || offset + n > p_.state_floats)
+        throw Error("internal: recurrent state [" + std::to_string(offset) + ", +" + std::to_string(n) + ") of " +
+                    std::to_string(p_.state_floats) + " floats" + (p_.host_storage ? "" : " without host storage"));
+    check_recurrent(s, pos);
+    float* part = seq(s).state.data() + offset;
+    if (pos == 0) std::fill(part, part + n, 0.0f);
     return part;
 }
 

@@ -71,6 +71,11 @@ struct KvCacheParams {
     // sequence shares no prefix (a block's K/V do not give the state after
     // it) and is rewound only to its start.
     int64_t state_floats = 0;
+    // Sequences whose state is reserved in the ledger (account
+    // recurrent.state) when the cache is made; more reserve theirs as they
+    // start, where the budget has room (else create_sequence throws the
+    // ledger's message).
+    int64_t state_sequences = 2;
     int64_t kinds() const { return keys_only ? 1 : 2; }  // K (and V) parts per layer and head
 
     // Bytes of one piece: a block's positions of one layer's K or V for one KV head.
@@ -128,6 +133,9 @@ public:
     // strata::Error when the sequence was truncated to anywhere but its start
     // since (its state no longer matches its tokens).
     float* recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n);
+    // What recurrent_state checks, for a device that keeps the states itself
+    // (no host storage: it zeroes a sequence's state at its position 0).
+    void check_recurrent(SeqId s, int64_t pos);
     // Bytes of recurrent state the live sequences hold.
     uint64_t state_bytes() const;
 
@@ -269,6 +277,8 @@ private:
     std::list<int32_t> lru_spare_;        // list nodes reused by the LRU (no allocation per release)
     std::vector<Seq> seqs_;
     std::vector<SeqId> free_seq_ids_;
+    uint64_t state_reserved_ = 0;         // bytes of recurrent.state this cache holds in the ledger
+    void update_state_ledger();
     uint64_t prefix_tokens_reused_ = 0;
     std::function<void(int32_t, int32_t)> copier_;
 };

@@ -19,6 +19,7 @@ const char* account_name(Account a) {
         case Account::DraftModel: return "draft.model";
         case Account::RuntimeReserve: return "runtime.reserve";
         case Account::ExpertsHome: return "experts.home";
+        case Account::RecurrentState: return "recurrent.state";
     }
     return "?";
 }

@@ -35,8 +35,9 @@ enum class Account {
     DraftModel,       // "draft.model": a speculative-decoding draft model
     RuntimeReserve,   // "runtime.reserve": allocator slack, thread stacks, tables
     ExpertsHome,      // "experts.home": every routed expert's home copy (slow tier)
+    RecurrentState,   // "recurrent.state": the recurrent models' per-sequence state (qwen35moe's delta nets)
 };
-inline constexpr int kAccountCount = 10;
+inline constexpr int kAccountCount = 11;
 
 const char* account_name(Account a);  // "weights.shared", ...
 const char* tier_name(Tier t);        // "fast", "slow"

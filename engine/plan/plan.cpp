@@ -185,10 +185,13 @@ Plan make_plan(const PlanModel& m, const PlanSettings& s) {
     p.kv_type = s.kv_type;
     p.kv_blocks = kvp.blocks_for(s.kv_tokens > 0 ? s.kv_tokens : p.n_ctx);
     const uint64_t kv = reserved_bytes(mul(kvp.block_bytes(), p.kv_blocks), 4096);
+    p.state_bytes_per_sequence = static_cast<uint64_t>(kvp.state_floats) * sizeof(float);
+    p.state_sequences = kvp.state_floats > 0 ? 1 + std::max<int64_t>(1, p.kv_blocks * p.kv_block_tokens / p.n_ctx) : 0;
+    const uint64_t state = mul(p.state_bytes_per_sequence, p.state_sequences);
     const uint64_t act = m.activation_bytes ? m.activation_bytes(p.n_batch, p.n_ctx, p.threads) : 0;
     const uint64_t pinned = mul(t.slot, p.pinned_experts);
     // Everything but the expert slots; slots are counted as expert_slots_bytes().
-    const uint64_t base = t.shared + t.router + kv + act + s.draft_model_bytes + s.runtime_reserve;
+    const uint64_t base = t.shared + t.router + kv + state + act + s.draft_model_bytes + s.runtime_reserve;
     auto slots_bytes = [&](int64_t n) { return expert_slots_bytes(t.slot, t.total, n); };
     // Unpinned slots a MoE layer needs at the least (fewer when pinning covers almost everything).
     const int64_t unpinned_min = t.total > 0 ? std::min(std::max<int64_t>(m.n_expert_used, 1), t.total - p.pinned_experts) : 0;
@@ -241,6 +244,7 @@ Plan make_plan(const PlanModel& m, const PlanSettings& s) {
            << format_bytes(p.resident_minimum) << " (weights.shared " << format_bytes(t.shared) << ", weights.router "
            << format_bytes(t.router) << ", kv.pages " << format_bytes(kv) << " for " << p.kv_blocks * p.kv_block_tokens
            << " tokens, activations " << format_bytes(act) << ", runtime.reserve " << format_bytes(s.runtime_reserve);
+        if (state) os << ", recurrent.state " << format_bytes(state);
         if (s.draft_model_bytes) os << ", draft.model " << format_bytes(s.draft_model_bytes);
         if (t.total > 0) os << ", " << min_slots << " expert slots " << format_bytes(slots_bytes(min_slots));
         os << "); raise the fast budget to at least " << format_bytes(p.resident_minimum)
@@ -304,6 +308,10 @@ Plan make_plan(const PlanModel& m, const PlanSettings& s) {
     if (m.kv_per_head_elems > 0)
         kv_what += ", against " + format_bytes(static_cast<uint64_t>(m.kv_per_head_elems * elem)) + " for per-head K+V";
     row(Account::KvPages, Tier::Fast, kv, kv_what);
+    if (p.state_sequences > 0)
+        row(Account::RecurrentState, Tier::Fast, state,
+            format_bytes(p.state_bytes_per_sequence) + " per sequence x " + std::to_string(p.state_sequences) +
+                " (more as sequences start, within the budget)");
     row(Account::Activations, Tier::Fast, act,
         "batch " + std::to_string(p.n_batch) + ", " + std::to_string(p.threads) + " thread" + (p.threads == 1 ? "" : "s"));
     row(Account::TransferBuffers, Tier::Fast, transfer,

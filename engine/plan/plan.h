@@ -25,6 +25,8 @@
 //   draft.model       draft_model_bytes (speculative decoding; 0 without a draft)
 //   runtime.reserve   runtime_reserve
 //   experts.home      slow tier: every routed expert's bytes in the file
+//   recurrent.state   a recurrent model's state per sequence (its delta nets'
+//                     conv inputs and state matrices) x state_sequences
 //
 // Slot counts: expert_slots counts every slot of the expert cache, pinned ones
 // included (experts.pinned holds pinned_experts of them, experts.cache the
@@ -118,6 +120,11 @@ struct Plan {
     int64_t n_ctx = 0, n_batch = 0;
     int64_t kv_blocks = 0, kv_block_tokens = 0;
     kv::KvType kv_type = kv::KvType::F32;
+    // A recurrent model (qwen35moe): each sequence's state, and the sequences
+    // reserved up front (the context's own and one a full context of KV
+    // holds; more reserve theirs as they start).
+    uint64_t state_bytes_per_sequence = 0;
+    int64_t state_sequences = 0;
     int threads = 0;
     cpu::NumaTopology numa_topology;  // this machine's
     cpu::NumaDecision numa;          // what the numa setting means here for fast_total

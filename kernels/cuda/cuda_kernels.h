@@ -77,6 +77,30 @@ int add_bias(float* y, int64_t stride, const float* b, int64_t rows, int64_t col
 // y[r * cols ..] += g[r] * x[r * cols ..], g[r] = sigmoid(gate_logits[r]) (1
 // when gate_logits is null): the shared expert's gated add.
 int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t cols, float* y, Stream stream);
+// y[i] *= silu ? g[i] sigmoid(g[i]) : sigmoid(g[i]) for i < n: ref::gate_mul
+// (the delta net's gated norm, an attention head's output gate).
+int gate_mul(float* y, const float* g, int64_t n, bool silu, Stream stream);
+
+// --- qwen35moe's gated delta net over a chunk's tokens, in order (a
+// sequence's tokens in position order). Token t's state is its sequence's:
+// state + slot[t] * slot_stride + offset (the layer's part), zeroed where
+// n_keys[t] == 1 (its position 0).
+// The causal conv and SiLU of C channels and K taps (w: channel after
+// channel, K each): ref::ssm_conv_step per token, out rows of C.
+int delta_conv(const float* mixed, int64_t n_tokens, int64_t C, int64_t K, const float* w, float* state, int64_t slot_stride,
+               int64_t offset, const int32_t* slot, const int32_t* n_keys, float* out, Stream stream);
+// Each token's first `heads` rows of d floats (token_stride apart) L2-normed: ref::l2_norm.
+int l2_norm_heads(float* x, int64_t n_tokens, int64_t token_stride, int64_t heads, int64_t d, float eps, Stream stream);
+// Per token and value head: alpha <- softplus(alpha + dt_bias) * a, beta <- sigmoid(beta): ref::delta_gates.
+int delta_gates(float* alpha, float* beta, const float* dt_bias, const float* a, int64_t n_tokens, int64_t heads,
+                Stream stream);
+// The gated delta rule: ref::gated_delta_step per token over its q | k | v
+// (qkv + t * C; n_k_heads query and key heads, n_v_heads value heads of d,
+// d <= 1024), with g and beta from delta_gates; o rows of n_v_heads * d.
+int gated_delta(const float* qkv, int64_t n_tokens, int64_t C, int64_t n_k_heads, int64_t n_v_heads, int64_t d,
+                const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset, const int32_t* slot,
+                const int32_t* n_keys, float* o, Stream stream);
+
 // x[r * stride + c] *= f[r] for r < rows, c < cols: ref::scale_rows (a
 // query's temperature, an expert's input weighted before its FFN).
 int scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols, Stream stream);

@@ -103,6 +103,91 @@ __global__ void scale_rows_kernel(float* x, int64_t stride, const float* f, int6
     }
 }
 
+__global__ void gate_mul_kernel(float* y, const float* g, int64_t n, bool silu) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const float s = 1.0f / (1.0f + expf(-g[i]));
+        y[i] *= silu ? g[i] * s : s;
+    }
+}
+
+// One thread per channel, the tokens in order.
+__global__ void delta_conv_kernel(const float* mixed, int64_t n_tokens, int64_t C, int64_t K, const float* w, float* state,
+                                  int64_t slot_stride, int64_t offset, const int32_t* slot, const int32_t* n_keys,
+                                  float* out) {
+    const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (ch >= C) return;
+    const float* wc = w + ch * K;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        float* st = state + slot[t] * slot_stride + offset + ch * (K - 1);
+        if (n_keys[t] == 1)
+            for (int64_t i = 0; i < K - 1; ++i) st[i] = 0.0f;
+        const float x = mixed[t * C + ch];
+        float acc = 0.0f;
+        for (int64_t i = 0; i < K - 1; ++i) acc += wc[i] * st[i];
+        acc += wc[K - 1] * x;
+        for (int64_t i = 0; i + 1 < K - 1; ++i) st[i] = st[i + 1];
+        if (K > 1) st[K - 2] = x;
+        out[t * C + ch] = acc / (1.0f + expf(-acc));
+    }
+}
+
+// One warp per row.
+__global__ void l2_norm_heads_kernel(float* x, int64_t token_stride, int64_t heads, int64_t d, float eps) {
+    const int64_t t = blockIdx.x / heads, h = blockIdx.x % heads;
+    float* r = x + t * token_stride + h * d;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += kWarp) sum += r[i] * r[i];
+    sum = detail::warp_sum(sum);
+    const float scale = 1.0f / fmaxf(sqrtf(sum), eps);
+    for (int64_t i = threadIdx.x; i < d; i += kWarp) r[i] *= scale;
+}
+
+__global__ void delta_gates_kernel(float* alpha, float* beta, const float* dt_bias, const float* a, int64_t n, int64_t heads) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t h = i % heads;
+        const float x = alpha[i] + dt_bias[h];
+        alpha[i] = (x > 20.0f ? x : log1pf(expf(x))) * a[h];
+        beta[i] = 1.0f / (1.0f + expf(-beta[i]));
+    }
+}
+
+// One block per value head, one thread per column j of its state (S[., j]
+// contiguous), the tokens in order; the head's key and query in shared memory.
+constexpr int kMaxDeltaDim = 1024;
+__global__ void gated_delta_kernel(const float* qkv, int64_t n_tokens, int64_t C, int64_t n_k_heads, int64_t d,
+                                   const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset,
+                                   const int32_t* slot, const int32_t* n_keys, float* o) {
+    __shared__ float ks[kMaxDeltaDim], qs[kMaxDeltaDim];
+    const int64_t h = blockIdx.x, H = gridDim.x, j = threadIdx.x;
+    const int64_t kh = h % n_k_heads;
+    const float qscale = 1.0f / sqrtf(static_cast<float>(d));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* row = qkv + t * C;
+        ks[j] = row[n_k_heads * d + kh * d + j];
+        qs[j] = row[kh * d + j];
+        __syncthreads();
+        float* col = state + slot[t] * slot_stride + offset + h * d * d + j * d;
+        if (n_keys[t] == 1)
+            for (int64_t i = 0; i < d; ++i) col[i] = 0.0f;
+        const float decay = expf(g[t * H + h]);
+        float sk = 0.0f;
+        for (int64_t i = 0; i < d; ++i) {
+            col[i] *= decay;
+            sk += col[i] * ks[i];
+        }
+        const float delta = beta[t * H + h] * (row[2 * n_k_heads * d + h * d + j] - sk);
+        float out = 0.0f;
+        for (int64_t i = 0; i < d; ++i) {
+            col[i] += ks[i] * delta;
+            out += col[i] * qs[i];
+        }
+        o[t * H * d + h * d + j] = out * qscale;
+        __syncthreads();  // before the next token's key and query overwrite these
+    }
+}
+
 __global__ void kv_store_kernel(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t n,
                                 int64_t n_head_kv, int64_t head_dim, float* k_pool, float* v_pool,
                                 int64_t block_stride, int64_t head_stride, const int32_t* block, const int32_t* slot) {
@@ -352,6 +437,47 @@ int scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t c
     if (rows <= 0 || cols <= 0) return 0;
     if (stride < cols) return static_cast<int>(cudaErrorInvalidValue);
     scale_rows_kernel<<<detail::blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(x, stride, f, rows, cols);
+    return detail::launched();
+}
+
+int gate_mul(float* y, const float* g, int64_t n, bool silu, Stream stream) {
+    if (n <= 0) return 0;
+    gate_mul_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, stream>>>(y, g, n, silu);
+    return detail::launched();
+}
+
+int delta_conv(const float* mixed, int64_t n_tokens, int64_t C, int64_t K, const float* w, float* state, int64_t slot_stride,
+               int64_t offset, const int32_t* slot, const int32_t* n_keys, float* out, Stream stream) {
+    if (n_tokens <= 0) return 0;
+    if (C <= 0 || K < 1) return static_cast<int>(cudaErrorInvalidValue);
+    constexpr int kPerBlock = 128;
+    delta_conv_kernel<<<detail::blocks_for(C, kPerBlock, INT32_MAX), kPerBlock, 0, stream>>>(
+        mixed, n_tokens, C, K, w, state, slot_stride, offset, slot, n_keys, out);
+    return detail::launched();
+}
+
+int l2_norm_heads(float* x, int64_t n_tokens, int64_t token_stride, int64_t heads, int64_t d, float eps, Stream stream) {
+    if (n_tokens <= 0 || heads <= 0) return 0;
+    l2_norm_heads_kernel<<<static_cast<unsigned>(n_tokens * heads), kWarp, 0, stream>>>(x, token_stride, heads, d, eps);
+    return detail::launched();
+}
+
+int delta_gates(float* alpha, float* beta, const float* dt_bias, const float* a, int64_t n_tokens, int64_t heads,
+                Stream stream) {
+    if (n_tokens <= 0 || heads <= 0) return 0;
+    delta_gates_kernel<<<detail::blocks_for(n_tokens * heads, kThreads), kThreads, 0, stream>>>(alpha, beta, dt_bias, a,
+                                                                                               n_tokens * heads, heads);
+    return detail::launched();
+}
+
+int gated_delta(const float* qkv, int64_t n_tokens, int64_t C, int64_t n_k_heads, int64_t n_v_heads, int64_t d,
+                const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset, const int32_t* slot,
+                const int32_t* n_keys, float* o, Stream stream) {
+    if (n_tokens <= 0) return 0;
+    if (d <= 0 || d > kMaxDeltaDim || d % kWarp != 0 || n_k_heads <= 0 || n_v_heads <= 0)
+        return static_cast<int>(cudaErrorInvalidValue);
+    gated_delta_kernel<<<static_cast<unsigned>(n_v_heads), static_cast<unsigned>(d), 0, stream>>>(
+        qkv, n_tokens, C, n_k_heads, d, g, beta, state, slot_stride, offset, slot, n_keys, o);
     return detail::launched();
 }
 

@@ -245,6 +245,21 @@ void gated_delta_step(float* S, const float* q, const float* k, const float* v, 
     }
 }
 
+void delta_gates(float* alpha, float* beta, const float* dt_bias, const float* a, int64_t heads) {
+    for (int64_t h = 0; h < heads; ++h) {
+        const float x = alpha[h] + dt_bias[h];
+        alpha[h] = (x > 20.0f ? x : std::log1p(std::exp(x))) * a[h];
+        beta[h] = 1.0f / (1.0f + std::exp(-beta[h]));
+    }
+}
+
+void gate_mul(float* y, const float* g, int64_t n, bool silu) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float s = 1.0f / (1.0f + std::exp(-g[i]));
+        y[i] *= silu ? g[i] * s : s;
+    }
+}
+
 void scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) x[r * stride + c] *= f[r];

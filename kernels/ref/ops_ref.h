@@ -105,6 +105,13 @@ void l2_norm(const float* x, float* y, int64_t n, float eps);
 void gated_delta_step(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta,
                       int64_t h0, int64_t h1, int64_t n_k_heads, int64_t d, float* o);
 
+// alpha[h] <- softplus(alpha[h] + dt_bias[h]) * a[h] (ggml's softplus: x
+// above 20 as it is), beta[h] <- sigmoid(beta[h]), for h < heads: the delta
+// rule's decay (log) and its step.
+void delta_gates(float* alpha, float* beta, const float* dt_bias, const float* a, int64_t heads);
+// y[i] *= silu ? g[i] sigmoid(g[i]) : sigmoid(g[i]).
+void gate_mul(float* y, const float* g, int64_t n, bool silu);
+
 // x[r * stride + c] *= f[r] for r < rows, c < cols (a query's attention
 // temperature, an expert's input weighted before its FFN).
 void scale_rows(float* x, int64_t stride, const float* f, int64_t rows, int64_t cols);

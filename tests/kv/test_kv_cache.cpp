@@ -120,6 +120,43 @@ private Q_SLOTS:
                  qPrintable(QString("resident set grew by %1 bytes for a %2-byte pool").arg(grown).arg(c.pool_bytes())));
     }
 
+    // A recurrent model's state per sequence (recurrent.state): the planned
+    // sequences' reserved with the cache, used as they live, more reserved as
+    // more start, and a sequence the budget cannot hold refused with the
+    // ledger's message, nothing changed.
+    void recurrent_state_is_a_ledger_account() {
+        memory::Ledger ledger;
+        KvCacheParams p = shape(4);
+        p.state_floats = 1000;
+        p.state_sequences = 2;
+        const uint64_t one = 4000;
+        KvCache c(p, &ledger);
+        ledger.set_budget(memory::Tier::Fast, ledger.reserved(memory::Tier::Fast) + one + 100);  // room for one more
+        const auto held = [&] { return ledger.reserved(memory::Account::RecurrentState, memory::Tier::Fast); };
+        const auto used = [&] { return ledger.used(memory::Account::RecurrentState, memory::Tier::Fast); };
+        QCOMPARE(held(), 2 * one);
+        QCOMPARE(used(), uint64_t{0});
+        const auto a = c.create_sequence(), b = c.create_sequence();
+        QCOMPARE(used(), 2 * one);
+        const auto s3 = c.create_sequence();  // a third: reserved as it starts
+        QCOMPARE(held(), 3 * one);
+        QCOMPARE(c.state_bytes(), 3 * one);
+        bool threw = false;
+        try {
+            (void)c.create_sequence();  // a fourth does not fit the budget
+        } catch (const Error& e) {
+            threw = QString(e.what()).contains("recurrent.state");
+        }
+        QVERIFY(threw);
+        QCOMPARE(c.stats().sequences, int64_t{3});
+        c.free_sequence(b);
+        QCOMPARE(used(), 2 * one);
+        const auto d = c.create_sequence();  // within what is held
+        QCOMPARE(held(), 3 * one);
+        for (auto s : {a, s3, d}) c.free_sequence(s);
+        QCOMPARE(used(), uint64_t{0});
+    }
+
     void pool_over_budget_is_refused() {
         memory::Ledger ledger;
         ledger.set_budget(memory::Tier::Fast, 4096);

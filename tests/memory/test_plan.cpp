@@ -332,6 +332,24 @@ private Q_SLOTS:
         QVERIFY(p.bytes(Account::WeightsShared) > shexp);
     }
 
+    // qwen35moe: the delta nets' state per sequence is a row of its own
+    // (recurrent.state), in the resident minimum, for the context's own
+    // sequence and one more; the engine's KV cache reserves what it plans.
+    void recurrent_state_row() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/qwen35moe-tiny-f32.gguf"));
+        const model::ModelConfig& c = m->config();
+        const Plan p = make_plan(*m, {});
+        const uint64_t per_seq = uint64_t(c.n_recurrent_layers() * c.ssm.state_floats()) * 4;
+        QCOMPARE(per_seq, uint64_t(3 * (768 + 4096) * 4));  // ARCHITECTURES.md: conv 768, delta 4096 floats a layer
+        QCOMPARE(p.state_bytes_per_sequence, per_seq);
+        QCOMPARE(p.state_sequences, int64_t{2});
+        QCOMPARE(p.bytes(Account::RecurrentState), 2 * per_seq);
+        QCOMPARE(p.fast_total, fast_sum(p));
+        QVERIFY(p.to_table().find("recurrent.state") != std::string::npos);
+        QCOMPARE(make_plan(*dense_, {}).bytes(Account::RecurrentState), uint64_t{0});
+    }
+
     void dense_model() {
         PlanSettings s;
         s.fast_budget = 200 * MiB;

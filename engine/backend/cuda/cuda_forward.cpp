@@ -80,6 +80,17 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
             d.v_up = upload_vector(*L.mla_v_up);
             d.kv_b_type = static_cast<kc::QType>(L.wkv_b.type);
         }
+        if (c.recurrent(L.index)) {
+            d.ssm_qkv = upload_matrix(L.ssm_qkv, Account::WeightsShared);
+            d.ssm_z = upload_matrix(L.ssm_z, Account::WeightsShared);
+            d.ssm_beta = upload_matrix(L.ssm_beta, Account::WeightsShared);
+            d.ssm_alpha = upload_matrix(L.ssm_alpha, Account::WeightsShared);
+            d.ssm_out = upload_matrix(L.ssm_out, Account::WeightsShared);
+            d.ssm_conv = upload_vector(L.ssm_conv);
+            d.ssm_dt_bias = upload_vector(L.ssm_dt_bias);
+            d.ssm_a = upload_vector(L.ssm_a);
+            d.ssm_norm = upload_vector(L.ssm_norm);
+        }
         if (L.ffn == model::FfnKind::Dense) {
             d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared), upload_matrix(L.dense.up, Account::WeightsShared),
                        upload_matrix(L.dense.down, Account::WeightsShared)};
@@ -179,6 +190,32 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         act_round_ = scratch<float>(B * static_cast<uint64_t>(widest), "rounded activations");
     }
     if (c.n_expert > 0) route_sel_ = scratch<float>(B * E, "router choice");
+    if (c.ssm) {
+        const uint64_t C = static_cast<uint64_t>(c.ssm.channels()), V = static_cast<uint64_t>(c.ssm.value_dim()),
+                       H = static_cast<uint64_t>(c.ssm.n_v_heads);
+        dn_mixed_ = scratch<float>(B * C, "delta net q|k|v");
+        dn_conv_ = scratch<float>(B * C, "delta net conv");
+        dn_z_ = scratch<float>(B * V, "delta net gate");
+        dn_beta_ = scratch<float>(B * H, "delta net beta");
+        dn_alpha_ = scratch<float>(B * H, "delta net decay");
+        dn_o_ = scratch<float>(B * V, "delta net output");
+        state_slot_ = scratch<int32_t>(B, "state slots");
+        h_state_slot_.resize(B);
+    }
+    if (c.traits.attention_output_gate) {
+        const uint64_t QH = B * static_cast<uint64_t>(c.n_head);
+        q_gate_ = scratch<float>(2 * QH * static_cast<uint64_t>(c.head_dim), "query and gate");
+        gate_ = scratch<float>(QH * static_cast<uint64_t>(c.head_dim), "attention gate");
+        q_rows_ = scratch<int32_t>(QH, "query rows");
+        gate_rows_ = scratch<int32_t>(QH, "gate rows");
+        std::vector<int32_t> qr(QH), gr(QH);
+        for (uint64_t r = 0; r < QH; ++r) {
+            qr[r] = static_cast<int32_t>(2 * r);  // each head's query rows, then its gate's
+            gr[r] = static_cast<int32_t>(2 * r + 1);
+        }
+        put(q_rows_, qr, QH);
+        put(gate_rows_, gr, QH);
+    }
     if (c.mla) {
         const uint64_t H = static_cast<uint64_t>(c.n_head);
         mla_qa_ = scratch<float>(B * static_cast<uint64_t>(std::max<int64_t>(c.mla.q_lora_rank, 1)), "latent query");

@@ -25,6 +25,8 @@ bool cuda_supports(model::Op op) {
         case model::Op::NormAfterRope:
         case model::Op::AttentionTemperature:
         case model::Op::WeightedExpertInput:
+        case model::Op::AttentionOutputGate:
+        case model::Op::DeltaNet:
         case model::Op::Route:
         case model::Op::ScoredRoute:
         case model::Op::Experts:
@@ -117,6 +119,16 @@ void CudaForward::begin(const model::Step& s) {
         h_table_offset_[static_cast<size_t>(t)] = it->second;
         h_n_keys_[static_cast<size_t>(t)] = static_cast<int32_t>(s.pos[t] + 1);
     }
+    if (cf.ssm) {
+        kv::SeqId top = 0;
+        for (int64_t t = 0; t < n; ++t) {
+            s.kv->check_recurrent(s.seqs[t], s.pos[t]);  // a rewound sequence: the KV cache's error
+            h_state_slot_[static_cast<size_t>(t)] = s.seqs[t];
+            top = std::max(top, s.seqs[t]);
+        }
+        reserve_states(static_cast<int64_t>(top) + 1);
+        put(state_slot_, h_state_slot_, static_cast<size_t>(n));
+    }
     if (h_tables_.size() * 4 > tables_cap_) {
         compute_.synchronize("growing the block tables");
         tables_cap_ = std::max<uint64_t>(h_tables_.size() * 4 * 2, 4096);
@@ -153,7 +165,14 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
     const int64_t n = n_;
     const int64_t hd = c.head_dim, qd = c.n_head * hd, kvd = c.n_head_kv * hd;
     const int64_t li = L.index;
-    gemm(L.wq, h_, n, q_, "attention q", li);
+    if (spec.output_gate) {
+        // attn_q's rows: each head's query, then its gate.
+        gemm(L.wq, h_, n, q_gate_, "attention q and gate", li);
+        ok(kc::get_rows(kc::QType::F32, q_gate_, hd * 4, hd, q_rows_, n * c.n_head, q_, compute_.get()), "queries", li);
+        ok(kc::get_rows(kc::QType::F32, q_gate_, hd * 4, hd, gate_rows_, n * c.n_head, gate_, compute_.get()), "gates", li);
+    } else {
+        gemm(L.wq, h_, n, q_, "attention q", li);
+    }
     gemm(L.wk, h_, n, k_, "attention k", li);
     gemm(L.wv, h_, n, v_, "attention v", li);
     if (L.bq) ok(kc::add_bias(q_, qd, L.bq, n, qd, compute_.get()), "q bias", li);
@@ -191,12 +210,53 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
                            kv_head_stride_, tables_.as<int32_t>(), table_offset_, n_keys_, spec.scale,
                            spec.sinks ? L.sinks : nullptr, spec.window, spec.chunk, attn_, qd, compute_.get()),
        "attention", li);
+    if (spec.output_gate) ok(kc::gate_mul(attn_, gate_, n * qd, false, compute_.get()), "attention output gate", li);
     gemm(L.wo, attn_, n, tmp_, "attention output", li);
     if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
 }
 
-void CudaForward::delta_net(const model::LayerWeights& L) {
-    throw Error("internal: layer " + std::to_string(L.index) + " needs a gated delta net, which the CUDA backend does not compute");
+// The gated delta net as the CPU backend computes it (model/cpu_delta_net.cpp),
+// each token's state its sequence's in VRAM (state_, by sequence id).
+void CudaForward::delta_net(const model::LayerWeights& host) {
+    const DevLayer& L = layers_[static_cast<size_t>(host.index)];
+    const model::ModelConfig& c = cfg_;
+    const model::SsmConfig& s = c.ssm;
+    const int64_t n = n_, li = L.index, C = s.channels(), V = s.value_dim(), H = s.n_v_heads, d = s.d_state;
+    current_layer_ = li;
+    gemm(L.ssm_qkv, h_, n, dn_mixed_, "delta net q|k|v", li);
+    gemm(L.ssm_z, h_, n, dn_z_, "delta net gate", li);
+    gemm(L.ssm_beta, h_, n, dn_beta_, "delta net beta", li);
+    gemm(L.ssm_alpha, h_, n, dn_alpha_, "delta net decay", li);
+    const int64_t per_seq = c.n_recurrent_layers() * s.state_floats();
+    const int64_t offset = c.recurrent_index[static_cast<size_t>(li)] * s.state_floats();
+    float* state = state_.as<float>();
+    ok(kc::delta_conv(dn_mixed_, n, C, s.conv_kernel, L.ssm_conv, state, per_seq, offset, state_slot_, n_keys_, dn_conv_,
+                      compute_.get()),
+       "delta net conv", li);
+    ok(kc::l2_norm_heads(dn_conv_, n, C, 2 * s.n_k_heads, d, c.norm_eps, compute_.get()), "delta net q/k norm", li);
+    ok(kc::delta_gates(dn_alpha_, dn_beta_, L.ssm_dt_bias, L.ssm_a, n, H, compute_.get()), "delta net gates", li);
+    ok(kc::gated_delta(dn_conv_, n, C, s.n_k_heads, H, d, dn_alpha_, dn_beta_, state, per_seq,
+                       offset + s.conv_state_floats(), state_slot_, n_keys_, dn_o_, compute_.get()),
+       "gated delta rule", li);
+    ok(kc::rms_norm(dn_o_, d, L.ssm_norm, dn_o_, d, n * H, d, c.norm_eps, compute_.get()), "delta net norm", li);
+    ok(kc::gate_mul(dn_o_, dn_z_, n * V, true, compute_.get()), "delta net output gate", li);
+    gemm(L.ssm_out, dn_o_, n, tmp_, "delta net output", li);
+}
+
+// VRAM for the states of sequence ids [0, seqs): grown (doubling), the states
+// so far copied over; a sequence's state is zeroed at its first position.
+void CudaForward::reserve_states(int64_t seqs) {
+    if (seqs <= state_seqs_) return;
+    const int64_t cap = std::max(seqs, 2 * state_seqs_);
+    const uint64_t per_seq = static_cast<uint64_t>(cfg_.n_recurrent_layers() * cfg_.ssm.state_floats()) * sizeof(float);
+    DeviceBuffer grown(ledger_, Account::RecurrentState, Tier::Fast, static_cast<uint64_t>(cap) * per_seq);
+    if (state_seqs_ > 0) {
+        copy_on_device(grown.data(), state_.data(), static_cast<uint64_t>(state_seqs_) * per_seq, compute_,
+                       "growing the recurrent states");
+        compute_.synchronize("growing the recurrent states");  // before the old buffer goes
+    }
+    state_ = std::move(grown);
+    state_seqs_ = cap;
 }
 
 // Latent attention as the CPU backend computes it (model/cpu_attention.cpp):

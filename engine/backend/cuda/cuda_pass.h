@@ -63,6 +63,9 @@ struct DevLayer {
     const float* select_bias = nullptr;  // added for the scored router's choice only
     // Per expert (n_expert rows of n_ff_expert, n_ff_expert, n_embd): biases of the clamped SwiGLU's experts.
     const float *expert_bias_gate = nullptr, *expert_bias_up = nullptr, *expert_bias_down = nullptr;
+    // A gated delta net (model::LayerWeights's ssm_*).
+    DevMat ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+    const float *ssm_conv = nullptr, *ssm_dt_bias = nullptr, *ssm_a = nullptr, *ssm_norm = nullptr;
 };
 
 // One expert's matrices at a slot base: gate | up | down, each rows * row_bytes.
@@ -122,7 +125,6 @@ public:
     void rms_norm(model::Act in, const std::vector<float>& weight, model::Act out) override;
     void add(model::Act dst, model::Act src) override;
     void attention(const model::LayerWeights& L, const model::AttentionSpec& spec) override;
-    // Not computed here (cuda_supports: a model that needs it is refused at load).
     void delta_net(const model::LayerWeights& L) override;
     void predict_route(const model::LayerWeights& next) override;
     void route(const model::LayerWeights& L, const model::RouterSpec& spec) override;
@@ -266,6 +268,19 @@ private:
     int64_t n_ = 0;
     model::FfnAct expert_act_ = model::FfnAct::Swiglu;
     bool expert_weight_before_ = false;  // the layer's ExpertSpec::weight_before
+    // Recurrent models: every sequence's state (kv::KvCacheParams::state_floats
+    // floats), in VRAM by sequence id (account recurrent.state), grown as
+    // higher ids come; each token's sequence id for the kernels.
+    DeviceBuffer state_;
+    int64_t state_seqs_ = 0;
+    int32_t* state_slot_ = nullptr;
+    std::vector<int32_t> h_state_slot_;
+    void reserve_states(int64_t seqs);
+    // Delta nets' and the attention output gate's scratch; the rows of each
+    // head's query and gate in attn_q's output (get_rows ids).
+    float *dn_mixed_ = nullptr, *dn_conv_ = nullptr, *dn_z_ = nullptr, *dn_beta_ = nullptr, *dn_alpha_ = nullptr,
+          *dn_o_ = nullptr, *q_gate_ = nullptr, *gate_ = nullptr;
+    int32_t *q_rows_ = nullptr, *gate_rows_ = nullptr;
     // Latent attention's scratch (MLA models), the scored router's, each grouped row's expert.
     float *mla_qa_ = nullptr, *mla_q_ = nullptr, *mla_v_ = nullptr, *route_sel_ = nullptr;
     int32_t* row_expert_ = nullptr;
