@@ -172,9 +172,13 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     if (traits->read_metadata) traits->read_metadata(f, c);
     if (traits->recurrent_layer) {
         c.recurrent_index.assign(static_cast<size_t>(c.n_layer), -1);
-        int64_t k = 0;
-        for (int64_t il = 0; il < c.n_layer; ++il)
+        c.kv_index.assign(static_cast<size_t>(c.n_layer), -1);
+        int64_t k = 0, a = 0;
+        for (int64_t il = 0; il < c.n_layer; ++il) {
             if (traits->recurrent_layer(c, il)) c.recurrent_index[static_cast<size_t>(il)] = k++;
+            else c.kv_index[static_cast<size_t>(il)] = a++;
+        }
+        if (a == 0) throw Error(path + ": every layer of this " + c.arch_name + " file is recurrent; it needs an attention layer");
     }
     // n_vocab comes from the token table (checked against the embedding by the weights).
     if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>(toks->size());

@@ -173,6 +173,11 @@ struct ModelConfig {
     bool recurrent(int64_t layer) const {
         return !recurrent_index.empty() && recurrent_index[static_cast<size_t>(layer)] >= 0;
     }
+    // The KV cache holds the attention layers alone: layer il's place among
+    // them (the layer itself where no layer is recurrent).
+    std::vector<int64_t> kv_index;  // per layer (empty: every layer is its own)
+    int64_t kv_layer(int64_t layer) const { return kv_index.empty() ? layer : kv_index[static_cast<size_t>(layer)]; }
+    int64_t n_kv_layers() const { return n_layer - n_recurrent_layers(); }
 
     int64_t moe_layer_step = 0;
     int64_t no_rope_layer_step = 0;

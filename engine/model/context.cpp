@@ -38,7 +38,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     }
     if (kv) {
         const kv::KvCacheParams& kp = kv->params();
-        if (kp.n_layer != c.n_layer || kp.n_head_kv != c.n_head_kv || kp.head_dim != c.head_dim ||
+        if (kp.n_layer != c.n_kv_layers() || kp.n_head_kv != c.n_head_kv || kp.head_dim != c.head_dim ||
             kp.keys_only != static_cast<bool>(c.mla) || kp.state_floats != c.n_recurrent_layers() * c.ssm.state_floats())
             throw Error("the KV cache was made for another model shape");
         kv_ = kv;
@@ -57,7 +57,7 @@ Context::~Context() = default;
 
 kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_t block_tokens, kv::KvType type) {
     kv::KvCacheParams p;
-    p.n_layer = c.n_layer;
+    p.n_layer = c.n_kv_layers();  // a recurrent model's delta nets keep no K/V
     p.n_head_kv = c.n_head_kv;
     p.head_dim = c.head_dim;
     p.keys_only = static_cast<bool>(c.mla);  // MLA: one latent row per token and layer

@@ -49,7 +49,7 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
         } else {
             qk_heads(L, spec, t, {q, c.n_head, 0}, {k, c.n_head_kv, 0}, v, true);
         }
-        kv_->write(step_.seqs[t], L.index, step_.pos[t], k, v);
+        kv_->write(step_.seqs[t], cfg_.kv_layer(L.index), step_.pos[t], k, v);
     }
 
     const float scale = spec.scale;
@@ -71,7 +71,7 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
             const int64_t first_key = first_visible_key(spec, n_keys);
             const float* sinks = spec.sinks ? L.attn_sinks.data() + h : nullptr;
             profiled(DecodeProfile::Attention, 0, [&] {
-                kv_->attend_group(step_.seqs[t], L.index, h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
+                kv_->attend_group(step_.seqs[t], cfg_.kv_layer(L.index), h / group, q_.data() + t * q_dim + h * hd, per_item, n_keys, scale,
                                   scores, attn_.data() + t * q_dim + h * hd, -1, false, first_key, sinks);
             });
         }
@@ -122,7 +122,7 @@ void CpuBackend::attention_latent(const LayerWeights& L, int64_t n, float scale)
             kernels::dequantize_activation(L.wkv_b.type, act_scratch_.data(), kv, r);
         }
         ops::rope_apply(kv + r, 1, rot, rot, cs, false);
-        kv_->write(step_.seqs[t], L.index, step_.pos[t], kv, kv);  // keys only: the row is also the value
+        kv_->write(step_.seqs[t], cfg_.kv_layer(L.index), step_.pos[t], kv, kv);  // keys only: the row is also the value
         ops::rope_apply(mla_q_.data() + t * H * kl + nope, H, kl, rot, cs, false);  // each head's RoPE part
     }
     // Items of per_item heads of one token: a token's heads all read the same
@@ -142,7 +142,7 @@ void CpuBackend::attention_latent(const LayerWeights& L, int64_t n, float scale)
             }
             float* out = attn_.data() + (t * H + h0) * row;
             profiled(DecodeProfile::Attention, 0, [&] {
-                kv_->attend_group(step_.seqs[t], L.index, 0, q_.data() + (t * H + h0) * row, per_item, step_.pos[t] + 1, scale,
+                kv_->attend_group(step_.seqs[t], cfg_.kv_layer(L.index), 0, q_.data() + (t * H + h0) * row, per_item, step_.pos[t] + 1, scale,
                                   scores, out);
             });
             for (int64_t h = h0; h < h0 + per_item; ++h) {
@@ -317,11 +317,11 @@ void CpuBackend::attention_kv_group(const LayerWeights& L, const AttentionSpec& 
     float* k = k_.data() + k0;
     float* v = v_.data() + k0;
     qk_heads(L, spec, 0, {q, group, q0}, {k, 1, k0}, v, true);  // per-head norms only (attention_fused_one_token checked)
-    kv_->write_head(row, L.index, g, k, v);
+    kv_->write_head(row, cfg_.kv_layer(L.index), g, k, v);
     const float scale = spec.scale;
     const int64_t n_keys = step_.pos[0] + 1;
     profiled(DecodeProfile::Attention, 0, [&] {
-        kv_->attend_group(step_.seqs[0], L.index, g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked,
+        kv_->attend_group(step_.seqs[0], cfg_.kv_layer(L.index), g, q, group, n_keys, scale, scores, attn_.data() + q0, next_g, asked,
                           first_visible_key(spec, n_keys));
     });
 }

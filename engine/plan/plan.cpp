@@ -303,7 +303,8 @@ Plan make_plan(const PlanModel& m, const PlanSettings& s) {
     // Bytes per token and layer of the cache's entries (MLA: one latent row, against per-head K and V).
     const int64_t elem = p.kv_type == kv::KvType::Q8 ? 1 : 4;
     std::string kv_what = std::to_string(p.kv_blocks) + " blocks x " + std::to_string(p.kv_block_tokens) + " tokens x " +
-                          std::to_string(m.n_layer) + " layers, " + m.kv_entry + " " + kv::kv_type_name(p.kv_type) + ": " +
+                          std::to_string(m.kv.n_layer) + " layers" +
+                          (m.kv.n_layer != m.n_layer ? " (the others keep recurrent.state)" : "") + ", " + m.kv_entry + " " + kv::kv_type_name(p.kv_type) + ": " +
                           format_bytes(static_cast<uint64_t>(m.kv_entry_elems * elem)) + " per token and layer";
     if (m.kv_per_head_elems > 0)
         kv_what += ", against " + format_bytes(static_cast<uint64_t>(m.kv_per_head_elems * elem)) + " for per-head K+V";

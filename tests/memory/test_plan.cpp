@@ -345,6 +345,9 @@ private Q_SLOTS:
         QCOMPARE(p.state_bytes_per_sequence, per_seq);
         QCOMPARE(p.state_sequences, int64_t{2});
         QCOMPARE(p.bytes(Account::RecurrentState), 2 * per_seq);
+        // K/V for the one attention layer of four: the delta nets keep none.
+        QCOMPARE(c.n_kv_layers(), int64_t{1});
+        QCOMPARE(p.bytes(Account::KvPages), uint64_t(2 * 1 * p.n_ctx * c.n_head_kv * c.head_dim * 4));
         QCOMPARE(p.fast_total, fast_sum(p));
         QVERIFY(p.to_table().find("recurrent.state") != std::string::npos);
         QCOMPARE(make_plan(*dense_, {}).bytes(Account::RecurrentState), uint64_t{0});

@@ -201,7 +201,7 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
         put(q_temp_, h_q_temp_, static_cast<size_t>(n));
         ok(kc::scale_rows(q_, qd, q_temp_, n, qd, compute_.get()), "query temperature", li);
     }
-    float* kp = kv_pool_.as<float>() + li * kv_layer_stride_;
+    float* kp = kv_pool_.as<float>() + c.kv_layer(li) * kv_layer_stride_;  // the attention layers' pool
     float* vp = kp + c.n_head_kv * kv_head_stride_;
     ok(kc::kv_store(k_, kvd, v_, kvd, n, c.n_head_kv, hd, kp, vp, kv_block_stride_, kv_head_stride_, kv_block_, kv_slot_,
                     compute_.get()),
@@ -284,7 +284,7 @@ void CudaForward::attention_latent(const DevLayer& L, const model::AttentionSpec
         ok(kc::round_q8_0(k_, row, n, r, nullptr, 0, compute_.get()), "rounding the compressed KV", li);
     ok(kc::rope_apply(k_ + r, n, row, 1, rot, rot, rope_cs_, false, compute_.get()), "rope k", li);
     ok(kc::rope_apply(mla_q_ + (kl - rot), n, H * kl, H, kl, rot, rope_cs_, false, compute_.get()), "rope q", li);
-    float* kp = kv_pool_.as<float>() + li * kv_layer_stride_;
+    float* kp = kv_pool_.as<float>() + c.kv_layer(li) * kv_layer_stride_;
     ok(kc::kv_store(k_, row, k_, row, n, 1, row, kp, kp, kv_block_stride_, kv_head_stride_, kv_block_, kv_slot_,
                     compute_.get()),
        "kv store", li);
