@@ -168,6 +168,7 @@ struct ModelConfig {
     // recurrent state (kv::KvCache::recurrent_state).
     SsmConfig ssm;
     int64_t full_attention_interval = 0;  // qwen35moe: every this-th layer attends, the others are delta nets
+    std::vector<uint8_t> recurrent_pattern;  // qwen35moe's attention.recurrent_layers, where the file has it
     std::vector<int64_t> recurrent_index;
     int64_t n_recurrent_layers() const;
     bool recurrent(int64_t layer) const {

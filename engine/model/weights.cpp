@@ -335,6 +335,10 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
             }
         } else {
             // Older Mixtral conversions store each expert as its own tensors.
+            if (f.tensor(blk(i, "ffn_gate_up_exps.weight")))
+                b.fail(blk(i, "ffn_gate_up_exps.weight"),
+                       "gate and up experts fused in one tensor are not supported yet; convert the model without "
+                       "--fuse-gate-up-exps (separate ffn_gate_exps and ffn_up_exps)");
             const std::string g0 = blk(i, "ffn_gate.0.weight");
             const gguf::TensorInfo* t0 = f.tensor(g0);
             if (!t0) b.fail(blk(i, "ffn_gate_exps.weight"), "missing from the file (no expert tensors for this MoE layer)");

@@ -210,6 +210,10 @@ private Q_SLOTS:
         QTest::newRow("ernie4_5-moe") << "ernie45moe-tiny-f32" << "ernie4_5-moe.interleave_moe_layer_step"
                                       << "blk.1.ffn_up_shexp.weight";
         QTest::newRow("llama4") << "llama4-tiny-f32" << "llama4.interleave_moe_layer_step" << "blk.3.ffn_gate_inp.weight";
+        QTest::newRow("qwen35moe") << "qwen35moe-tiny-f32" << "qwen35moe.ssm.conv_kernel" << "blk.1.ssm_a";
+        QTest::newRow("qwen35moe gate") << "qwen35moe-tiny-f32" << "qwen35moe.rope.dimension_sections"
+                                        << "blk.2.attn_gate.weight";
+        QTest::newRow("qwen35moe attention") << "qwen35moe-tiny-f32" << "qwen35moe.ssm.inner_size" << "blk.3.attn_q_norm.weight";
         QTest::newRow("llama4 experts") << "llama4-tiny-f32" << "llama4.expert_feed_forward_length"
                                         << "blk.1.ffn_down_shexp.weight";
     }
@@ -250,6 +254,28 @@ private Q_SLOTS:
         const int32_t bos = 1;
         QVERIFY(std::isfinite(ctx.decode({&bos, 1}, false)[0]));
         expect_load_error(with_nextn("allnextn", 4), {"glm4moe.nextn_predict_layers", "leaves no layers"});
+    }
+
+    // qwen35moe's per-layer pattern (attention.recurrent_layers) overrides the
+    // interval: the fixture's own pattern loads as it is, another is refused
+    // naming the tensor the layer then lacks.
+    void qwen35moe_recurrent_pattern() {
+        STRATA_REQUIRE_FIXTURES();
+        Fixture f(test::fixture_path("models/qwen35moe-tiny-f32.gguf"));
+        const auto with_pattern = [&](const char* name, std::vector<bool> layers) {
+            return f.variant(name, [layers](const std::string& k, const gguf::Value& v, gguf::Writer& w) {
+                if (k != "qwen35moe.full_attention_interval") return false;
+                w.set(k, v);
+                std::vector<gguf::Value> items;
+                for (bool r : layers) items.push_back(gguf::Value::make_bool(r));
+                w.set("qwen35moe.attention.recurrent_layers", gguf::Value::make_array(gguf::ValueType::BOOL, items));
+                return true;
+            }, {});
+        };
+        auto m = model::Model::load(with_pattern("same", {true, true, true, false}));
+        QCOMPARE(m->config().n_recurrent_layers(), int64_t{3});
+        expect_load_error(with_pattern("other", {true, false, true, false}), {"blk.1.attn_q.weight", "missing"});
+        expect_load_error(with_pattern("short", {true, true}), {"qwen35moe.attention.recurrent_layers", "2 entries"});
     }
 
     // A llama4 file whose routers are not on the layers its step says: refused, naming the tensor.

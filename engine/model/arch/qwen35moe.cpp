@@ -34,9 +34,15 @@ void read_metadata(const gguf::File& f, ModelConfig& c) {
                     "): value heads as long as key heads are what llama.cpp computes");
     c.full_attention_interval =
         metadata_in_range(f, a + "full_attention_interval", f.get_uint_or(a + "full_attention_interval", 4), 1 << 16);
-    if (f.has(a + "attention.recurrent_layers"))
-        throw Error(f.path() + ": metadata '" + a + "attention.recurrent_layers' (a per-layer pattern) is not supported yet; "
-                    "files with every full_attention_interval-th layer attending are");
+    // A per-layer pattern overrides the interval (llama.cpp's load_arch_hparams).
+    const std::string pattern = a + "attention.recurrent_layers";
+    if (const std::vector<gguf::Value>* p = f.get_array(pattern)) {
+        if (static_cast<int64_t>(p->size()) < c.n_layer)
+            throw Error(f.path() + ": metadata '" + pattern + "' has " + std::to_string(p->size()) + " entries for " +
+                        std::to_string(c.n_layer) + " layers");
+        c.recurrent_pattern.clear();
+        for (int64_t il = 0; il < c.n_layer; ++il) c.recurrent_pattern.push_back((*p)[static_cast<size_t>(il)].u != 0);
+    }
     // Text positions are (p, p, p, 0) over the sections: every rotated pair
     // turns with p when the first three sections cover them all (llama.cpp's
     // IMROPE for text, the converters' [11, 11, 10, 0]); otherwise some pairs
@@ -59,7 +65,10 @@ void read_metadata(const gguf::File& f, ModelConfig& c) {
     c.expert_weights_scale = 1.0f;
 }
 
-bool recurrent_layer(const ModelConfig& c, int64_t il) { return (il + 1) % c.full_attention_interval != 0; }
+bool recurrent_layer(const ModelConfig& c, int64_t il) {
+    if (!c.recurrent_pattern.empty()) return c.recurrent_pattern[static_cast<size_t>(il)] != 0;
+    return (il + 1) % c.full_attention_interval != 0;
+}
 
 void layer(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerWeights* next) {
     if (c.recurrent(L.index)) {
