@@ -149,6 +149,15 @@ int router_scored(float* logits, int64_t stride, int64_t n_tokens, int64_t n_exp
 // of q8_0_activations (ref::round_q8_0 per row), or into y (y_stride apart)
 // where y is not null.
 int round_q8_0(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride, Stream stream);
+// The same through Q8_K (cols a multiple of 256): ref::round_q8_k per row, the
+// K-quants' activations (q8_k_activations).
+int round_q8_k(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride, Stream stream);
+// Rows rounded as the reference rounds the activations of weights of type t
+// (round_q8_0 or round_q8_k; 0 and nothing done for the others).
+int round_activations(QType t, float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride,
+                      Stream stream);
+// Whether round_activations rounds for weights of type t.
+inline bool rounds_activations(QType t) { return q8_0_activations(t) || q8_k_activations(t); }
 
 // ref::swiglu_oai: gpt-oss's clamped SwiGLU.
 int swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit, Stream stream);

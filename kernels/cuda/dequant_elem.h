@@ -260,7 +260,14 @@ STRATA_HD uint16_t float_to_half_bits(float f) {
 // Whether the reference multiplies weights of type t by activations
 // quantized to Q8_0 (kernels::activation_type): the GPU rounds them the same way.
 STRATA_HD bool q8_0_activations(QType t) {
-    return t == QType::Q4_0 || t == QType::Q5_0 || t == QType::Q8_0 || t == QType::MXFP4;
+    // Q8_1's values are Q8_0's (the same scale and rounding; it adds their sum).
+    return t == QType::Q4_0 || t == QType::Q4_1 || t == QType::Q5_0 || t == QType::Q5_1 || t == QType::Q8_0 ||
+           t == QType::MXFP4;
+}
+// The K-quants' activations: Q8_K (blocks of 256, a float scale, the
+// extreme value mapped to -127).
+STRATA_HD bool q8_k_activations(QType t) {
+    return t == QType::Q2_K || t == QType::Q3_K || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K;
 }
 
 // Element j of a row of type T.

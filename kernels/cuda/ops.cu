@@ -314,6 +314,35 @@ __global__ void round_q8_0_kernel(float* x, int64_t stride, int64_t rows, int64_
     }
 }
 
+// One thread per block of 256: quantize_row_q8_K_ref then dequantize.
+__global__ void round_q8_k_kernel(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride) {
+    const int64_t per_row = cols / 256;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * per_row;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = i / per_row, b = i % per_row;
+        const float* in = x + r * stride + b * 256;
+        float* out = (y ? y + r * y_stride : x + r * stride) + b * 256;
+        float amax = 0.0f, mx = 0.0f;
+        for (int j = 0; j < 256; ++j) {
+            const float ax = fabsf(in[j]);
+            if (ax > amax) {
+                amax = ax;
+                mx = in[j];
+            }
+        }
+        if (amax == 0.0f) {
+            for (int j = 0; j < 256; ++j) out[j] = 0.0f;
+            continue;
+        }
+        const float iscale = -127.0f / mx;
+        const float d = 1.0f / iscale;
+        for (int j = 0; j < 256; ++j) {
+            const int q = static_cast<int>(rintf(iscale * in[j]));  // nearest, ties to even: ggml's nearest_int
+            out[j] = static_cast<float>(q < 127 ? q : 127) * d;
+        }
+    }
+}
+
 __global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int64_t n, float alpha, float limit) {
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -517,6 +546,21 @@ int round_q8_0(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, i
     round_q8_0_kernel<<<detail::blocks_for(rows * (cols / 32), kThreads), kThreads, 0, stream>>>(x, stride, rows, cols, y,
                                                                                                y_stride);
     return detail::launched();
+}
+
+int round_q8_k(float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride, Stream stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    if (cols % 256 != 0) return static_cast<int>(cudaErrorInvalidValue);
+    round_q8_k_kernel<<<detail::blocks_for(rows * (cols / 256), kThreads), kThreads, 0, stream>>>(x, stride, rows, cols, y,
+                                                                                                y_stride);
+    return detail::launched();
+}
+
+int round_activations(QType t, float* x, int64_t stride, int64_t rows, int64_t cols, float* y, int64_t y_stride,
+                      Stream stream) {
+    if (q8_0_activations(t)) return round_q8_0(x, stride, rows, cols, y, y_stride, stream);
+    if (q8_k_activations(t)) return round_q8_k(x, stride, rows, cols, y, y_stride, stream);
+    return 0;
 }
 
 int swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit, Stream stream) {

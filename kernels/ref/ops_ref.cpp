@@ -296,6 +296,12 @@ void mla_value_up(const float* o, int64_t n_tokens, int64_t n_head, int64_t row,
         }
 }
 
+void round_q8_k(float* x, int64_t n) {
+    std::vector<block_q8_K> q(static_cast<size_t>(n / QK_K));
+    quantize_row_q8_K_ref(x, q.data(), n);
+    dequantize_row_q8_K_ref(q.data(), x, n);
+}
+
 void round_q8_0(float* x, int64_t n) {
     std::vector<block_q8_0> q(static_cast<size_t>(n / QK8_0));
     quantize_row_q8_0_ref(x, q.data(), n);

@@ -83,6 +83,8 @@ void router_scored(float* logits, int64_t n_expert, int64_t k, bool sigmoid, con
 // n floats (a multiple of 32) rounded through Q8_0 in place: what the
 // reference's products see of activations quantized to Q8_0.
 void round_q8_0(float* x, int64_t n);
+// x rounded through Q8_K (n a multiple of 256), as the K-quants' activations.
+void round_q8_k(float* x, int64_t n);
 
 // gpt-oss's clamped SwiGLU: y = g' * sigmoid(alpha * g') * (u' + 1) with
 // g' = min(g, limit), u' = clamp(u, -limit, limit).

@@ -781,14 +781,13 @@ private Q_SLOTS:
             // Only summation order differs.
             QVERIFY2(diff <= 1e-3, qPrintable(QString("max |difference| %1 > 1e-3").arg(diff)));
         } else {
-            // The CPU also quantizes activations to 8 bits, the GPU does not.
-            // On these random-weight files the logits barely separate (spread
-            // ~1) and that alone moves them by up to ~0.09 of their spread
-            // (qwen3moe's per-head Q/K norms amplify it; the F32 rows show
-            // the path itself agrees to 1e-5), so the bound is twice the
-            // fixtures README's; the quantized fixtures above meet the README's.
-            QVERIFY2(top1 >= 0.80, qPrintable(QString("top-1 agreement %1 < 0.80").arg(top1)));
-            QVERIFY2(mean_diff <= 0.10 * stddev, qPrintable(QString("mean |difference| %1 > 0.10 x %2").arg(mean_diff).arg(stddev)));
+            // Both round the activations to 8 bits alike (Q8_0, Q8_1's values,
+            // Q8_K); the GPU then sums in float where the CPU sums integers,
+            // which on these random-weight files (logits ~1 apart) flips a
+            // near-tied expert now and then: the fixtures README's bounds
+            // (worst seen: top-1 0.97, mean 0.019 of the spread).
+            QVERIFY2(top1 >= 0.90, qPrintable(QString("top-1 agreement %1 < 0.90").arg(top1)));
+            QVERIFY2(mean_diff <= 0.05 * stddev, qPrintable(QString("mean |difference| %1 > 0.05 x %2").arg(mean_diff).arg(stddev)));
         }
     }
 

@@ -817,6 +817,31 @@ private Q_SLOTS:
         QCOMPARE(kc::scale_rows(dx, cols - 1, dev.up(f), rows, cols, dev.stream.get()) != 0, true);  // a stride narrower than a row: an error code, not a launch
     }
 
+    // Activations rounded through Q8_K (the K-quants'), bit for bit, with an
+    // all-zero block and one whose extreme is positive; round_activations
+    // picks Q8_0 or Q8_K by weight type and leaves f32's alone.
+    void round_q8_k_matches_reference() {
+        std::mt19937 rng(91);
+        Dev dev;
+        const int64_t rows = 3, cols = 512, stride = 520;
+        std::vector<float> x = random_floats(rng, size_t(rows * stride), -4, 4);
+        for (int64_t j = 0; j < 256; ++j) x[size_t(stride + j)] = 0.0f;
+        x[size_t(2 * stride + 7)] = 9.0f;
+        float* dx = dev.up(x);
+        float* dy = dev.zeros<float>(size_t(rows * cols));
+        dev.ok(kc::round_activations(kc::QType::Q4_K, dx, stride, rows, cols, dy, cols, dev.stream.get()), "round q8_K");
+        const std::vector<float> got = dev.down(dy, size_t(rows * cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            std::vector<float> want(x.begin() + r * stride, x.begin() + r * stride + cols);
+            kernels::ref::round_q8_k(want.data(), cols);
+            for (int64_t j = 0; j < cols; ++j)
+                QVERIFY2(got[size_t(r * cols + j)] == want[size_t(j)], qPrintable(QString("row %1 column %2").arg(r).arg(j)));
+        }
+        QVERIFY(kc::rounds_activations(kc::QType::Q4_1) && kc::rounds_activations(kc::QType::Q6_K));
+        QVERIFY(!kc::rounds_activations(kc::QType::F16));
+        QCOMPARE(kc::round_q8_k(dx, stride, rows, 300, nullptr, 0, dev.stream.get()) != 0, true);  // not whole blocks
+    }
+
     // The latent query and values of multi-head latent attention against the reference.
     void mla_query_and_values_match_reference() {
         std::mt19937 rng(83);

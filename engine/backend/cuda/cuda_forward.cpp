@@ -410,9 +410,11 @@ void CudaForward::ok(int code, const char* op, int64_t layer) const {
 }
 
 void CudaForward::gemm(const DevMat& w, const float* x, int64_t n, float* y, const char* op, int64_t layer) {
-    if (kc::q8_0_activations(w.type)) {
-        // The reference multiplies these types by activations rounded to Q8_0: so does the GPU.
-        ok(kc::round_q8_0(const_cast<float*>(x), w.cols, n, w.cols, act_round_, w.cols, compute_.get()), op, layer);
+    if (kc::rounds_activations(w.type)) {
+        // The reference multiplies quantized weights by activations rounded to 8 bits (Q8_0, Q8_1's
+        // values, Q8_K): so does the GPU.
+        ok(kc::round_activations(w.type, const_cast<float*>(x), w.cols, n, w.cols, act_round_, w.cols, compute_.get()), op,
+           layer);
         x = act_round_;
     }
     ok(kc::gemm_q(w.type, w.data, w.row_bytes, w.rows, w.cols, x, w.cols, n, y, w.rows, compute_.get()), op, layer);
@@ -567,8 +569,9 @@ void CudaForward::experts_on_gpu(const DevLayer& L, size_t groups) {
         }
         // Stream order keeps this upload behind the previous wave's reads of the array.
         put(expert_ptrs_, h_ptrs_, 3 * G);
-        if (kc::q8_0_activations(mats[0].gate.type))  // as gemm(): the gathered inputs, in place
-            ok(kc::round_q8_0(xe_ + r0 * d, d, r1 - r0, d, nullptr, 0, compute_.get()), "expert inputs", li);
+        // As gemm(): the gathered inputs, in place.
+        ok(kc::round_activations(mats[0].gate.type, xe_ + r0 * d, d, r1 - r0, d, nullptr, 0, compute_.get()), "expert inputs",
+           li);
         const DevMat& g0m = mats[0].gate;
         const DevMat& d0m = mats[0].down;
         const int32_t* off = offsets_ + g0;
@@ -579,8 +582,8 @@ void CudaForward::experts_on_gpu(const DevLayer& L, size_t groups) {
                               xe_, d, off, static_cast<int64_t>(G), max_group, ue_, ff, compute_.get()),
            "expert up", li);
         expert_activation(L, r0, r1);
-        if (kc::q8_0_activations(d0m.type))
-            ok(kc::round_q8_0(ge_ + r0 * ff, ff, r1 - r0, ff, nullptr, 0, compute_.get()), "expert activations", li);
+        ok(kc::round_activations(d0m.type, ge_ + r0 * ff, ff, r1 - r0, ff, nullptr, 0, compute_.get()), "expert activations",
+           li);
         ok(kc::gemm_q_grouped(d0m.type, expert_ptrs_ + 2 * G, d0m.row_bytes, d0m.rows, d0m.cols, ge_, ff, off,
                               static_cast<int64_t>(G), max_group, ye_, d, compute_.get()),
            "expert down", li);

@@ -278,10 +278,8 @@ void CudaForward::attention_latent(const DevLayer& L, const model::AttentionSpec
     }
     gemm(L.wkv_a, h_, n, k_, "attention kv_a", li);
     ok(kc::rms_norm(k_, row, L.kv_a_norm, k_, row, n, r, c.norm_eps, compute_.get()), "kv_a norm", li);
-    // As attn_kv_b's product rounds its input (the CPU backend caches the
-    // rounded row): done here for the Q8_0 partners; K-quants' Q8_K is not yet.
-    if (kc::q8_0_activations(L.kv_b_type))
-        ok(kc::round_q8_0(k_, row, n, r, nullptr, 0, compute_.get()), "rounding the compressed KV", li);
+    // As attn_kv_b's product rounds its input (the CPU backend caches the rounded row).
+    ok(kc::round_activations(L.kv_b_type, k_, row, n, r, nullptr, 0, compute_.get()), "rounding the compressed KV", li);
     ok(kc::rope_apply(k_ + r, n, row, 1, rot, rot, rope_cs_, false, compute_.get()), "rope k", li);
     ok(kc::rope_apply(mla_q_ + (kl - rot), n, H * kl, H, kl, rot, rope_cs_, false, compute_.get()), "rope q", li);
     float* kp = kv_pool_.as<float>() + c.kv_layer(li) * kv_layer_stride_;
