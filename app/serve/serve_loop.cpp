@@ -99,6 +99,10 @@ void ServeLoop::admit(Incoming& in) {
             const std::string finish = openai_finish(r.finish);
             const auto n = static_cast<int64_t>(r.tokens.size());
             metrics_.finished(finish, r.prompt_tokens, n, n > 0 ? r.ttft_s : -1.0);
+            // The request's KV blocks are free by now (Scheduler::finish): the
+            // gauges say so before its client hears the end, so /metrics read
+            // after a response never shows the blocks it held.
+            publish_gauges();
             ch->finish(finish, n);
         };
         auto on_failed = [this, ch](const std::string& why) {
