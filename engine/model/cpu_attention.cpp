@@ -24,7 +24,7 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
         if (const Fused f = attention_fused_one_token(L, spec); f != Fused::No)
             return output_projection(L, n, f == Fused::AttentionAndOutput);
     if (spec.output_gate) {
-        // Each head's query rows, then its gate's: q_ gets the queries, q_gate_ the gates.
+        // attn_q gives each head's query rows, then its gate's (into q_gate_): the queries go to q_, the gates to gate_.
         matmul_many({{&L.wq, q_gate_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, h_.data(), n);
         for (int64_t t = 0; t < n; ++t)
             for (int64_t h = 0; h < c.n_head; ++h) {
