@@ -845,6 +845,36 @@ private Q_SLOTS:
         }
         QVERIFY(threw);
         QCOMPARE(small.reserved(memory::Tier::Fast), uint64_t{0});
+        // A delta net whose heads the GPU's kernel cannot take: refused at
+        // load with the reason and what to use, not a launch error later.
+        QTemporaryDir dir;
+        model::MakeModelSpec spec;
+        spec.arch = "qwen35moe";
+        spec.layers = 4;
+        spec.dim = 64;
+        spec.heads = 4;
+        spec.kv_heads = 2;
+        spec.head_dim = 32;
+        spec.experts = 4;
+        spec.used = 2;
+        spec.expert_ff = 32;
+        spec.ssm_state = 24;
+        spec.threads = 1;
+        const std::string path = (dir.path() + "/q.gguf").toStdString();
+        model::make_model(spec, path);
+        auto q = model::Model::load(path);
+        memory::Ledger l3;
+        kv::KvCacheParams qp = model::kv_cache_params(q->config(), 4, 16, kv::KvType::F32);
+        qp.host_storage = false;
+        kv::KvCache qkv(qp, &l3, memory::Tier::Fast);
+        QString message;
+        try {
+            (void)bc::make_cuda_forward(*q, qkv, l3, {});
+        } catch (const Error& e) {
+            message = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(message.contains("gated delta net") && message.contains("24") && message.contains("--device cpu"),
+                 qPrintable(message));
     }
 };
 
