@@ -76,8 +76,7 @@ void CpuBackend::attention(const LayerWeights& L, const AttentionSpec& spec) {
             });
         }
     });
-    if (spec.output_gate)
-        for (int64_t i = 0; i < n * q_dim; ++i) attn_[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-gate_[static_cast<size_t>(i)]));
+    if (spec.output_gate) kernels::ref::gate_mul(attn_.data(), gate_.data(), n * q_dim, /*silu=*/false);
     output_projection(L, n);
 }
 

@@ -14,11 +14,6 @@ namespace strata::model {
 namespace ops = kernels::ops;
 namespace ref = kernels::ref;
 
-namespace {
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // as ggml's
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-}  // namespace
-
 void CpuBackend::delta_net(const LayerWeights& L) {
     const ModelConfig& c = cfg_;
     const SsmConfig& s = c.ssm;
@@ -28,7 +23,7 @@ void CpuBackend::delta_net(const LayerWeights& L) {
     matmul(L.ssm_beta, h_.data(), n, dn_beta_.data());
     matmul(L.ssm_alpha, h_.data(), n, dn_alpha_.data());
     const int64_t part = s.state_floats();
-    const int64_t offset = c.recurrent_index[static_cast<size_t>(L.index)] * part;
+    const int64_t offset = c.recurrent_state_offset(L.index);
     for (int64_t t = 0; t < n; ++t) {
         float* state = kv_->recurrent_state(step_.seqs[t], step_.pos[t], offset, part);
         float* conv = dn_conv_.data();
@@ -42,10 +37,7 @@ void CpuBackend::delta_net(const LayerWeights& L) {
         }
         float* g = dn_alpha_.data() + t * H;
         float* beta = dn_beta_.data() + t * H;
-        for (int64_t h = 0; h < H; ++h) {
-            g[h] = softplus(g[h] + L.ssm_dt_bias[static_cast<size_t>(h)]) * L.ssm_a[static_cast<size_t>(h)];
-            beta[h] = sigmoid(beta[h]);
-        }
+        ref::delta_gates(g, beta, L.ssm_dt_bias.data(), L.ssm_a.data(), H);
         float* S = state + s.conv_state_floats();
         float* o = dn_o_.data() + t * V;
         const float* z = dn_z_.data() + t * V;
@@ -55,7 +47,7 @@ void CpuBackend::delta_net(const LayerWeights& L) {
             for (int64_t h = h0; h < h1; ++h) {  // the gated norm: RMSNorm(o_h) * ssm_norm * silu(z_h)
                 float* oh = o + h * d;
                 ops::rmsnorm(oh, L.ssm_norm.data(), oh, d, c.norm_eps);
-                for (int64_t j = 0; j < d; ++j) oh[j] *= z[h * d + j] / (1.0f + std::exp(-z[h * d + j]));
+                ref::gate_mul(oh, z + h * d, d, /*silu=*/true);
             }
         });
     }
