@@ -53,7 +53,7 @@ int cmd_inspect(int argc, char** argv) {
                 c.rope_freq_base, c.rope_freq_scale, c.rope_freq_factors.empty() ? "" : ", per-pair frequency divisors",
                 c.norm_eps);
     if (c.ssm) {
-        const uint64_t per_seq = static_cast<uint64_t>(c.n_recurrent_layers() * c.ssm.state_floats()) * sizeof(float);
+        const uint64_t per_seq = static_cast<uint64_t>(c.recurrent_state_floats()) * sizeof(float);
         std::printf("  gated delta nets: %lld of %lld layers (%lld key / %lld value heads of %lld, conv %lld); "
                     "recurrent state %s per sequence\n",
                     static_cast<long long>(c.n_recurrent_layers()), static_cast<long long>(c.n_layer),

@@ -171,6 +171,9 @@ struct ModelConfig {
     std::vector<uint8_t> recurrent_pattern;  // qwen35moe's attention.recurrent_layers, where the file has it
     std::vector<int64_t> recurrent_index;
     int64_t n_recurrent_layers() const;
+    // A sequence's recurrent state (every recurrent layer's), and where layer il's part of it starts.
+    int64_t recurrent_state_floats() const { return n_recurrent_layers() * ssm.state_floats(); }
+    int64_t recurrent_state_offset(int64_t il) const { return recurrent_index[static_cast<size_t>(il)] * ssm.state_floats(); }
     bool recurrent(int64_t layer) const {
         return !recurrent_index.empty() && recurrent_index[static_cast<size_t>(layer)] >= 0;
     }

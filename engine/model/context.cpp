@@ -39,7 +39,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     if (kv) {
         const kv::KvCacheParams& kp = kv->params();
         if (kp.n_layer != c.n_kv_layers() || kp.n_head_kv != c.n_head_kv || kp.head_dim != c.head_dim ||
-            kp.keys_only != static_cast<bool>(c.mla) || kp.state_floats != c.n_recurrent_layers() * c.ssm.state_floats())
+            kp.keys_only != static_cast<bool>(c.mla) || kp.state_floats != c.recurrent_state_floats())
             throw Error("the KV cache was made for another model shape");
         kv_ = kv;
     } else {
@@ -61,7 +61,7 @@ kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_
     p.n_head_kv = c.n_head_kv;
     p.head_dim = c.head_dim;
     p.keys_only = static_cast<bool>(c.mla);  // MLA: one latent row per token and layer
-    p.state_floats = c.n_recurrent_layers() * c.ssm.state_floats();
+    p.state_floats = c.recurrent_state_floats();
     p.block_tokens = block_tokens;
     p.n_blocks = n_blocks;
     p.type = type;

@@ -227,8 +227,8 @@ void CudaForward::delta_net(const model::LayerWeights& host) {
     gemm(L.ssm_z, h_, n, dn_z_, "delta net gate", li);
     gemm(L.ssm_beta, h_, n, dn_beta_, "delta net beta", li);
     gemm(L.ssm_alpha, h_, n, dn_alpha_, "delta net decay", li);
-    const int64_t per_seq = c.n_recurrent_layers() * s.state_floats();
-    const int64_t offset = c.recurrent_index[static_cast<size_t>(li)] * s.state_floats();
+    const int64_t per_seq = c.recurrent_state_floats();
+    const int64_t offset = c.recurrent_state_offset(li);
     float* state = state_.as<float>();
     ok(kc::delta_conv(dn_mixed_, n, C, s.conv_kernel, L.ssm_conv, state, per_seq, offset, state_slot_, n_keys_, dn_conv_,
                       compute_.get()),
@@ -248,7 +248,7 @@ void CudaForward::delta_net(const model::LayerWeights& host) {
 void CudaForward::reserve_states(int64_t seqs) {
     if (seqs <= state_seqs_) return;
     const int64_t cap = std::max(seqs, 2 * state_seqs_);
-    const uint64_t per_seq = static_cast<uint64_t>(cfg_.n_recurrent_layers() * cfg_.ssm.state_floats()) * sizeof(float);
+    const uint64_t per_seq = static_cast<uint64_t>(cfg_.recurrent_state_floats()) * sizeof(float);
     DeviceBuffer grown(ledger_, Account::RecurrentState, Tier::Fast, static_cast<uint64_t>(cap) * per_seq);
     if (state_seqs_ > 0) {
         copy_on_device(grown.data(), state_.data(), static_cast<uint64_t>(state_seqs_) * per_seq, compute_,
