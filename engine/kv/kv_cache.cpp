@@ -228,10 +228,7 @@ void KvCache::truncate(SeqId s, int64_t n) {
         unref(q.blocks.back());
         q.blocks.pop_back();
     }
-    if (p_.state_floats > 0 && n < len) {
-        if (n == 0) std::fill(q.state.begin(), q.state.end(), 0.0f);
-        q.state_stale = n > 0;
-    }
+    if (p_.state_floats > 0 && n < len) q.state_stale = n > 0;  // back to the start: zeroed when position 0 comes
     q.tokens.resize(static_cast<size_t>(n));
     q.sealed = std::min<int64_t>(q.sealed, n / p_.block_tokens);
     q.hashes.resize(static_cast<size_t>(q.sealed));
