@@ -104,7 +104,9 @@ void ffn_block(Backend& b, const ModelConfig& c, const LayerWeights& L, const La
     if (L.ffn == FfnKind::Dense) {
         b.dense_ffn(L);
     } else {
-        b.route(L, router);
+        RouterSpec r = router;
+        r.scored |= !L.router_select_bias.empty();  // the bias (exp_probs_b) chooses: only the scored router reads it
+        b.route(L, r);
         b.experts(L, experts);
         if (L.has_shared_expert()) b.shared_expert(L);
     }

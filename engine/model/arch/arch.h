@@ -42,7 +42,8 @@ RouterSpec router_spec(const ModelConfig& c);
 // The ops around attention and FFN that most architectures share (pre-norm
 // residual blocks): Residual += attention(RMSNorm(Residual)) and
 // Residual += ffn(RMSNorm(Residual)), where ffn is the layer's dense FFN
-// or its routed experts (and shared expert, where the layer has one).
+// or its routed experts (and shared expert, where the layer has one); a
+// layer with a selection bias routes through the scored router, which reads it.
 void attention_block(Backend& b, const LayerWeights& L, const AttentionSpec& spec);
 void ffn_block(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerWeights* next,
                const RouterSpec& router, const ExpertSpec& experts);

@@ -31,9 +31,7 @@ void read_metadata(const gguf::File& f, ModelConfig& c) {
 
 void layer(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerWeights* next) {
     attention_block(b, L, {.rope = kRope, .scale = c.attention_scale()});
-    RouterSpec router = router_spec(c);
-    router.scored = true;  // the softmax's top-k chosen with the selection bias where the layer has one
-    ffn_block(b, c, L, next, router, {});
+    ffn_block(b, c, L, next, router_spec(c), {});  // scored where the layer has its selection bias (ffn_block)
 }
 
 }  // namespace

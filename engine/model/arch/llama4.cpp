@@ -57,9 +57,7 @@ void layer(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerW
         attention.chunk = c.attention_chunk;
     }
     attention_block(b, L, attention);
-    RouterSpec router = router_spec(c);
-    router.scored = true;  // the sigmoid of the chosen logits
-    ffn_block(b, c, L, next, router, {.weight_before = true});
+    ffn_block(b, c, L, next, router_spec(c), {.weight_before = true});  // sigmoid gating: router_spec scores it
 }
 
 }  // namespace

@@ -25,9 +25,7 @@ void read_metadata(const gguf::File& f, ModelConfig& c) {
 
 void layer(Backend& b, const ModelConfig& c, const LayerWeights& L, const LayerWeights* next) {
     attention_block(b, L, {.rope = kRope, .qk_norm = kQkNorm, .scale = c.attention_scale()});
-    RouterSpec router = router_spec(c);
-    router.scored = true;  // the selection bias (exp_probs_b) chooses, the probabilities weigh
-    ffn_block(b, c, L, next, router, {});
+    ffn_block(b, c, L, next, router_spec(c), {});  // scored where the layer has its selection bias (ffn_block)
 }
 
 }  // namespace
