@@ -66,7 +66,7 @@ struct KvCacheParams {
     // MLA (deepseek2): each entry is one latent row that serves as both key
     // and value (attention reads the values from the keys), so no V is stored.
     bool keys_only = false;
-    // A recurrent model's state (qwen35moe's gated delta-net layers): floats
+    // A recurrent model's state (its gated delta-net layers): floats
     // each sequence keeps beside its K/V, zero at its start (0: none). Such a
     // sequence shares no prefix (a block's K/V do not give the state after
     // it) and is rewound only to its start.

@@ -120,7 +120,7 @@ struct Plan {
     int64_t n_ctx = 0, n_batch = 0;
     int64_t kv_blocks = 0, kv_block_tokens = 0;
     kv::KvType kv_type = kv::KvType::F32;
-    // A recurrent model (qwen35moe): each sequence's state, and the sequences
+    // A recurrent model (gated delta nets): each sequence's state, and the sequences
     // reserved up front (the context's own and one a full context of KV
     // holds; more reserve theirs as they start).
     uint64_t state_bytes_per_sequence = 0;

@@ -81,7 +81,7 @@ int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t co
 // (the delta net's gated norm, an attention head's output gate).
 int gate_mul(float* y, const float* g, int64_t n, bool silu, Stream stream);
 
-// --- qwen35moe's gated delta net over a chunk's tokens, in order (a
+// --- the gated delta net (linear attention) over a chunk's tokens, in order (a
 // sequence's tokens in position order). Token t's state is its sequence's:
 // state + slot[t] * slot_stride + offset (the layer's part), zeroed where
 // n_keys[t] == 1 (its position 0).

@@ -90,7 +90,7 @@ void round_q8_k(float* x, int64_t n);
 // g' = min(g, limit), u' = clamp(u, -limit, limit).
 void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha, float limit);
 
-// --- gated delta net (qwen35moe's linear attention; llama.cpp's
+// --- gated delta net (linear attention with a recurrent state; llama.cpp's
 // ggml_ssm_conv and ggml_gated_delta_net, one token at a time) ---
 // One token through the causal depthwise conv of C channels and K taps, then
 // SiLU: y[ch] = silu(sum_i w[ch*K + i] * in_i[ch]) where in_0..in_{K-2} are
