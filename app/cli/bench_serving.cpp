@@ -43,8 +43,9 @@ void add_serving_options(Args& a) {
     a.option("--group", "", "on|off", "serving: admit requests by predicted expert overlap", "on");
     a.option("--arrival", "", "closed|burst", "serving: keep C in flight (closed) or queue all R at once (burst)", "closed");
     a.option("--draft", "", "D",
-             "speculative decoding: a GGUF with the same vocabulary, or the model itself with fewer layers or experts\n"
-             "(self:layers=N,experts=K), optionally routing only among cached experts (…,resident)");
+             "speculative decoding: a GGUF with the same vocabulary, the model's own MTP block (mtp), or the model\n"
+             "itself with fewer layers or experts (self:layers=N,experts=K), optionally routing only among cached\n"
+             "experts (…,resident)");
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
 }
 
@@ -132,13 +133,13 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
     } else {
         const int k = static_cast<int>(a.integer("--spec-k", 1, 32));
         Draft draft_holder = make_draft(a.str("--draft"), *engine, settings.threads);
-        model::Context& draft = *draft_holder.ctx;
+        sched::Drafter& draft = *draft_holder.drafter;
         sched::SpeculativeParams sparams;
         sparams.k = k;
         sparams.k_max = std::max(2 * k, 1);
         for (int64_t i = 0; i < n_req; ++i) {
             ctx.clear();
-            draft.clear();
+            if (draft_holder.ctx) draft_holder.ctx->clear();
             sched::SamplingParams p = sp;
             p.seed = sp.seed + static_cast<uint64_t>(i);
             const auto req_t0 = Clock::now();

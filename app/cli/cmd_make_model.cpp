@@ -14,9 +14,10 @@ int cmd_make_model(int argc, char** argv) {
            "       qwen2moe, ernie4_5-moe: [--shared-ff S]\n"
            "       deepseek2: [--q-lora R --kv-lora R --shared-experts N --gating softmax|sigmoid\n"
            "                   --weights-norm --weights-scale F --expert-groups G --groups-used K] [--yarn-factor F]\n"
-           "       glm4moe: [--shared-experts N --weights-norm --weights-scale F --qk-norm]\n"
+           "       glm4moe: [--shared-experts N --weights-norm --weights-scale F --qk-norm] [--nextn 1]\n"
            "       llama4: [--moe-step N] (a shared expert --expert-ff wide, rope_freqs)\n"
            "       qwen35moe: [--attention-interval N --ssm-k-heads K --ssm-v-heads V --ssm-state D] [--shared-ff S]\n"
+           "                  [--nextn 1]\n"
            "       gpt-oss: [--sliding-window N] [--expert-type mxfp4]",
            "Writes a random-weight model of the given shape with llama.cpp's tensor names and metadata,\n"
            "for tests and benchmarks. The same options and seed give the same file byte for byte.\n"
@@ -45,6 +46,7 @@ int cmd_make_model(int argc, char** argv) {
     a.option("--ssm-k-heads", "", "K", "qwen35moe: the delta nets' key heads (0: heads / 2)", "0");
     a.option("--ssm-v-heads", "", "V", "qwen35moe: the delta nets' value heads (0: heads)", "0");
     a.option("--ssm-state", "", "D", "qwen35moe: a delta-net head's dims (0: half the head dimension)", "0");
+    a.option("--nextn", "", "N", "glm4moe, qwen35moe: NextN/MTP blocks after the layers (0 or 1; run by --draft mtp)", "0");
     a.option("--q-lora", "", "R", "deepseek2: query LoRA rank (0: a plain attn_q)", "0");
     a.option("--kv-lora", "", "R", "deepseek2: rank of the compressed KV (kv_lora_rank)", "64");
     a.option("--rope-dim", "", "N", "rotated dims of each head (0: half of it for deepseek2, glm4moe, minimax-m2; else all)", "0");
@@ -82,6 +84,7 @@ int cmd_make_model(int argc, char** argv) {
     s.ssm_k_heads = a.integer("--ssm-k-heads", 0, 1024);
     s.ssm_v_heads = a.integer("--ssm-v-heads", 0, 1024);
     s.ssm_state = a.integer("--ssm-state", 0, 1024);
+    s.nextn = a.integer("--nextn", 0, 1);
     s.ff = a.integer("--ff", 0, 1 << 20);
     s.shared_ff = a.integer("--shared-ff", 0, 1 << 20);
     s.ctx = a.integer("--ctx", 1, 1 << 20);

@@ -27,8 +27,9 @@ int cmd_run(int argc, char** argv) {
                      "(what 'serve' does for /v1/chat/completions); the prompt is not echoed");
     a.option("--system", "", "TEXT", "with --chat: a system message before the user's");
     a.option("--draft", "", "D",
-             "speculative decoding: a GGUF with the same vocabulary, or the model itself with fewer layers or experts\n"
-             "(self:layers=N,experts=K), optionally routing only among cached experts (…,resident)");
+             "speculative decoding: a GGUF with the same vocabulary, the model's own MTP block (mtp), or the model\n"
+             "itself with fewer layers or experts (self:layers=N,experts=K), optionally routing only among cached\n"
+             "experts (…,resident)");
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
     add_engine_options(a);
     add_sampling_options(a, "0.8");
@@ -82,11 +83,12 @@ int cmd_run(int argc, char** argv) {
     };
     sched::GenerationResult r;
     sched::SpeculativeStats spec;
-    if (draft.ctx) {
+    if (draft.drafter) {
         sched::SpeculativeParams params;
         params.k = k;
         params.k_max = std::max(2 * k, 1);
-        r = sched::generate_speculative(engine->context(), *draft.ctx, engine->vocab(), sp, tokens, params, &spec, sink);
+        r = sched::generate_speculative(engine->context(), *draft.drafter, engine->vocab(), sp, tokens, params, &spec,
+                                        sink);
     } else {
         r = sched::generate(engine->context(), engine->vocab(), sp, tokens, sink);
     }

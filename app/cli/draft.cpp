@@ -12,6 +12,7 @@ namespace {
 
 // What --draft says: a file, or the target with fewer layers / experts.
 struct DraftSpec {
+    bool mtp = false;
     bool self = false;
     std::string path;
     int64_t layers = 0, experts = 0;
@@ -20,13 +21,17 @@ struct DraftSpec {
 
 DraftSpec parse_draft(const std::string& s) {
     DraftSpec d;
+    if (s == "mtp") {
+        d.mtp = true;
+        return d;
+    }
     if (s.rfind("self", 0) != 0) {
         d.path = s;
         return d;
     }
     d.self = true;
     std::string rest = s.size() > 5 ? s.substr(5) : "";
-    if (s.size() > 4 && s[4] != ':') throw UsageError("--draft: expected 'self:layers=N,experts=K' or a GGUF path, got '" + s + "'");
+    if (s.size() > 4 && s[4] != ':') throw UsageError("--draft: expected 'mtp', 'self:layers=N,experts=K' or a GGUF path, got '" + s + "'");
     std::stringstream ss(rest);
     for (std::string item; std::getline(ss, item, ',');) {
         if (item == "resident") {
@@ -58,6 +63,13 @@ Draft make_draft(const std::string& spec, core::Engine& engine, int threads) {
     model::ContextParams dp;
     dp.n_ctx = engine.context().n_ctx();
     dp.n_threads = threads;
+    if (d.mtp) {
+        if (engine.context().device())
+            throw Error("--draft mtp runs the MTP block on the CPU, and this model computes on " +
+                        engine.context().device()->name() + "; use --device cpu or another draft");
+        out.drafter = std::make_unique<sched::MtpDrafter>(engine.model(), dp);
+        return out;
+    }
     if (d.self) {
         dp.max_layers = d.layers;
         dp.n_expert_used = d.experts;
@@ -66,12 +78,14 @@ Draft make_draft(const std::string& spec, core::Engine& engine, int threads) {
         // not count as the model's (hit rate, policy).
         if (engine.expert_store()) out.experts = std::make_unique<experts::DraftExperts>(*engine.expert_store());
         out.ctx = std::make_unique<model::Context>(engine.model(), dp, &engine.context().weights(), out.experts.get());
+        out.drafter = std::make_unique<sched::ContextDrafter>(*out.ctx);
         return out;
     }
     out.model = model::Model::load(d.path);
     if (const std::string why = sched::vocab_mismatch(engine.vocab(), out.model->vocab()); !why.empty())
         throw Error("--draft " + d.path + ": " + why + "; the draft must share the target's vocabulary");
     out.ctx = std::make_unique<model::Context>(*out.model, dp);
+    out.drafter = std::make_unique<sched::ContextDrafter>(*out.ctx);
     return out;
 }
 

@@ -131,17 +131,47 @@ void KvCache::update_ledger() {
 
 // --- sequences ---------------------------------------------------------------
 
-SeqId KvCache::create_sequence(int64_t expected_tokens) {
-    if (p_.state_floats > 0 && p_.host_storage) {
-        // Beyond the sequences reserved up front, each reserves its state as
-        // it starts (the ledger's message when the budget has no room; then
-        // nothing has changed).
-        const uint64_t one = static_cast<uint64_t>(p_.state_floats) * sizeof(float);
-        if (state_bytes() + one > state_reserved_) {
-            ledger_->reserve(memory::Account::RecurrentState, tier_, one);
-            state_reserved_ += one;
-        }
+// Beyond the sequences reserved up front, each reserves its state as it
+// starts (the ledger's message when the budget has no room; then nothing has
+// changed).
+void KvCache::reserve_state_slots(int64_t more) {
+    if (p_.state_floats <= 0 || !p_.host_storage || more <= 0) return;
+    const uint64_t one = static_cast<uint64_t>(p_.state_floats) * sizeof(float);
+    const uint64_t want = state_bytes() + static_cast<uint64_t>(more) * one;
+    if (want > state_reserved_) {
+        ledger_->reserve(memory::Account::RecurrentState, tier_, want - state_reserved_);
+        state_reserved_ = want;
     }
+}
+
+int32_t KvCache::take_state_slot() {
+    int32_t id;
+    if (!free_slots_.empty()) {
+        id = free_slots_.back();
+        free_slots_.pop_back();
+    } else {
+        id = static_cast<int32_t>(slot_live_.size());
+        slot_live_.push_back(0);
+        slot_data_.emplace_back();
+    }
+    slot_live_[static_cast<size_t>(id)] = 1;
+    if (p_.host_storage) slot_data_[static_cast<size_t>(id)].assign(static_cast<size_t>(p_.state_floats), 0.0f);
+    ++live_slots_;
+    return id;
+}
+
+void KvCache::release_state_slots(Seq& q) {
+    for (int32_t id : q.state_slots) {
+        slot_live_[static_cast<size_t>(id)] = 0;
+        slot_data_[static_cast<size_t>(id)] = {};
+        free_slots_.push_back(id);
+        --live_slots_;
+    }
+    q.state_slots.clear();
+}
+
+SeqId KvCache::create_sequence(int64_t expected_tokens) {
+    if (p_.state_floats > 0) reserve_state_slots(1);
     SeqId id;
     if (!free_seq_ids_.empty()) {
         id = free_seq_ids_.back();
@@ -153,7 +183,7 @@ SeqId KvCache::create_sequence(int64_t expected_tokens) {
     Seq& q = seqs_[static_cast<size_t>(id)];
     q = Seq{};
     q.live = true;
-    q.state.assign(static_cast<size_t>(p_.host_storage ? p_.state_floats : 0), 0.0f);  // a device holds its own
+    if (p_.state_floats > 0) q.state_slots.push_back(take_state_slot());  // a device holds the data of its own
     update_state_ledger();
     if (expected_tokens > 0) {
         const int64_t blocks = std::min(p_.blocks_for(expected_tokens), p_.n_blocks);
@@ -181,6 +211,7 @@ const KvCache::Seq& KvCache::seq(SeqId s) const {
 void KvCache::free_sequence(SeqId s) {
     Seq& q = seq(s);
     for (int32_t b : q.blocks) unref(b);
+    release_state_slots(q);
     q = Seq{};
     free_seq_ids_.push_back(s);
     update_ledger();
@@ -191,31 +222,66 @@ int64_t KvCache::n_tokens(SeqId s) const { return static_cast<int64_t>(seq(s).to
 
 const std::vector<int32_t>& KvCache::tokens(SeqId s) const { return seq(s).tokens; }
 
-void KvCache::check_recurrent(SeqId s, int64_t pos) {
+KvCache::StateStep KvCache::state_step(SeqId s, int64_t pos) {
     Seq& q = seq(s);
+    if (q.state_slots.empty()) throw Error("internal: the KV cache keeps no recurrent state (state_floats is 0)");
     if (pos == 0) {
         q.state_stale = false;
     } else if (q.state_stale) {
-        throw Error("sequence " + std::to_string(s) + " was rewound past its start, and a recurrent model's state "
-                    "cannot be: clear it and compute it again from its first token");
+        throw Error("sequence " + std::to_string(s) + " was rewound further than its recurrent state reaches (" +
+                    std::to_string(q.state_slots.size() - 1) +
+                    " tokens back), and a recurrent model's state cannot be: clear it and compute it again from its "
+                    "first token");
     }
+    const int64_t m = static_cast<int64_t>(q.state_slots.size());
+    StateStep st;
+    st.in = q.state_slots[static_cast<size_t>(pos % m)];
+    st.out = q.state_slots[static_cast<size_t>((pos + 1) % m)];
+    st.zero = pos == 0;
+    return st;
 }
 
-float* KvCache::recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n) {
-    if (!p_.host_storage || offset < 0 || n < 0 || offset + n > p_.state_floats)
-        throw Error("internal: recurrent state [" + std::to_string(offset) + ", +" + std::to_string(n) + ") of " +
-                    std::to_string(p_.state_floats) + " floats" + (p_.host_storage ? "" : " without host storage"));
-    check_recurrent(s, pos);
-    float* part = seq(s).state.data() + offset;
-    if (pos == 0) std::fill(part, part + n, 0.0f);
-    return part;
+float* KvCache::state_slot(int32_t slot, int64_t offset, int64_t n) {
+    if (!p_.host_storage || slot < 0 || slot >= state_slot_count() || !slot_live_[static_cast<size_t>(slot)] ||
+        offset < 0 || n < 0 || offset + n > p_.state_floats)
+        throw Error("internal: recurrent state slot " + std::to_string(slot) + " [" + std::to_string(offset) + ", +" +
+                    std::to_string(n) + ") of " + std::to_string(p_.state_floats) + " floats" +
+                    (p_.host_storage ? "" : " without host storage"));
+    return slot_data_[static_cast<size_t>(slot)].data() + offset;
+}
+
+void KvCache::set_state_rollback(SeqId s, int64_t positions) {
+    Seq& q = seq(s);
+    if (p_.state_floats <= 0) return;  // nothing recurrent: K/V rewind anyway
+    if (positions < 0 || positions > 1024)
+        throw Error("a recurrent state rollback of " + std::to_string(positions) + " tokens is out of range (0..1024)");
+    if (!q.tokens.empty())
+        throw Error("internal: a sequence's recurrent state rollback is set while it is empty (it holds " +
+                    std::to_string(q.tokens.size()) + " tokens)");
+    const int64_t want = positions + 1, have = static_cast<int64_t>(q.state_slots.size());
+    if (want > have) reserve_state_slots(want - have);
+    while (static_cast<int64_t>(q.state_slots.size()) < want) q.state_slots.push_back(take_state_slot());
+    while (static_cast<int64_t>(q.state_slots.size()) > want) {
+        const int32_t id = q.state_slots.back();
+        q.state_slots.pop_back();
+        slot_live_[static_cast<size_t>(id)] = 0;
+        slot_data_[static_cast<size_t>(id)] = {};
+        free_slots_.push_back(id);
+        --live_slots_;
+    }
+    q.state_first = 0;
+    q.state_stale = false;
+    update_state_ledger();
+}
+
+int64_t KvCache::state_rollback(SeqId s) const {
+    const Seq& q = seq(s);
+    return q.state_slots.empty() ? 0 : static_cast<int64_t>(q.state_slots.size()) - 1;
 }
 
 uint64_t KvCache::state_bytes() const {
-    uint64_t n = 0;
-    for (const Seq& q : seqs_)
-        if (q.live) n += q.state.size() * sizeof(float);
-    return n;
+    return p_.host_storage ? static_cast<uint64_t>(live_slots_) * static_cast<uint64_t>(p_.state_floats) * sizeof(float)
+                           : 0;
 }
 
 void KvCache::truncate(SeqId s, int64_t n) {
@@ -228,7 +294,11 @@ void KvCache::truncate(SeqId s, int64_t n) {
         unref(q.blocks.back());
         q.blocks.pop_back();
     }
-    if (p_.state_floats > 0 && n < len) q.state_stale = n > 0;  // back to the start: zeroed when position 0 comes
+    // Back to the start: zeroed when position 0 comes; within the slots' reach: the state after n tokens is kept.
+    if (p_.state_floats > 0 && n < len) {
+        if (n == 0) q.state_first = 0;
+        q.state_stale = n > 0 && (q.state_stale || n < q.state_first);
+    }
     q.tokens.resize(static_cast<size_t>(n));
     q.sealed = std::min<int64_t>(q.sealed, n / p_.block_tokens);
     q.hashes.resize(static_cast<size_t>(q.sealed));
@@ -276,6 +346,11 @@ bool KvCache::append(SeqId s, std::span<const int32_t> ids) {
         q.blocks.push_back(b);
     }
     q.tokens.insert(q.tokens.end(), ids.begin(), ids.end());
+    if (!q.state_slots.empty()) {
+        // Computing them overwrites the slots of the states before the last r + 1 positions.
+        const int64_t len = static_cast<int64_t>(q.tokens.size()), r = static_cast<int64_t>(q.state_slots.size()) - 1;
+        q.state_first = std::max(q.state_first, len - r);
+    }
     update_ledger();
     return true;
 }

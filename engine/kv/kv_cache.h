@@ -127,15 +127,32 @@ public:
     const std::vector<int32_t>& tokens(SeqId s) const;   // the ids at positions 0..n_tokens-1
     void truncate(SeqId s, int64_t n);             // keeps positions [0, n)
 
-    // A part of sequence s's recurrent state (floats [offset, offset + n) of
-    // params().state_floats: one layer's) for its token at position pos:
-    // zeroed when pos is 0 (the sequence starts or restarts). Throws
-    // strata::Error when the sequence was truncated to anywhere but its start
-    // since (its state no longer matches its tokens).
-    float* recurrent_state(SeqId s, int64_t pos, int64_t offset, int64_t n);
-    // What recurrent_state checks, for a device that keeps the states itself
-    // (no host storage: it zeroes a sequence's state at its position 0).
-    void check_recurrent(SeqId s, int64_t pos);
+    // --- recurrent state ------------------------------------------------------
+    // A sequence's state lives in slots of params().state_floats floats. By
+    // default it has one, updated in place, so it can be rewound only to its
+    // start. With set_state_rollback(s, r) it has r + 1, used in turn: the
+    // token at position p reads slot (p mod r+1) and writes slot (p+1 mod
+    // r+1), so the states after each of its last r tokens stay, and
+    // truncate() may rewind it by up to r tokens (speculative decoding's
+    // rejected drafts) at no cost but the memory.
+    struct StateStep {
+        int32_t in = 0;    // the slot holding the state before the token
+        int32_t out = 0;   // the slot it writes (== in: in place)
+        bool zero = false; // position 0: the state starts at zero (read nothing)
+    };
+    // The slots the token of sequence s at position pos reads and writes.
+    // Throws strata::Error when the sequence was rewound further than its
+    // slots reach since (its state no longer matches its tokens: clear it).
+    StateStep state_step(SeqId s, int64_t pos);
+    // Host storage: floats [offset, offset + n) of a slot (one layer's part).
+    float* state_slot(int32_t slot, int64_t offset, int64_t n);
+    // Sets how far sequence s can be rewound (0: to its start only); only
+    // while it is empty. Throws the ledger's message where the budget has no
+    // room for the slots.
+    void set_state_rollback(SeqId s, int64_t positions);
+    int64_t state_rollback(SeqId s) const;
+    // Slot ids are below this (a device sizes its state memory by it).
+    int32_t state_slot_count() const { return static_cast<int32_t>(slot_live_.size()); }
     // Bytes of recurrent state the live sequences hold.
     uint64_t state_bytes() const;
 
@@ -223,8 +240,9 @@ private:
         std::vector<int32_t> tokens;
         int64_t sealed = 0;               // leading full blocks registered for sharing
         std::vector<uint64_t> hashes;     // chain hash at the end of each sealed block
-        std::vector<float> state;         // recurrent state (params().state_floats)
-        bool state_stale = false;         // truncated past its start since: the state is of longer tokens
+        std::vector<int32_t> state_slots; // recurrent state: slot ids, used in turn (StateStep)
+        int64_t state_first = 0;          // the earliest position whose state its slots still hold
+        bool state_stale = false;         // rewound past state_first since: the state is of longer tokens
     };
     struct Block {
         int32_t refs = 0;
@@ -278,7 +296,14 @@ private:
     std::vector<Seq> seqs_;
     std::vector<SeqId> free_seq_ids_;
     uint64_t state_reserved_ = 0;         // bytes of recurrent.state this cache holds in the ledger
+    std::vector<uint8_t> slot_live_;      // per state slot id: in use
+    std::vector<std::vector<float>> slot_data_;  // host storage: each slot's floats
+    std::vector<int32_t> free_slots_;
+    int64_t live_slots_ = 0;
     void update_state_ledger();
+    void reserve_state_slots(int64_t more);  // the ledger's room for `more` slots beyond the live ones
+    int32_t take_state_slot();
+    void release_state_slots(Seq& q);
     uint64_t prefix_tokens_reused_ = 0;
     std::function<void(int32_t, int32_t)> copier_;
 };

@@ -31,6 +31,7 @@ const char* op_name(Op op) {
         case Op::AttentionTemperature: return "attention temperature";
         case Op::AttentionOutputGate: return "attention output gate";
         case Op::DeltaNet: return "gated delta net (linear attention with a recurrent state)";
+        case Op::NextnInput: return "a NextN/MTP block's input (the trunk's hidden state mixed in)";
         case Op::Route: return "router (softmax top-k)";
         case Op::ScoredRoute: return "router (scored: selection bias, sigmoid, groups)";
         case Op::Experts: return "routed experts (SwiGLU)";

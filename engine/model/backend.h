@@ -104,6 +104,12 @@ struct Step {
     bool resident_experts_only = false;  // route only among the experts the provider holds in fast memory
     const RoutingObserver* routing = nullptr;      // each set one is called
     const LookaheadObserver* lookahead = nullptr;
+    // A NextN view's input: a row of n_embd floats per token, the trunk's
+    // hidden state the token is mixed with (nextn_input).
+    const float* hidden_in = nullptr;
+    // Where set: output_head writes every token's normed row (what the head
+    // reads: RMSNorm(Residual) * norm), n rows of n_embd, here.
+    float* hidden_out = nullptr;
 };
 
 // The ops by name: what supports() is asked and what a load-time error names.
@@ -120,6 +126,7 @@ enum class Op {
     AttentionTemperature,
     AttentionOutputGate,
     DeltaNet,
+    NextnInput,
     Route,
     ScoredRoute,
     Experts,
@@ -163,8 +170,13 @@ public:
     virtual void shared_expert(const LayerWeights& L) = 0;
     // Out = down(silu(gate Normed) * up Normed) with the layer's dense FFN.
     virtual void dense_ffn(const LayerWeights& L) = 0;
-    // The step's logits: RMSNorm(Residual) * norm times `head`, for the wanted tokens.
+    // The step's logits: RMSNorm(Residual) * norm times `head`, for the wanted
+    // tokens; every token's RMSNorm(Residual) * norm into Step::hidden_out where set.
     virtual void output_head(const std::vector<float>& norm, const Matrix& head) = 0;
+    // A NextN/MTP block's input (model/weights.h NextnWeights), Residual ->
+    // Residual: eh_proj [RMSNorm(Residual) enorm ; RMSNorm(hidden) hnorm]
+    // with hidden the step's hidden_in rows.
+    virtual void nextn_input(const NextnInput& in) = 0;
 
     // Bytes of the backend's scratch (activations, per-thread buffers).
     virtual uint64_t scratch_bytes() const = 0;

@@ -28,6 +28,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
     n_layers_run_ = params.max_layers > 0 ? params.max_layers : c.n_layer;
     n_used_ = params.n_expert_used > 0 ? params.n_expert_used : c.n_expert_used;
     resident_only_ = params.resident_experts_only;
+    keep_hidden_ = params.keep_hidden;
     if (!device_) {
         CpuBackendParams bp;
         bp.n_batch = n_batch_;
@@ -88,6 +89,17 @@ const float* Context::decode(std::span<const int32_t> tokens, bool all_logits) {
     return decode_batch(tokens, seq_ids_one_, want_one_);
 }
 
+const float* Context::decode(std::span<const int32_t> tokens, const float* hidden_in, bool all_logits) {
+    if (!weights_.nextn_input) throw Error("internal: hidden rows given to a model that is not a NextN view");
+    if (!hidden_in) throw Error("internal: a NextN view's decode needs the trunk's hidden rows");
+    hidden_in_ = hidden_in;
+    struct Reset {
+        const float*& p;
+        ~Reset() { p = nullptr; }
+    } reset{hidden_in_};
+    return decode(tokens, all_logits);
+}
+
 int64_t Context::kv_blocks_needed(std::span<const kv::SeqId> seqs) const {
     // Tokens per sequence, then blocks per sequence (no allocation: this runs per step).
     int64_t total = 0;
@@ -137,6 +149,9 @@ const float* Context::decode_batch(std::span<const int32_t> tokens, std::span<co
     int64_t rows = 0;
     for (int64_t i = 0; i < n; ++i) rows += want_logits.empty() || want_logits[i];
     if (logits_.size() < static_cast<size_t>(rows * cfg_.n_vocab)) logits_.resize(static_cast<size_t>(rows * cfg_.n_vocab));
+    if (weights_.nextn_input && !hidden_in_)
+        throw Error("a NextN/MTP block runs only with the trunk's hidden rows (Context::decode with hidden_in)");
+    if (keep_hidden_ && hidden_.size() < static_cast<size_t>(n * cfg_.n_embd)) hidden_.resize(static_cast<size_t>(n * cfg_.n_embd));
     try {
         int64_t row = 0;
         for (int64_t done = 0; done < n; done += n_batch_) {
@@ -151,7 +166,9 @@ const float* Context::decode_batch(std::span<const int32_t> tokens, std::span<co
                 if (!want_logits.empty()) want_[t] = want_logits[done + t];
                 chunk_rows += want_[t];
             }
-            forward_chunk(tokens.data() + done, chunk, want_.data(), chunk_rows ? logits_.data() + row * cfg_.n_vocab : nullptr);
+            forward_chunk(tokens.data() + done, chunk, want_.data(), chunk_rows ? logits_.data() + row * cfg_.n_vocab : nullptr,
+                          hidden_in_ ? hidden_in_ + done * cfg_.n_embd : nullptr,
+                          keep_hidden_ ? hidden_.data() + done * cfg_.n_embd : nullptr);
             row += chunk_rows;
             for (int64_t t = 0; t < chunk; ++t) kv_->seal_full_blocks(tok_seq_[t]);
         }
@@ -167,8 +184,12 @@ uint64_t Context::scratch_bytes() const {
     return (cpu_ ? cpu_->scratch_bytes() : 0) + logits_.capacity() * sizeof(float);
 }
 
-void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out) {
+void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out,
+                            const float* hidden_in, float* hidden_out) {
     if (device_) {
+        if (hidden_in || hidden_out)
+            throw Error("an MTP draft (the trunk's hidden states) runs on the CPU; this model computes on " +
+                        device_->name());
         DeviceChunk chunk;
         chunk.tokens = tokens;
         chunk.n = n;
@@ -192,6 +213,8 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* wan
     step.resident_experts_only = resident_only_;
     step.routing = &observer_;
     step.lookahead = &lookahead_;
+    step.hidden_in = hidden_in;
+    step.hidden_out = hidden_out;
     cpu_->begin(step);
     arch::forward(*cpu_, cfg_, weights_, n_layers_run_, static_cast<bool>(lookahead_));
 }

@@ -48,6 +48,9 @@ struct ContextParams {
     // memory (ExpertProvider::resident_mask); where fewer are resident than it
     // uses, it uses fewer: a draft that never loads an expert.
     bool resident_experts_only = false;
+    // Keep every decoded token's normed last hidden state (what the output
+    // head reads), for hidden(): an MTP draft reads the trunk's.
+    bool keep_hidden = false;
 };
 
 // The paged KV cache shape of a model: n_blocks blocks of block_tokens
@@ -81,6 +84,13 @@ public:
     // else only the last token's row. The pointer stays valid until the next
     // call. Throws strata::Error for an out-of-range token or a full context.
     const float* decode(std::span<const int32_t> tokens, bool all_logits);
+    // A NextN view's decode (Model::nextn): token i is mixed with the
+    // trunk's hidden row hidden_in + i * n_embd.
+    const float* decode(std::span<const int32_t> tokens, const float* hidden_in, bool all_logits);
+    // With ContextParams::keep_hidden: the last decode call's normed hidden
+    // rows, one of n_embd per token in batch order (until the next call).
+    const float* hidden() const { return hidden_.data(); }
+    void set_keep_hidden(bool keep) { keep_hidden_ = keep; }
 
     // Runs a batch whose token i belongs to sequence seqs[i] and goes at the
     // end of it (a sequence's tokens in order). Returns one row of n_vocab
@@ -136,7 +146,8 @@ public:
 private:
     // Runs n tokens whose sequences and positions are in tok_seq_/tok_pos_
     // (already appended to the KV cache); logits for rows with want[t].
-    void forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out);
+    void forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out, const float* hidden_in,
+                       float* hidden_out);
 
     const Model& model_;
     const ModelConfig& cfg_;
@@ -167,6 +178,9 @@ private:
     std::vector<uint8_t> want_one_;
 
     std::vector<float> logits_;
+    bool keep_hidden_ = false;
+    std::vector<float> hidden_;
+    const float* hidden_in_ = nullptr;  // the NextN decode under way's rows
 };
 
 }  // namespace strata::model

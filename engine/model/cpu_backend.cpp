@@ -150,12 +150,31 @@ void CpuBackend::add(Act dst, Act src) {
 }
 
 void CpuBackend::output_head(const std::vector<float>& norm, const Matrix& head) {
-    if (!step_.logits) return;
     const int64_t d = cfg_.n_embd;
+    float* hidden = step_.hidden_out;
+    if (hidden)
+        for (int64_t t = 0; t < n_; ++t) ops::rmsnorm(x_.data() + t * d, norm.data(), hidden + t * d, d, cfg_.norm_eps);
+    if (!step_.logits) return;
     int64_t rows = 0;
-    for (int64_t t = 0; t < n_; ++t)
-        if (step_.want[t]) ops::rmsnorm(x_.data() + t * d, norm.data(), h_.data() + (rows++) * d, d, cfg_.norm_eps);
+    for (int64_t t = 0; t < n_; ++t) {
+        if (!step_.want[t]) continue;
+        float* row = h_.data() + (rows++) * d;
+        if (hidden) std::copy(hidden + t * d, hidden + (t + 1) * d, row);
+        else ops::rmsnorm(x_.data() + t * d, norm.data(), row, d, cfg_.norm_eps);
+    }
     matmul(head, h_.data(), rows, step_.logits);
+}
+
+void CpuBackend::nextn_input(const NextnInput& in) {
+    if (!step_.hidden_in) throw Error("internal: a NextN step without the trunk's hidden rows (Step::hidden_in)");
+    const int64_t d = cfg_.n_embd;
+    nextn_cat_.resize(static_cast<size_t>(n_ * 2 * d));
+    for (int64_t t = 0; t < n_; ++t) {
+        float* cat = nextn_cat_.data() + t * 2 * d;
+        ops::rmsnorm(x_.data() + t * d, in.enorm.data(), cat, d, cfg_.norm_eps);
+        ops::rmsnorm(step_.hidden_in + t * d, in.hnorm.data(), cat + d, d, cfg_.norm_eps);
+    }
+    matmul(in.eh_proj, nextn_cat_.data(), n_, x_.data());
 }
 
 void CpuBackend::dense_ffn(const LayerWeights& L) { ffn(L.dense, h_.data(), n_, tmp_.data(), L.dense.gate.rows); }

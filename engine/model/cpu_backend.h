@@ -60,6 +60,7 @@ public:
     void shared_expert(const LayerWeights& L) override;
     void dense_ffn(const LayerWeights& L) override;
     void output_head(const std::vector<float>& norm, const Matrix& head) override;
+    void nextn_input(const NextnInput& in) override;
     uint64_t scratch_bytes() const override;
 
     // Sees every matrix product's input while set. The ops then take their
@@ -196,6 +197,7 @@ private:
 
     // Scratch, sized once.
     std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_;
+    std::vector<float> nextn_cat_;  // a NextN step's [embedding ; hidden] rows
     std::vector<float> mla_qa_, mla_q_, mla_v_, route_select_;  // MLA and scored routing (empty otherwise)
     // Gated delta nets and the attention's output gate (empty otherwise).
     std::vector<float> dn_mixed_, dn_z_, dn_beta_, dn_alpha_, dn_conv_, dn_o_, q_gate_, gate_;

@@ -155,7 +155,10 @@ struct Layout {
     bool llama4 = false;       // MoE every moe_step layers, rope_freqs
     bool qwen35 = false;       // gated delta nets between the attention layers
     int64_t ssm_k = 0, ssm_v = 0, ssm_d = 0;
-    bool delta_net(const MakeModelSpec& spec, int64_t il) const { return qwen35 && (il + 1) % spec.attention_interval != 0; }
+    // The NextN blocks (il >= spec.layers) attend.
+    bool delta_net(const MakeModelSpec& spec, int64_t il) const {
+        return qwen35 && il < spec.layers && (il + 1) % spec.attention_interval != 0;
+    }
     bool routes_experts(const MakeModelSpec& spec, int64_t il) const {
         if (spec.experts == 0) return false;
         return llama4 ? (il + 1) % spec.moe_step == 0 : il >= spec.dense_layers;
@@ -248,6 +251,8 @@ std::string MakeModelSpec::validate() const {
     } else if (attention_interval != 4 || ssm_k_heads > 0 || ssm_v_heads > 0 || ssm_state > 0) {
         return "--attention-interval and --ssm-* need --arch qwen35moe";
     }
+    if (nextn < 0 || nextn > 1) return "--nextn must be 0 or 1 (llama.cpp runs one MTP block)";
+    if (nextn > 0 && arch != "glm4moe" && arch != "qwen35moe") return "--nextn (an MTP block) needs --arch glm4moe or qwen35moe";
     if (arch == "minimax-m2" && ff > 0 && ff != expert_ff)
         return "a minimax-m2 model's experts are feed_forward_length wide: give --expert-ff alone";
     if (qk_norm && !t->qk_norm_optional) return "--qk-norm is for glm4moe (the others have their Q/K norms or none)";
@@ -312,7 +317,8 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     w.set("general.alignment", gguf::Value::make_u32(32));
     w.set(a + "context_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.ctx)));
     w.set(a + "embedding_length", gguf::Value::make_u32(static_cast<uint32_t>(spec.dim)));
-    w.set(a + "block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.layers)));
+    w.set(a + "block_count", gguf::Value::make_u32(static_cast<uint32_t>(spec.layers + spec.nextn)));
+    if (spec.nextn > 0) w.set(a + "nextn_predict_layers", gguf::Value::make_u32(static_cast<uint32_t>(spec.nextn)));
     // llama.cpp sizes llama (Mixtral), olmoe and minimax-m2 experts by
     // feed_forward_length, so all-MoE models of those architectures state the
     // expert width there; models that mix dense and MoE layers (a Strata
@@ -391,9 +397,15 @@ void make_model(const MakeModelSpec& spec, const std::string& path) {
     if (l.llama4) b.vector("rope_freqs.weight", rot / 2, 2.0f, 1.0f);
     const int64_t q_dim = spec.heads * head_dim;
     const int64_t kv_dim = spec.kv_heads * head_dim;
-    for (int64_t i = 0; i < spec.layers; ++i) {
+    for (int64_t i = 0; i < spec.layers + spec.nextn; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         b.vector(p + "attn_norm.weight", spec.dim, 1.0f, 0.1f);
+        if (i >= spec.layers) {
+            b.matrix(p + "nextn.eh_proj.weight", 2 * spec.dim, spec.dim, 1, t);
+            b.vector(p + "nextn.enorm.weight", spec.dim, 1.0f, 0.1f);
+            b.vector(p + "nextn.hnorm.weight", spec.dim, 1.0f, 0.1f);
+            b.vector(p + "nextn.shared_head_norm.weight", spec.dim, 1.0f, 0.1f);
+        }
         if (oss) {
             b.vector(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
             b.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);

@@ -31,6 +31,10 @@ struct MakeModelSpec {
     // ssm_state dims (0: heads / 2, heads, the head dimension / 2).
     int64_t attention_interval = 4;
     int64_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_state = 0;
+    // glm4moe, qwen35moe: NextN/MTP blocks after the layers (nextn_predict_layers;
+    // llama.cpp runs one): an attention layer with routed experts, eh_proj,
+    // enorm, hnorm and the shared head's norm (the head is output.weight).
+    int64_t nextn = 0;
     int64_t ff = 0;               // dense FFN width (0: 4 * dim rounded to the type's block)
     int64_t shared_ff = 0;        // qwen2moe, ernie4_5-moe: the shared expert's width (0: none)
     int64_t ctx = 2048;

@@ -16,11 +16,40 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool random_access) 
         throw Error(path + ": the vocabulary has " + std::to_string(m->vocab_->n_tokens()) +
                     " tokens but token_embd.weight has " + std::to_string(m->config_.n_vocab) + " rows");
     }
+    if (!m->weights_.nextn.empty()) m->make_nextn_view();
     const ModelConfig& c = m->config_;
     logger("model")->info("{}: {} '{}', {} layers, d={}, {} heads ({} kv), {} experts (top-{}), vocab {}", path,
                           c.arch_name, c.name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_expert,
                           c.n_expert_used, c.n_vocab);
     return m;
+}
+
+void Model::make_nextn_view() {
+    const NextnWeights& n = weights_.nextn.front();
+    std::unique_ptr<Model> v(new Model());
+    v->file_ = file_;
+    v->vocab_ = vocab_;
+    ModelConfig& c = v->config_;
+    c = config_;
+    c.n_layer = 1;
+    c.n_nextn = 0;
+    c.leading_dense_blocks = 0;
+    if (!c.recurrent_index.empty()) {  // the block attends: no recurrent state, one KV layer
+        c.recurrent_index.assign(1, -1);
+        c.kv_index.assign(1, 0);
+    }
+    ModelWeights& w = v->weights_;
+    w.tok_embd = n.embed ? n.embed : weights_.tok_embd;
+    w.output_norm = n.head_norm.empty() ? weights_.output_norm : n.head_norm;
+    w.output = n.head ? n.head : weights_.output;
+    w.layers.push_back(n.block);
+    w.layers.back().index = 0;
+    auto in = std::make_shared<NextnInput>();
+    in->eh_proj = n.eh_proj;
+    in->enorm = n.enorm;
+    in->hnorm = n.hnorm;
+    w.nextn_input = std::move(in);
+    nextn_ = std::move(v);
 }
 
 namespace {

@@ -25,6 +25,13 @@ public:
     const tok::Vocab& vocab() const { return *vocab_; }
     const gguf::File& file() const { return *file_; }
 
+    // The file's first NextN/MTP block as a model of its own (null where the
+    // file has none): one attention layer whose forward pass starts by mixing
+    // each token's embedding with the trunk's hidden row (ModelWeights::
+    // nextn_input) and ends with the block's head, for a Context that drafts
+    // (sched::MtpDrafter). It shares this model's file and vocabulary.
+    const Model* nextn() const { return nextn_.get(); }
+
     // Parameter and byte counts (all layers; "active" counts only the experts a
     // token is routed to, plus the shared weights every token reads).
     struct Sizes {
@@ -39,10 +46,12 @@ public:
 
 private:
     Model() = default;
-    std::unique_ptr<gguf::File> file_;
+    void make_nextn_view();
+    std::shared_ptr<gguf::File> file_;
     ModelConfig config_;
     ModelWeights weights_;
-    std::unique_ptr<tok::Vocab> vocab_;
+    std::shared_ptr<tok::Vocab> vocab_;
+    std::unique_ptr<Model> nextn_;
 };
 
 }  // namespace strata::model

@@ -242,6 +242,122 @@ void bind_mla(const Binder& b, const ModelConfig& c, LayerWeights& L) {
     L.mla_v_up = std::move(v_up);
 }
 
+// Layer i's tensors (blk.i.*): its attention or delta net, its FFN kind
+// (from the tensors present, cross-checked with the metadata) and weights.
+void bind_layer(const Binder& b, const gguf::File& f, ModelConfig& c, LayerWeights& L, bool recurrent) {
+    const int64_t i = L.index;
+    const int64_t q_dim = c.n_head * c.head_dim;
+    const int64_t kv_dim = c.n_head_kv * c.head_dim;
+    L.attn_norm = b.vector(blk(i, "attn_norm.weight"), c.n_embd);
+    if (recurrent) {
+        bind_delta_net(b, c, L);
+    } else if (c.mla) {
+        bind_mla(b, c, L);
+    } else {
+        bind_attention(b, c, L, q_dim, kv_dim);
+    }
+    L.ffn_norm = b.vector(blk(i, c.traits.ffn_norm_tensor), c.n_embd);
+    if (c.attention_sinks) L.attn_sinks = b.vector(blk(i, "attn_sinks.weight"), c.n_head);
+
+    // FFN kind: from the tensors present, cross-checked with
+    // leading_dense_block_count when the file states it.
+    const bool has_router = f.tensor(blk(i, "ffn_gate_inp.weight")) != nullptr;
+    if (has_router && i < c.leading_dense_blocks) {
+        b.fail(blk(i, "ffn_gate_inp.weight"), "layer " + std::to_string(i) +
+                                                  " has a router but leading_dense_block_count is " +
+                                                  std::to_string(c.leading_dense_blocks));
+    }
+    if (c.traits.routes_experts && c.traits.routes_experts(c, i) != has_router) {
+        b.fail(blk(i, "ffn_gate_inp.weight"),
+               has_router ? "present, but layer " + std::to_string(i) + " of a " + c.arch_name + " file is a dense layer"
+                          : "missing from the file (layer " + std::to_string(i) + " of a " + c.arch_name +
+                                " file routes experts)");
+    }
+    if (!has_router && c.leading_dense_stated && c.n_expert > 0 && i >= c.leading_dense_blocks) {
+        b.fail(blk(i, "ffn_gate_inp.weight"), "missing from the file (layer " + std::to_string(i) +
+                                                  " comes after the leading_dense_block_count " +
+                                                  std::to_string(c.leading_dense_blocks) + " dense layers, so it routes experts)");
+    }
+    if (!has_router) {
+        if (c.n_ff <= 0) {
+            const gguf::TensorInfo* g = f.tensor(blk(i, "ffn_gate.weight"));
+            if (!g)
+                b.fail(blk(i, "ffn_gate.weight"), "missing from the file (the layer has neither a dense FFN nor a router, " +
+                                                      blk(i, "ffn_gate_inp.weight") + ")");
+            c.n_ff = g->ne[1];
+        }
+        L.ffn = FfnKind::Dense;
+        L.dense.gate = b.matrix(blk(i, "ffn_gate.weight"), {c.n_embd, c.n_ff});
+        L.dense.up = b.matrix(blk(i, "ffn_up.weight"), {c.n_embd, c.n_ff});
+        L.dense.down = b.matrix(blk(i, "ffn_down.weight"), {c.n_ff, c.n_embd});
+        return;
+    }
+    if (c.n_expert <= 0) {
+        b.fail(blk(i, "ffn_gate_inp.weight"), "the file has a router but no '" + c.arch_name + ".expert_count'");
+    }
+    L.ffn = FfnKind::Moe;
+    L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
+    L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, c.traits.router_select_bias_required);
+    L.router_bias = b.vector(blk(i, "ffn_gate_inp.bias"), c.n_expert, c.traits.router_bias);
+    const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
+    if (ge) {
+        const int64_t ff = ge->ne[1];
+        if (c.n_ff_expert == 0) c.n_ff_expert = ff;
+        L.n_ff_expert = c.n_ff_expert;
+        L.experts_stacked.gate = b.matrix(blk(i, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+        L.experts_stacked.up = b.matrix(blk(i, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+        L.experts_stacked.down = b.matrix(blk(i, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
+        if (c.ffn_act == FfnAct::SwigluOai) {
+            L.expert_bias_gate = b.table(blk(i, "ffn_gate_exps.bias"), c.n_ff_expert, c.n_expert);
+            L.expert_bias_up = b.table(blk(i, "ffn_up_exps.bias"), c.n_ff_expert, c.n_expert);
+            L.expert_bias_down = b.table(blk(i, "ffn_down_exps.bias"), c.n_embd, c.n_expert);
+        }
+    } else {
+        // Older Mixtral conversions store each expert as its own tensors.
+        if (f.tensor(blk(i, "ffn_gate_up_exps.weight")))
+            b.fail(blk(i, "ffn_gate_up_exps.weight"),
+                   "gate and up experts fused in one tensor are not supported yet; convert the model without "
+                   "--fuse-gate-up-exps (separate ffn_gate_exps and ffn_up_exps)");
+        const std::string g0 = blk(i, "ffn_gate.0.weight");
+        const gguf::TensorInfo* t0 = f.tensor(g0);
+        if (!t0) b.fail(blk(i, "ffn_gate_exps.weight"), "missing from the file (no expert tensors for this MoE layer)");
+        if (c.n_ff_expert == 0) c.n_ff_expert = t0->ne[1];
+        L.n_ff_expert = c.n_ff_expert;
+        for (int64_t e = 0; e < c.n_expert; ++e) {
+            const std::string x = std::to_string(e);
+            FfnMatrices m;
+            m.gate = b.matrix(blk(i, ("ffn_gate." + x + ".weight").c_str()), {c.n_embd, c.n_ff_expert});
+            m.up = b.matrix(blk(i, ("ffn_up." + x + ".weight").c_str()), {c.n_embd, c.n_ff_expert});
+            m.down = b.matrix(blk(i, ("ffn_down." + x + ".weight").c_str()), {c.n_ff_expert, c.n_embd});
+            L.experts_split.push_back(std::move(m));
+        }
+    }
+    if (f.tensor(blk(i, "ffn_gate_shexp.weight"))) {
+        const int64_t sff = f.tensor(blk(i, "ffn_gate_shexp.weight"))->ne[1];
+        if (c.n_ff_shared == 0) c.n_ff_shared = sff;
+        L.shared.gate = b.matrix(blk(i, "ffn_gate_shexp.weight"), {c.n_embd, c.n_ff_shared});
+        L.shared.up = b.matrix(blk(i, "ffn_up_shexp.weight"), {c.n_embd, c.n_ff_shared});
+        L.shared.down = b.matrix(blk(i, "ffn_down_shexp.weight"), {c.n_ff_shared, c.n_embd});
+        L.shared_gate = b.vector(blk(i, "ffn_gate_inp_shexp.weight"), c.n_embd, false);
+    }
+}
+
+// NextN/MTP block j (blk.{n_layer + j}): a decoder layer of the trunk's kind
+// (attention, never a delta net) and the tensors that feed and read it.
+NextnWeights bind_nextn(const Binder& b, const gguf::File& f, ModelConfig& c, int64_t j) {
+    NextnWeights n;
+    const int64_t i = c.n_layer + j;
+    n.block.index = i;
+    bind_layer(b, f, c, n.block, /*recurrent=*/false);
+    n.eh_proj = b.matrix(blk(i, "nextn.eh_proj.weight"), {2 * c.n_embd, c.n_embd});
+    n.enorm = b.vector(blk(i, "nextn.enorm.weight"), c.n_embd);
+    n.hnorm = b.vector(blk(i, "nextn.hnorm.weight"), c.n_embd);
+    n.embed = b.matrix(blk(i, "nextn.embed_tokens.weight"), {c.n_embd, c.n_vocab}, false);
+    n.head_norm = b.vector(blk(i, "nextn.shared_head_norm.weight"), c.n_embd, false);
+    n.head = b.matrix(blk(i, "nextn.shared_head_head.weight"), {c.n_embd, c.n_vocab}, false);
+    return n;
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
@@ -263,105 +379,16 @@ ModelWeights ModelWeights::bind(const gguf::File& f, ModelConfig& c) {
         w.output_tied = true;
     }
 
-    const int64_t q_dim = c.n_head * c.head_dim;
-    const int64_t kv_dim = c.n_head_kv * c.head_dim;
     w.layers.resize(static_cast<size_t>(c.n_layer));
     for (int64_t i = 0; i < c.n_layer; ++i) {
         LayerWeights& L = w.layers[static_cast<size_t>(i)];
         L.index = i;
-        L.attn_norm = b.vector(blk(i, "attn_norm.weight"), c.n_embd);
-        if (c.recurrent(i)) {
-            bind_delta_net(b, c, L);
-        } else if (c.mla) {
-            bind_mla(b, c, L);
-        } else {
-            bind_attention(b, c, L, q_dim, kv_dim);
-        }
-        L.ffn_norm = b.vector(blk(i, c.traits.ffn_norm_tensor), c.n_embd);
-        if (c.attention_sinks) L.attn_sinks = b.vector(blk(i, "attn_sinks.weight"), c.n_head);
-
-        // FFN kind: from the tensors present, cross-checked with
-        // leading_dense_block_count when the file states it.
-        const bool has_router = f.tensor(blk(i, "ffn_gate_inp.weight")) != nullptr;
-        if (has_router && i < c.leading_dense_blocks) {
-            b.fail(blk(i, "ffn_gate_inp.weight"), "layer " + std::to_string(i) +
-                                                      " has a router but leading_dense_block_count is " +
-                                                      std::to_string(c.leading_dense_blocks));
-        }
-        if (c.traits.routes_experts && c.traits.routes_experts(c, i) != has_router) {
-            b.fail(blk(i, "ffn_gate_inp.weight"),
-                   has_router ? "present, but layer " + std::to_string(i) + " of a " + c.arch_name + " file is a dense layer"
-                              : "missing from the file (layer " + std::to_string(i) + " of a " + c.arch_name +
-                                    " file routes experts)");
-        }
-        if (!has_router && c.leading_dense_stated && c.n_expert > 0 && i >= c.leading_dense_blocks) {
-            b.fail(blk(i, "ffn_gate_inp.weight"), "missing from the file (layer " + std::to_string(i) +
-                                                      " comes after the leading_dense_block_count " +
-                                                      std::to_string(c.leading_dense_blocks) + " dense layers, so it routes experts)");
-        }
-        if (!has_router) {
-            if (c.n_ff <= 0) {
-                const gguf::TensorInfo* g = f.tensor(blk(i, "ffn_gate.weight"));
-                if (!g)
-                    b.fail(blk(i, "ffn_gate.weight"), "missing from the file (the layer has neither a dense FFN nor a router, " +
-                                                          blk(i, "ffn_gate_inp.weight") + ")");
-                c.n_ff = g->ne[1];
-            }
-            L.ffn = FfnKind::Dense;
-            L.dense.gate = b.matrix(blk(i, "ffn_gate.weight"), {c.n_embd, c.n_ff});
-            L.dense.up = b.matrix(blk(i, "ffn_up.weight"), {c.n_embd, c.n_ff});
-            L.dense.down = b.matrix(blk(i, "ffn_down.weight"), {c.n_ff, c.n_embd});
-            continue;
-        }
-        if (c.n_expert <= 0) {
-            b.fail(blk(i, "ffn_gate_inp.weight"), "the file has a router but no '" + c.arch_name + ".expert_count'");
-        }
-        L.ffn = FfnKind::Moe;
-        L.router = b.matrix(blk(i, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
-        L.router_select_bias = b.vector(blk(i, "exp_probs_b.bias"), c.n_expert, c.traits.router_select_bias_required);
-        L.router_bias = b.vector(blk(i, "ffn_gate_inp.bias"), c.n_expert, c.traits.router_bias);
-        const gguf::TensorInfo* ge = f.tensor(blk(i, "ffn_gate_exps.weight"));
-        if (ge) {
-            const int64_t ff = ge->ne[1];
-            if (c.n_ff_expert == 0) c.n_ff_expert = ff;
-            L.n_ff_expert = c.n_ff_expert;
-            L.experts_stacked.gate = b.matrix(blk(i, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
-            L.experts_stacked.up = b.matrix(blk(i, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
-            L.experts_stacked.down = b.matrix(blk(i, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
-            if (c.ffn_act == FfnAct::SwigluOai) {
-                L.expert_bias_gate = b.table(blk(i, "ffn_gate_exps.bias"), c.n_ff_expert, c.n_expert);
-                L.expert_bias_up = b.table(blk(i, "ffn_up_exps.bias"), c.n_ff_expert, c.n_expert);
-                L.expert_bias_down = b.table(blk(i, "ffn_down_exps.bias"), c.n_embd, c.n_expert);
-            }
-        } else {
-            // Older Mixtral conversions store each expert as its own tensors.
-            if (f.tensor(blk(i, "ffn_gate_up_exps.weight")))
-                b.fail(blk(i, "ffn_gate_up_exps.weight"),
-                       "gate and up experts fused in one tensor are not supported yet; convert the model without "
-                       "--fuse-gate-up-exps (separate ffn_gate_exps and ffn_up_exps)");
-            const std::string g0 = blk(i, "ffn_gate.0.weight");
-            const gguf::TensorInfo* t0 = f.tensor(g0);
-            if (!t0) b.fail(blk(i, "ffn_gate_exps.weight"), "missing from the file (no expert tensors for this MoE layer)");
-            if (c.n_ff_expert == 0) c.n_ff_expert = t0->ne[1];
-            L.n_ff_expert = c.n_ff_expert;
-            for (int64_t e = 0; e < c.n_expert; ++e) {
-                const std::string x = std::to_string(e);
-                FfnMatrices m;
-                m.gate = b.matrix(blk(i, ("ffn_gate." + x + ".weight").c_str()), {c.n_embd, c.n_ff_expert});
-                m.up = b.matrix(blk(i, ("ffn_up." + x + ".weight").c_str()), {c.n_embd, c.n_ff_expert});
-                m.down = b.matrix(blk(i, ("ffn_down." + x + ".weight").c_str()), {c.n_ff_expert, c.n_embd});
-                L.experts_split.push_back(std::move(m));
-            }
-        }
-        if (f.tensor(blk(i, "ffn_gate_shexp.weight"))) {
-            const int64_t sff = f.tensor(blk(i, "ffn_gate_shexp.weight"))->ne[1];
-            if (c.n_ff_shared == 0) c.n_ff_shared = sff;
-            L.shared.gate = b.matrix(blk(i, "ffn_gate_shexp.weight"), {c.n_embd, c.n_ff_shared});
-            L.shared.up = b.matrix(blk(i, "ffn_up_shexp.weight"), {c.n_embd, c.n_ff_shared});
-            L.shared.down = b.matrix(blk(i, "ffn_down_shexp.weight"), {c.n_ff_shared, c.n_embd});
-            L.shared_gate = b.vector(blk(i, "ffn_gate_inp_shexp.weight"), c.n_embd, false);
-        }
+        bind_layer(b, f, c, L, c.recurrent(i));
     }
+    // The MTP blocks where the file has them (llama.cpp loads a file without
+    // them too: a trunk-only conversion); then all of each is required.
+    if (c.n_nextn > 0 && f.tensor(blk(c.n_layer, "nextn.eh_proj.weight")))
+        for (int64_t j = 0; j < c.n_nextn; ++j) w.nextn.push_back(bind_nextn(b, f, c, j));
     return w;
 }
 

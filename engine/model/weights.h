@@ -119,12 +119,38 @@ struct LayerWeights {
     bool has_shared_expert() const { return static_cast<bool>(shared.gate); }
 };
 
+// A NextN/MTP block (DeepSeek-V3's multi-token prediction, GLM-4.5's and
+// Qwen3.5's): from the trunk's last hidden state h (after its output norm)
+// at position p and the embedding e of token p+1, it predicts token p+2:
+//   x = eh_proj [RMSNorm(e) enorm ; RMSNorm(h) hnorm]; x = block(x);
+//   logits = head(RMSNorm(x) head_norm), and RMSNorm(x) head_norm is its h
+// for the next draft step (llama.cpp's graph_mtp).
+struct NextnWeights {
+    LayerWeights block;  // blk.{n_layer + j}: a decoder layer (attention, the trunk's FFN kind)
+    Matrix eh_proj;      // [2 n_embd -> n_embd]
+    std::vector<float> enorm, hnorm;
+    Matrix embed;                  // empty: the trunk's token_embd
+    std::vector<float> head_norm;  // empty: the trunk's output_norm
+    Matrix head;                   // empty: the trunk's output
+};
+
+// What a NextN view's first op reads besides the token embedding (ModelWeights::nextn_input).
+struct NextnInput {
+    Matrix eh_proj;
+    std::vector<float> enorm, hnorm;
+};
+
 struct ModelWeights {
     Matrix tok_embd;     // rows = vocab, cols = n_embd
     std::vector<float> output_norm;
     Matrix output;       // the tied embedding when the file has no output.weight
     bool output_tied = false;
     std::vector<LayerWeights> layers;
+    // The file's MTP blocks (empty where it has none: they are optional).
+    std::vector<NextnWeights> nextn;
+    // Set in a NextN view (model::Model::nextn): the forward pass mixes each
+    // token's embedding with the trunk's hidden row (Step::hidden_in) first.
+    std::shared_ptr<const NextnInput> nextn_input;
 
     // Validates names, shapes and types against the config. Throws strata::Error
     // naming the tensor, what was expected and what was found.

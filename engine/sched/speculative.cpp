@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "model/context.h"
+#include "sched/drafter.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::sched {
@@ -48,16 +49,33 @@ GenerationResult generate_speculative(model::Context& target, model::Context& dr
                                       const SamplingParams& params, const std::vector<int32_t>& prompt,
                                       const SpeculativeParams& spec, SpeculativeStats* stats_out,
                                       const TextSink& sink, const std::atomic<bool>* cancel) {
+    ContextDrafter d(draft);
+    return generate_speculative(target, d, vocab, params, prompt, spec, stats_out, sink, cancel);
+}
+
+GenerationResult generate_speculative(model::Context& target, Drafter& draft, const tok::Vocab& vocab,
+                                      const SamplingParams& params, const std::vector<int32_t>& prompt,
+                                      const SpeculativeParams& spec, SpeculativeStats* stats_out,
+                                      const TextSink& sink, const std::atomic<bool>* cancel) {
     using clock = std::chrono::steady_clock;
     if (const std::string err = spec.validate(); !err.empty()) throw Error(err);
-    if (target.model().config().n_vocab != draft.model().config().n_vocab)
-        throw Error("the draft model's vocabulary (" + std::to_string(draft.model().config().n_vocab) +
+    if (target.model().config().n_vocab != draft.n_vocab())
+        throw Error("the draft model's vocabulary (" + std::to_string(draft.n_vocab()) +
                     " tokens) differs from the target's (" + std::to_string(target.model().config().n_vocab) + ")");
     if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
     if (target.n_past() + static_cast<int64_t>(prompt.size()) >= target.n_ctx()) {
         throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
                     std::to_string(target.n_ctx()) + "; shorten the prompt or raise the context size");
     }
+    // Rejected drafts rewind the target (and the draft) by up to k_max tokens each round.
+    allow_rewind(target, spec.k_max, "the model");
+    draft.begin(spec.k_max);
+    const bool hidden = draft.wants_target_hidden();
+    target.set_keep_hidden(hidden);
+    struct KeepHiddenOff {
+        model::Context& c;
+        ~KeepHiddenOff() { c.set_keep_hidden(false); }
+    } keep_hidden_off{target};
     const int32_t n_vocab = static_cast<int32_t>(target.model().config().n_vocab);
     TokenStream stream(vocab, params, n_vocab, prompt, sink);
     Sampler& ts = stream.sampler();
@@ -69,16 +87,18 @@ GenerationResult generate_speculative(model::Context& target, model::Context& dr
     // last token; the draft holds some prefix of it.
     std::vector<int32_t> seq(prompt.begin(), prompt.end());
     const int64_t base_t = target.n_past();
-    const int64_t base_d = draft.n_past();
 
     GenerationResult r;
     r.prompt_tokens = static_cast<int64_t>(prompt.size());
     const auto t0 = clock::now();
     // An empty target starts from the KV blocks an earlier request left with
     // the same leading tokens (a chat's system prompt and earlier turns); the
-    // draft, small, computes its prompt itself.
-    if (target.n_past() == 0) r.prefix_reused = target.kv_cache().attach_prefix(target.default_sequence(), prompt);
+    // draft, small, computes its prompt itself. (Not for a draft that reads
+    // the target's hidden states: the reused positions' are not kept.)
+    if (target.n_past() == 0 && !hidden)
+        r.prefix_reused = target.kv_cache().attach_prefix(target.default_sequence(), prompt);
     const float* logits = target.decode(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(r.prefix_reused)), false);
+    if (hidden) draft.target_ran(0, static_cast<int64_t>(prompt.size()), target.hidden());
     int32_t last = ts.sample(logits);
     const auto t_first = clock::now();
     r.prompt_seconds = std::chrono::duration<double>(t_first - t0).count();
@@ -103,11 +123,7 @@ GenerationResult generate_speculative(model::Context& target, model::Context& dr
         drafted.clear();
         q_probs.resize(static_cast<size_t>(std::max(kk, 1)) * n_vocab);
         if (kk > 0) {
-            const int64_t d_have = draft.n_past() - base_d;
-            const int64_t d_keep = std::min<int64_t>(d_have, static_cast<int64_t>(seq.size()) - 1);
-            draft.truncate(base_d + d_keep);
-            std::vector<int32_t> feed(seq.begin() + d_keep, seq.end());
-            const float* dl = draft.decode(feed, false);
+            const float* dl = draft.start(seq);
             for (int i = 0; i < kk; ++i) {
                 int32_t d;
                 if (greedy) {
@@ -119,13 +135,14 @@ GenerationResult generate_speculative(model::Context& target, model::Context& dr
                     d = ds.sample_from(q);
                 }
                 drafted.push_back(d);
-                if (i + 1 < kk) dl = draft.decode({&d, 1}, false);
+                if (i + 1 < kk) dl = draft.next(d);
             }
         }
         // 2. Verify [last, d_1 .. d_kk] in one target pass: row i predicts the token after position i.
         verify.assign(1, last);
         verify.insert(verify.end(), drafted.begin(), drafted.end());
         const float* rows = target.decode(verify, /*all_logits=*/true);
+        if (hidden) draft.target_ran(held - base_t, static_cast<int64_t>(verify.size()), target.hidden());
         ++st.rounds;
         st.drafted += kk;
         // 3. Accept a prefix of the draft, then one token from the target.

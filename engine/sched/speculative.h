@@ -18,7 +18,8 @@
 //
 // The draft is any Context over a model with the same vocabulary: a smaller
 // GGUF, or the target's own weights run with fewer layers or fewer experts
-// (ContextParams::max_layers / n_expert_used), which costs no extra memory.
+// (ContextParams::max_layers / n_expert_used), which costs no extra memory;
+// or the file's own NextN/MTP block (sched/drafter.h MtpDrafter).
 #pragma once
 
 #include <atomic>
@@ -56,6 +57,15 @@ struct SpeculativeStats {
 // (normally both empty). An empty target first attaches the cached KV blocks
 // that match the prompt's start (GenerationResult::prefix_reused).
 GenerationResult generate_speculative(model::Context& target, model::Context& draft, const tok::Vocab& vocab,
+                                      const SamplingParams& params, const std::vector<int32_t>& prompt,
+                                      const SpeculativeParams& spec, SpeculativeStats* stats = nullptr,
+                                      const TextSink& sink = {}, const std::atomic<bool>* cancel = nullptr);
+
+// The same with any draft (sched/drafter.h: a Context, the file's own MTP
+// block). A recurrent target (or draft) gets the state slots to be rewound
+// by k_max tokens (kv::KvCache::set_state_rollback): it must start empty.
+class Drafter;
+GenerationResult generate_speculative(model::Context& target, Drafter& draft, const tok::Vocab& vocab,
                                       const SamplingParams& params, const std::vector<int32_t>& prompt,
                                       const SpeculativeParams& spec, SpeculativeStats* stats = nullptr,
                                       const TextSink& sink = {}, const std::atomic<bool>* cancel = nullptr);

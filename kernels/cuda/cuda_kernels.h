@@ -82,13 +82,16 @@ int gated_add(const float* x, const float* gate_logits, int64_t rows, int64_t co
 int gate_mul(float* y, const float* g, int64_t n, bool silu, Stream stream);
 
 // --- the gated delta net (linear attention) over a chunk's tokens, in order (a
-// sequence's tokens in position order). Token t's state is its sequence's:
-// state + slot[t] * slot_stride + offset (the layer's part), zeroed where
-// n_keys[t] == 1 (its position 0).
+// sequence's tokens in position order). Token t reads the state at
+// state + slot_in[t] * slot_stride + offset (the layer's part; zeros where
+// n_keys[t] == 1, its position 0) and writes it after the token at slot_out[t]
+// (the same slot: in place; the next one: the state before it is kept, for
+// a rewind).
 // The causal conv and SiLU of C channels and K taps (w: channel after
 // channel, K each): ref::ssm_conv_step per token, out rows of C.
 int delta_conv(const float* mixed, int64_t n_tokens, int64_t C, int64_t K, const float* w, float* state, int64_t slot_stride,
-               int64_t offset, const int32_t* slot, const int32_t* n_keys, float* out, Stream stream);
+               int64_t offset, const int32_t* slot_in, const int32_t* slot_out, const int32_t* n_keys, float* out,
+               Stream stream);
 // Each token's first `heads` rows of d floats (token_stride apart) L2-normed: ref::l2_norm.
 int l2_norm_heads(float* x, int64_t n_tokens, int64_t token_stride, int64_t heads, int64_t d, float eps, Stream stream);
 // Per token and value head: alpha <- softplus(alpha + dt_bias) * a, beta <- sigmoid(beta): ref::delta_gates.
@@ -98,8 +101,8 @@ int delta_gates(float* alpha, float* beta, const float* dt_bias, const float* a,
 // (qkv + t * C; n_k_heads query and key heads, n_v_heads value heads of d,
 // d <= 1024), with g and beta from delta_gates; o rows of n_v_heads * d.
 int gated_delta(const float* qkv, int64_t n_tokens, int64_t C, int64_t n_k_heads, int64_t n_v_heads, int64_t d,
-                const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset, const int32_t* slot,
-                const int32_t* n_keys, float* o, Stream stream);
+                const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset, const int32_t* slot_in,
+                const int32_t* slot_out, const int32_t* n_keys, float* o, Stream stream);
 
 // x[r * stride + c] *= f[r] for r < rows, c < cols: ref::scale_rows (a
 // query's temperature, an expert's input weighted before its FFN).

@@ -113,20 +113,23 @@ __global__ void gate_mul_kernel(float* y, const float* g, int64_t n, bool silu) 
 
 // One thread per channel, the tokens in order.
 __global__ void delta_conv_kernel(const float* mixed, int64_t n_tokens, int64_t C, int64_t K, const float* w, float* state,
-                                  int64_t slot_stride, int64_t offset, const int32_t* slot, const int32_t* n_keys,
-                                  float* out) {
+                                  int64_t slot_stride, int64_t offset, const int32_t* slot_in, const int32_t* slot_out,
+                                  const int32_t* n_keys, float* out) {
     const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (ch >= C) return;
     const float* wc = w + ch * K;
     for (int64_t t = 0; t < n_tokens; ++t) {
-        float* st = state + slot[t] * slot_stride + offset + ch * (K - 1);
-        if (n_keys[t] == 1)
+        float* st = state + slot_out[t] * slot_stride + offset + ch * (K - 1);
+        const float* src = state + slot_in[t] * slot_stride + offset + ch * (K - 1);
+        if (n_keys[t] == 1) {
             for (int64_t i = 0; i < K - 1; ++i) st[i] = 0.0f;
+            src = st;
+        }
         const float x = mixed[t * C + ch];
         float acc = 0.0f;
-        for (int64_t i = 0; i < K - 1; ++i) acc += wc[i] * st[i];
+        for (int64_t i = 0; i < K - 1; ++i) acc += wc[i] * src[i];
         acc += wc[K - 1] * x;
-        for (int64_t i = 0; i + 1 < K - 1; ++i) st[i] = st[i + 1];
+        for (int64_t i = 0; i + 1 < K - 1; ++i) st[i] = src[i + 1];
         if (K > 1) st[K - 2] = x;
         out[t * C + ch] = acc / (1.0f + expf(-acc));
     }
@@ -158,7 +161,7 @@ __global__ void delta_gates_kernel(float* alpha, float* beta, const float* dt_bi
 constexpr int kMaxDeltaDim = 1024;
 __global__ void gated_delta_kernel(const float* qkv, int64_t n_tokens, int64_t C, int64_t n_k_heads, int64_t d,
                                    const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset,
-                                   const int32_t* slot, const int32_t* n_keys, float* o) {
+                                   const int32_t* slot_in, const int32_t* slot_out, const int32_t* n_keys, float* o) {
     __shared__ float ks[kMaxDeltaDim], qs[kMaxDeltaDim];
     const int64_t h = blockIdx.x, H = gridDim.x, j = threadIdx.x;
     const int64_t kh = h % n_k_heads;
@@ -168,13 +171,16 @@ __global__ void gated_delta_kernel(const float* qkv, int64_t n_tokens, int64_t C
         ks[j] = row[n_k_heads * d + kh * d + j];
         qs[j] = row[kh * d + j];
         __syncthreads();
-        float* col = state + slot[t] * slot_stride + offset + h * d * d + j * d;
-        if (n_keys[t] == 1)
+        float* col = state + slot_out[t] * slot_stride + offset + h * d * d + j * d;
+        const float* src = state + slot_in[t] * slot_stride + offset + h * d * d + j * d;
+        if (n_keys[t] == 1) {
             for (int64_t i = 0; i < d; ++i) col[i] = 0.0f;
+            src = col;
+        }
         const float decay = expf(g[t * H + h]);
         float sk = 0.0f;
         for (int64_t i = 0; i < d; ++i) {
-            col[i] *= decay;
+            col[i] = src[i] * decay;
             sk += col[i] * ks[i];
         }
         const float delta = beta[t * H + h] * (row[2 * n_k_heads * d + h * d + j] - sk);
@@ -476,12 +482,13 @@ int gate_mul(float* y, const float* g, int64_t n, bool silu, Stream stream) {
 }
 
 int delta_conv(const float* mixed, int64_t n_tokens, int64_t C, int64_t K, const float* w, float* state, int64_t slot_stride,
-               int64_t offset, const int32_t* slot, const int32_t* n_keys, float* out, Stream stream) {
+               int64_t offset, const int32_t* slot_in, const int32_t* slot_out, const int32_t* n_keys, float* out,
+               Stream stream) {
     if (n_tokens <= 0) return 0;
     if (C <= 0 || K < 1) return static_cast<int>(cudaErrorInvalidValue);
     constexpr int kPerBlock = 128;
     delta_conv_kernel<<<detail::blocks_for(C, kPerBlock, INT32_MAX), kPerBlock, 0, stream>>>(
-        mixed, n_tokens, C, K, w, state, slot_stride, offset, slot, n_keys, out);
+        mixed, n_tokens, C, K, w, state, slot_stride, offset, slot_in, slot_out, n_keys, out);
     return detail::launched();
 }
 
@@ -500,13 +507,13 @@ int delta_gates(float* alpha, float* beta, const float* dt_bias, const float* a,
 }
 
 int gated_delta(const float* qkv, int64_t n_tokens, int64_t C, int64_t n_k_heads, int64_t n_v_heads, int64_t d,
-                const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset, const int32_t* slot,
-                const int32_t* n_keys, float* o, Stream stream) {
+                const float* g, const float* beta, float* state, int64_t slot_stride, int64_t offset, const int32_t* slot_in,
+                const int32_t* slot_out, const int32_t* n_keys, float* o, Stream stream) {
     if (n_tokens <= 0) return 0;
     if (d <= 0 || d > kMaxDeltaDim || d % kWarp != 0 || n_k_heads <= 0 || n_v_heads <= 0)
         return static_cast<int>(cudaErrorInvalidValue);
     gated_delta_kernel<<<static_cast<unsigned>(n_v_heads), static_cast<unsigned>(d), 0, stream>>>(
-        qkv, n_tokens, C, n_k_heads, d, g, beta, state, slot_stride, offset, slot, n_keys, o);
+        qkv, n_tokens, C, n_k_heads, d, g, beta, state, slot_stride, offset, slot_in, slot_out, n_keys, o);
     return detail::launched();
 }
 

@@ -197,15 +197,17 @@ void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha
     }
 }
 
-void ssm_conv_step(const float* x, int64_t C, int64_t K, const float* w, float* state, float* y) {
+void ssm_conv_step(const float* x, int64_t C, int64_t K, const float* w, const float* state_in, float* state_out,
+                   float* y) {
     for (int64_t ch = 0; ch < C; ++ch) {
-        float* st = state + ch * (K - 1);
+        const float* src = state_in + ch * (K - 1);
+        float* dst = state_out + ch * (K - 1);
         const float* wc = w + ch * K;
         float acc = 0.0f;
-        for (int64_t i = 0; i < K - 1; ++i) acc += wc[i] * st[i];
+        for (int64_t i = 0; i < K - 1; ++i) acc += wc[i] * src[i];
         acc += wc[K - 1] * x[ch];
-        for (int64_t i = 0; i + 1 < K - 1; ++i) st[i] = st[i + 1];
-        if (K > 1) st[K - 2] = x[ch];
+        for (int64_t i = 0; i + 1 < K - 1; ++i) dst[i] = src[i + 1];  // in order: in place works too
+        if (K > 1) dst[K - 2] = x[ch];
         y[ch] = acc / (1.0f + std::exp(-acc));
     }
 }
@@ -217,21 +219,23 @@ void l2_norm(const float* x, float* y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
 }
 
-void gated_delta_step(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta,
-                      int64_t h0, int64_t h1, int64_t n_k_heads, int64_t d, float* o) {
+void gated_delta_step(const float* S_in, float* S_out, const float* q, const float* k, const float* v, const float* g,
+                      const float* beta, int64_t h0, int64_t h1, int64_t n_k_heads, int64_t d, float* o) {
     const float qscale = 1.0f / std::sqrt(static_cast<float>(d));
     for (int64_t h = h0; h < h1; ++h) {
-        float* Sh = S + h * d * d;
+        const float* Sh_in = S_in + h * d * d;
+        float* Sh = S_out + h * d * d;
         const float* kh = k + (h % n_k_heads) * d;
         const float* qh = q + (h % n_k_heads) * d;
         const float* vh = v + h * d;
         float* oh = o + h * d;
         const float decay = std::exp(g[h]);
         for (int64_t j = 0; j < d; ++j) {
+            const float* src = Sh_in + j * d;
             float* col = Sh + j * d;  // S[., j]
             float sk = 0.0f;
             for (int64_t i = 0; i < d; ++i) {
-                col[i] *= decay;
+                col[i] = src[i] * decay;
                 sk += col[i] * kh[i];
             }
             const float delta = beta[h] * (vh[j] - sk);

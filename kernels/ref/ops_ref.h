@@ -95,17 +95,21 @@ void swiglu_oai(const float* g, const float* u, float* y, int64_t n, float alpha
 // One token through the causal depthwise conv of C channels and K taps, then
 // SiLU: y[ch] = silu(sum_i w[ch*K + i] * in_i[ch]) where in_0..in_{K-2} are
 // the channel's previous inputs (state[ch*(K-1) ..], oldest first; zeros at
-// a sequence's start) and in_{K-1} = x[ch]; the state then shifts x in.
-void ssm_conv_step(const float* x, int64_t C, int64_t K, const float* w, float* state, float* y);
+// a sequence's start) and in_{K-1} = x[ch]; the state then shifts x in:
+// read from state_in, written to state_out (the same buffer: in place; a
+// different one keeps the state before the token, for a rewind).
+void ssm_conv_step(const float* x, int64_t C, int64_t K, const float* w, const float* state_in, float* state_out,
+                   float* y);
 // y = x / max(|x|, eps) (ggml_l2_norm).
 void l2_norm(const float* x, float* y, int64_t n, float eps);
 // One token of the gated delta rule for value heads [h0, h1) of d dims:
 // value head h reads key/query head h % n_k_heads (tiled). Its state S_h
 // (d x d, element [i][j] at S + h*d*d + j*d + i) becomes
 //   S <- e^{g[h]} S;  delta = beta[h] (v_h - S^T k);  S <- S + k delta^T
-// and o_h = S^T q / sqrt(d).
-void gated_delta_step(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta,
-                      int64_t h0, int64_t h1, int64_t n_k_heads, int64_t d, float* o);
+// and o_h = S^T q / sqrt(d), S read from S_in and written to S_out (the
+// same buffer: in place).
+void gated_delta_step(const float* S_in, float* S_out, const float* q, const float* k, const float* v, const float* g,
+                      const float* beta, int64_t h0, int64_t h1, int64_t n_k_heads, int64_t d, float* o);
 
 // alpha[h] <- softplus(alpha[h] + dt_bias[h]) * a[h] (ggml's softplus: x
 // above 20 as it is), beta[h] <- sigmoid(beta[h]), for h < heads: the delta

@@ -740,47 +740,61 @@ private Q_SLOTS:
     // qwen35moe's gated delta net, kernel by kernel against the reference:
     // two sequences' tokens interleaved in one chunk (each state carried from
     // token to token, zeroed at position 0), 2 key and 4 value heads of 32.
+    // Sequence 0 updates its state in place (slot 0); sequence 1 keeps the
+    // state before each token (slots 1..3 in turn, as a rewindable sequence).
     void delta_net_kernels_match_reference() {
         std::mt19937 rng(97);
         Dev dev;
         const int64_t Hk = 2, H = 4, d = 32, K = 4, C = (2 * Hk + H) * d, V = H * d;
         const int64_t conv_floats = (K - 1) * C, per_seq = conv_floats + H * d * d;
-        const std::vector<int32_t> slot = {0, 1, 0, 0, 1, 1, 0};
-        std::vector<int32_t> n_keys;
+        const std::vector<int32_t> seq = {0, 1, 0, 0, 1, 1, 0};
+        std::vector<int32_t> n_keys, slot_in, slot_out;
         int32_t next[2] = {0, 0};
-        for (int32_t s : slot) n_keys.push_back(++next[s]);  // position + 1
-        const int64_t n = static_cast<int64_t>(slot.size());
+        for (int32_t s : seq) {
+            const int32_t pos = next[s]++;
+            n_keys.push_back(pos + 1);
+            slot_in.push_back(s == 0 ? 0 : 1 + pos % 3);
+            slot_out.push_back(s == 0 ? 0 : 1 + (pos + 1) % 3);
+        }
+        const int64_t n = static_cast<int64_t>(seq.size());
         const std::vector<float> mixed = random_floats(rng, size_t(n * C)), w = random_floats(rng, size_t(C * K));
         std::vector<float> alpha = random_floats(rng, size_t(n * H), -2, 2), beta = random_floats(rng, size_t(n * H), -2, 2);
         const std::vector<float> dt = random_floats(rng, size_t(H)), a = random_floats(rng, size_t(H), -2, -0.1f);
         // The states start as garbage: position 0 must zero them.
-        std::vector<float> states = random_floats(rng, size_t(2 * per_seq));
+        std::vector<float> states = random_floats(rng, size_t(4 * per_seq));
 
         float* dstate = dev.up(states);
         float* dconv = dev.zeros<float>(size_t(n * C));
         float* dalpha = dev.up(alpha);
         float* dbeta = dev.up(beta);
         float* dout = dev.zeros<float>(size_t(n * V));
-        const int32_t* dslot = dev.up(slot);
+        const int32_t* din = dev.up(slot_in);
+        const int32_t* dout_slot = dev.up(slot_out);
         const int32_t* dkeys = dev.up(n_keys);
-        dev.ok(kc::delta_conv(dev.up(mixed), n, C, K, dev.up(w), dstate, per_seq, 0, dslot, dkeys, dconv, dev.stream.get()),
+        dev.ok(kc::delta_conv(dev.up(mixed), n, C, K, dev.up(w), dstate, per_seq, 0, din, dout_slot, dkeys, dconv,
+                              dev.stream.get()),
                "delta_conv");
         dev.ok(kc::l2_norm_heads(dconv, n, C, 2 * Hk, d, 1e-6f, dev.stream.get()), "l2_norm_heads");
         dev.ok(kc::delta_gates(dalpha, dbeta, dev.up(dt), dev.up(a), n, H, dev.stream.get()), "delta_gates");
-        dev.ok(kc::gated_delta(dconv, n, C, Hk, H, d, dalpha, dbeta, dstate, per_seq, conv_floats, dslot, dkeys, dout,
-                               dev.stream.get()),
+        dev.ok(kc::gated_delta(dconv, n, C, Hk, H, d, dalpha, dbeta, dstate, per_seq, conv_floats, din, dout_slot, dkeys,
+                               dout, dev.stream.get()),
                "gated_delta");
 
         std::vector<float> want_conv(size_t(n * C)), want_out(size_t(n * V)), st = states;
         for (int64_t t = 0; t < n; ++t) {
-            float* s = st.data() + slot[size_t(t)] * per_seq;
-            if (n_keys[size_t(t)] == 1) std::fill(s, s + per_seq, 0.0f);
+            float* s = st.data() + slot_out[size_t(t)] * per_seq;
+            const float* src = st.data() + slot_in[size_t(t)] * per_seq;
+            if (n_keys[size_t(t)] == 1) {
+                std::fill(s, s + per_seq, 0.0f);
+                src = s;
+            }
             float* c = want_conv.data() + t * C;
-            kernels::ref::ssm_conv_step(mixed.data() + t * C, C, K, w.data(), s, c);
+            kernels::ref::ssm_conv_step(mixed.data() + t * C, C, K, w.data(), src, s, c);
             for (int64_t h = 0; h < 2 * Hk; ++h) kernels::ref::l2_norm(c + h * d, c + h * d, d, 1e-6f);
             kernels::ref::delta_gates(alpha.data() + t * H, beta.data() + t * H, dt.data(), a.data(), H);
-            kernels::ref::gated_delta_step(s + conv_floats, c, c + Hk * d, c + 2 * Hk * d, alpha.data() + t * H,
-                                           beta.data() + t * H, 0, H, Hk, d, want_out.data() + t * V);
+            kernels::ref::gated_delta_step(src + conv_floats, s + conv_floats, c, c + Hk * d, c + 2 * Hk * d,
+                                           alpha.data() + t * H, beta.data() + t * H, 0, H, Hk, d,
+                                           want_out.data() + t * V);
         }
         const auto compare = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) -> QString {
             for (size_t i = 0; i < want.size(); ++i)

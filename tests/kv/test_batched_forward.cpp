@@ -204,6 +204,45 @@ private Q_SLOTS:
         QVERIFY(std::memcmp(ctx.decode_batch(p, std::vector<kv::SeqId>(p.size(), a), w), want.data(), V * sizeof(float)) == 0);
     }
 
+    // With state slots (set_state_rollback), a recurrent sequence rewound by
+    // up to that many tokens goes on as if the dropped tokens never came (the
+    // logits of a fresh context, bit for bit); further back it refuses, and
+    // the slots are set only while it is empty.
+    void recurrent_state_rewinds_within_its_slots() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(model_path("qwen35moe-tiny-f32"));
+        const int64_t V = m->config().n_vocab;
+        const std::vector<int32_t> p = m->vocab().encode(kPrompts[1], true);
+        std::vector<int32_t> next = p;
+        next.push_back(7);
+        model::Context fresh(*m, test::context_params(256, 256, 2));
+        const std::vector<float> want = row(fresh.decode(next, false), V);
+
+        model::Context ctx(*m, test::context_params(256, 256, 2));
+        kv::KvCache& kvc = ctx.kv_cache();
+        const uint64_t one = uint64_t(kvc.params().state_floats) * sizeof(float);
+        QCOMPARE(kvc.state_rollback(ctx.default_sequence()), int64_t{0});
+        kvc.set_state_rollback(ctx.default_sequence(), 3);
+        QCOMPARE(kvc.state_bytes(), 4 * one);  // four slots
+        std::vector<int32_t> drafted = p;
+        drafted.insert(drafted.end(), {5, 6, 8});  // three tokens to be rejected
+        ctx.decode(drafted, false);
+        ctx.truncate(static_cast<int64_t>(p.size()));
+        const int32_t t = 7;
+        QVERIFY(std::memcmp(ctx.decode({&t, 1}, false), want.data(), V * sizeof(float)) == 0);
+        // Rewound by 3 again, then by 4: further than its slots reach.
+        ctx.decode(std::vector<int32_t>{5, 6, 8}, false);
+        ctx.truncate(ctx.n_past() - 3);
+        ctx.decode(std::vector<int32_t>{5}, false);
+        ctx.truncate(ctx.n_past() - 4);
+        QVERIFY_THROWS_EXCEPTION(Error, ctx.decode({&t, 1}, false));
+        QVERIFY_THROWS_EXCEPTION(Error, kvc.set_state_rollback(ctx.default_sequence(), 1));  // not empty
+        ctx.clear();
+        kvc.set_state_rollback(ctx.default_sequence(), 0);
+        QCOMPARE(kvc.state_bytes(), one);
+        QVERIFY(std::memcmp(row(ctx.decode(next, false), V).data(), want.data(), V * sizeof(float)) == 0);
+    }
+
     void shared_prefix_gives_the_same_logits_data() { models_data(); }
     void shared_prefix_gives_the_same_logits() {
         QFETCH(QString, name);

@@ -2,7 +2,10 @@
 // with fewer experts or fewer layers): at temperature 0 the output equals
 // plain decoding token for token; at temperature > 0 the distribution of the
 // generated tokens matches plain sampling (and would not with a broken
-// acceptance rule); vocabulary mismatches and bad k are clear errors.
+// acceptance rule); vocabulary mismatches and bad k are clear errors. The
+// file's own MTP block drafts on make-model files that have one, and a
+// recurrent target is rewound through its state slots.
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
@@ -12,10 +15,13 @@
 
 #include "common/error.h"
 #include "context_params.h"
+#include "error_of.h"
 #include "core/engine.h"
 #include "experts/expert_store.h"
 #include "model/context.h"
+#include "model/make_model.h"
 #include "model/model.h"
+#include "sched/drafter.h"
 #include "sched/generator.h"
 #include "sched/speculative.h"
 #include "test_support.h"
@@ -85,6 +91,111 @@ private Q_SLOTS:
                       static_cast<long long>(experts), k, acc_sum / std::size(kTexts));
             }
         }
+    }
+
+    // The file's own NextN/MTP block as the draft, on make-model files of the
+    // two families that carry one (qwen35moe's target is recurrent: its state
+    // slots take the rejected drafts back): greedy output equals plain
+    // decoding, the block proposes every round, and a file without the block
+    // is refused naming it.
+    void mtp_draft_output_equals_plain_decoding_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::newRow("glm4moe") << "glm4moe";
+        QTest::newRow("qwen35moe") << "qwen35moe";
+    }
+    void mtp_draft_output_equals_plain_decoding() {
+        QFETCH(QString, arch);
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("mtp.gguf").toStdString();
+        model::MakeModelSpec spec;
+        spec.arch = arch.toStdString();
+        spec.layers = 4;
+        spec.dim = 128;
+        spec.heads = 4;
+        spec.kv_heads = 2;
+        spec.experts = 8;
+        spec.used = 2;
+        spec.expert_ff = 128;
+        spec.nextn = 1;
+        if (arch == "glm4moe") spec.shared_experts = 1;
+        else spec.shared_ff = 128;
+        model::make_model(spec, path);
+        auto m = model::Model::load(path);
+        QVERIFY(m->nextn() != nullptr);
+        QCOMPARE(m->config().n_layer, int64_t{4});  // the trunk: the block is not one of its layers
+        sched::SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = 40;
+        const auto prompt = m->vocab().encode("abc def ghi", true);
+        model::Context plain(*m, test::context_params(256, 64, 2));
+        const auto want = sched::generate(plain, m->vocab(), p, prompt);
+        model::Context target(*m, test::context_params(256, 64, 2));
+        sched::MtpDrafter mtp(*m, test::context_params(256, 64, 2));
+        for (int k : {1, 3}) {
+            target.clear();
+            sched::SpeculativeParams sp;
+            sp.k = k;
+            sp.k_max = 2 * k;
+            sched::SpeculativeStats st;
+            const auto got = sched::generate_speculative(target, mtp, m->vocab(), p, prompt, sp, &st);
+            QCOMPARE(got.tokens, want.tokens);
+            QCOMPARE(got.text, want.text);
+            QVERIFY(st.rounds > 0 && st.drafted >= st.rounds);
+        }
+        spec.nextn = 0;
+        const std::string plain_path = dir.filePath("plain.gguf").toStdString();
+        model::make_model(spec, plain_path);
+        auto no_block = model::Model::load(plain_path);
+        QVERIFY(no_block->nextn() == nullptr);
+        const QString err = test::error_of([&] { sched::MtpDrafter d(*no_block, test::context_params(256, 64, 2)); });
+        QVERIFY2(err.contains("no NextN/MTP block"), qPrintable(err));
+    }
+
+    // The MTP draft catching up round by round (kept positions, the target's
+    // rows shifted by one) gives the logits a fresh draft computes from the
+    // same accepted tokens and target rows in one go.
+    void mtp_catch_up_equals_a_fresh_start() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("mtp.gguf").toStdString();
+        model::MakeModelSpec spec;
+        spec.arch = "glm4moe";
+        spec.layers = 2;
+        spec.dim = 128;
+        spec.heads = 4;
+        spec.kv_heads = 2;
+        spec.experts = 4;
+        spec.used = 2;
+        spec.expert_ff = 128;
+        spec.nextn = 1;
+        model::make_model(spec, path);
+        auto m = model::Model::load(path);
+        const int64_t V = m->config().n_vocab, E = m->config().n_embd;
+        std::vector<int32_t> seq = m->vocab().encode("the quick brown fox", true);
+        for (int32_t t : {40, 41, 42, 43, 44, 45}) seq.push_back(t);
+        // The target's rows for every position.
+        model::ContextParams tp = test::context_params(256, 64, 2);
+        tp.keep_hidden = true;
+        model::Context target(*m, tp);
+        target.decode(seq, false);
+        const std::vector<float> h(target.hidden(), target.hidden() + seq.size() * E);
+
+        sched::MtpDrafter step(*m, test::context_params(256, 64, 2));
+        step.begin(4);
+        const size_t first = seq.size() - 6;
+        step.target_ran(0, static_cast<int64_t>(first), h.data());
+        step.start(std::span<const int32_t>(seq).first(first));
+        step.next(90);  // a proposal, rejected below
+        step.next(91);
+        step.target_ran(static_cast<int64_t>(first), 6, h.data() + first * E);
+        step.start(seq);
+        const float* again = step.start(seq);  // keeps all but the last position
+        const std::vector<float> got(again, again + V);
+
+        sched::MtpDrafter fresh(*m, test::context_params(256, 64, 2));
+        fresh.begin(4);
+        fresh.target_ran(0, static_cast<int64_t>(seq.size()), h.data());
+        const float* want = fresh.start(seq);
+        QVERIFY(std::memcmp(got.data(), want, V * sizeof(float)) == 0);
     }
 
     // A second request that starts like the first (a chat's next turn) takes

@@ -202,8 +202,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         dn_beta_ = scratch<float>(B * H, "delta net beta");
         dn_alpha_ = scratch<float>(B * H, "delta net decay");
         dn_o_ = scratch<float>(B * V, "delta net output");
-        state_slot_ = scratch<int32_t>(B, "state slots");
-        h_state_slot_.resize(B);
+        state_slot_ = scratch<int32_t>(2 * B, "state slots");
+        h_state_slot_.resize(2 * B);
     }
     if (c.traits.attention_output_gate) {
         const uint64_t QH = B * static_cast<uint64_t>(c.n_head);

@@ -34,6 +34,7 @@ bool cuda_supports(model::Op op) {
         case model::Op::SharedExpert:
         case model::Op::DenseFfn:
         case model::Op::OutputHead: return true;
+        case model::Op::NextnInput: return false;  // MTP drafts run on the CPU (sched::MtpDrafter)
     }
     return false;
 }
@@ -120,14 +121,13 @@ void CudaForward::begin(const model::Step& s) {
         h_n_keys_[static_cast<size_t>(t)] = static_cast<int32_t>(s.pos[t] + 1);
     }
     if (cf.ssm) {
-        kv::SeqId top = 0;
         for (int64_t t = 0; t < n; ++t) {
-            s.kv->check_recurrent(s.seqs[t], s.pos[t]);  // a rewound sequence: the KV cache's error
-            h_state_slot_[static_cast<size_t>(t)] = s.seqs[t];
-            top = std::max(top, s.seqs[t]);
+            const kv::KvCache::StateStep st = s.kv->state_step(s.seqs[t], s.pos[t]);  // a rewound sequence: its error
+            h_state_slot_[static_cast<size_t>(t)] = st.in;  // position 0 (n_keys 1): the kernels zero slot out
+            h_state_slot_[static_cast<size_t>(n + t)] = st.out;
         }
-        reserve_states(static_cast<int64_t>(top) + 1);
-        put(state_slot_, h_state_slot_, static_cast<size_t>(n));
+        reserve_states(s.kv->state_slot_count());
+        put(state_slot_, h_state_slot_, static_cast<size_t>(2 * n));
     }
     if (h_tables_.size() * 4 > tables_cap_) {
         compute_.synchronize("growing the block tables");
@@ -230,24 +230,24 @@ void CudaForward::delta_net(const model::LayerWeights& host) {
     const int64_t per_seq = c.recurrent_state_floats();
     const int64_t offset = c.recurrent_state_offset(li);
     float* state = state_.as<float>();
-    ok(kc::delta_conv(dn_mixed_, n, C, s.conv_kernel, L.ssm_conv, state, per_seq, offset, state_slot_, n_keys_, dn_conv_,
-                      compute_.get()),
+    ok(kc::delta_conv(dn_mixed_, n, C, s.conv_kernel, L.ssm_conv, state, per_seq, offset, state_slot_, state_slot_ + n,
+                      n_keys_, dn_conv_, compute_.get()),
        "delta net conv", li);
     ok(kc::l2_norm_heads(dn_conv_, n, C, 2 * s.n_k_heads, d, c.norm_eps, compute_.get()), "delta net q/k norm", li);
     ok(kc::delta_gates(dn_alpha_, dn_beta_, L.ssm_dt_bias, L.ssm_a, n, H, compute_.get()), "delta net gates", li);
     ok(kc::gated_delta(dn_conv_, n, C, s.n_k_heads, H, d, dn_alpha_, dn_beta_, state, per_seq,
-                       offset + s.conv_state_floats(), state_slot_, n_keys_, dn_o_, compute_.get()),
+                       offset + s.conv_state_floats(), state_slot_, state_slot_ + n, n_keys_, dn_o_, compute_.get()),
        "gated delta rule", li);
     ok(kc::rms_norm(dn_o_, d, L.ssm_norm, dn_o_, d, n * H, d, c.norm_eps, compute_.get()), "delta net norm", li);
     ok(kc::gate_mul(dn_o_, dn_z_, n * V, true, compute_.get()), "delta net output gate", li);
     gemm(L.ssm_out, dn_o_, n, tmp_, "delta net output", li);
 }
 
-// VRAM for the states of sequence ids [0, seqs): grown (doubling), the states
-// so far copied over; a sequence's state is zeroed at its first position.
-void CudaForward::reserve_states(int64_t seqs) {
-    if (seqs <= state_seqs_) return;
-    const int64_t cap = std::max(seqs, 2 * state_seqs_);
+// VRAM for the state slots [0, slots): grown (doubling), the states so far
+// copied over; a sequence's state is zeroed at its first position.
+void CudaForward::reserve_states(int64_t slots) {
+    if (slots <= state_seqs_) return;
+    const int64_t cap = std::max(slots, 2 * state_seqs_);
     const uint64_t per_seq = static_cast<uint64_t>(cfg_.recurrent_state_floats()) * sizeof(float);
     DeviceBuffer grown(ledger_, Account::RecurrentState, Tier::Fast, static_cast<uint64_t>(cap) * per_seq);
     if (state_seqs_ > 0) {
@@ -406,6 +406,10 @@ void CudaForward::shared_expert(const model::LayerWeights& host) {
 void CudaForward::dense_ffn(const model::LayerWeights& host) {
     const DevLayer& L = layers_[static_cast<size_t>(host.index)];
     ffn_dense(L.dense, h_, n_, tmp_, L.dense.gate.rows, L.index);
+}
+
+void CudaForward::nextn_input(const model::NextnInput&) {
+    throw Error("internal: the CUDA backend was given a NextN block, which it does not compute (supports says so)");
 }
 
 void CudaForward::output_head(const std::vector<float>&, const model::Matrix&) {

@@ -132,6 +132,7 @@ public:
     void shared_expert(const model::LayerWeights& L) override;
     void dense_ffn(const model::LayerWeights& L) override;
     void output_head(const std::vector<float>& norm, const model::Matrix& head) override;
+    void nextn_input(const model::NextnInput& in) override;
     uint64_t scratch_bytes() const override;
 
     // The VRAM expert cache (experts/expert_cache.h, vram_cache.cpp): live
@@ -268,14 +269,15 @@ private:
     int64_t n_ = 0;
     model::FfnAct expert_act_ = model::FfnAct::Swiglu;
     bool expert_weight_before_ = false;  // the layer's ExpertSpec::weight_before
-    // Recurrent models: every sequence's state (kv::KvCacheParams::state_floats
-    // floats), in VRAM by sequence id (account recurrent.state), grown as
-    // higher ids come; each token's sequence id for the kernels.
+    // Recurrent models: the sequences' state slots (kv::KvCache::StateStep,
+    // kv::KvCacheParams::state_floats floats each), in VRAM by slot id
+    // (account recurrent.state), grown as higher ids come; each token's slot
+    // in (the first n) and slot out (the next n) for the kernels.
     DeviceBuffer state_;
     int64_t state_seqs_ = 0;
     int32_t* state_slot_ = nullptr;
     std::vector<int32_t> h_state_slot_;
-    void reserve_states(int64_t seqs);
+    void reserve_states(int64_t slots);
     // Delta nets' and the attention output gate's scratch; the rows of each
     // head's query and gate in attn_q's output (get_rows ids).
     float *dn_mixed_ = nullptr, *dn_conv_ = nullptr, *dn_z_ = nullptr, *dn_beta_ = nullptr, *dn_alpha_ = nullptr,

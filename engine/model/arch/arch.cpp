@@ -16,6 +16,7 @@ std::span<const ArchTraits* const> all() {
 
 void forward(Backend& b, const ModelConfig& c, const ModelWeights& w, int64_t n_layers, bool predict_routes) {
     b.embed(w.tok_embd);
+    if (w.nextn_input) b.nextn_input(*w.nextn_input);
     for (int64_t i = 0; i < n_layers; ++i) {
         const LayerWeights& L = w.layers[static_cast<size_t>(i)];
         const LayerWeights* next = nullptr;
@@ -57,6 +58,7 @@ public:
     void shared_expert(const LayerWeights&) override { note(Op::SharedExpert); }
     void dense_ffn(const LayerWeights&) override { note(Op::DenseFfn); }
     void output_head(const std::vector<float>&, const Matrix&) override { note(Op::OutputHead); }
+    void nextn_input(const NextnInput&) override { note(Op::NextnInput); }
     uint64_t scratch_bytes() const override { return 0; }
 
 private:
