@@ -47,6 +47,8 @@ void add_serving_options(Args& a) {
              "itself with fewer layers or experts (self:layers=N,experts=K), optionally routing only among cached\n"
              "experts (…,resident)");
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
+    a.option("--spec-p-min", "", "P",
+             "speculative decoding: stop a round's draft at a token it gives less than probability P (0: never)", "0");
 }
 
 bool wants_serving(const Args& a) { return a.has("--concurrency") || a.has("--draft"); }
@@ -137,6 +139,7 @@ int bench_serving(const Args& a, EngineSettings settings, double read_gbs, const
         sched::SpeculativeParams sparams;
         sparams.k = k;
         sparams.k_max = std::max(2 * k, 1);
+        sparams.p_min = static_cast<float>(a.number("--spec-p-min", 0, 1));
         for (int64_t i = 0; i < n_req; ++i) {
             ctx.clear();
             if (draft_holder.ctx) draft_holder.ctx->clear();

@@ -31,6 +31,8 @@ int cmd_run(int argc, char** argv) {
              "itself with fewer layers or experts (self:layers=N,experts=K), optionally routing only among cached\n"
              "experts (…,resident)");
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
+    a.option("--spec-p-min", "", "P",
+             "speculative decoding: stop a round's draft at a token it gives less than probability P (0: never)", "0");
     add_engine_options(a);
     add_sampling_options(a, "0.8");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -87,6 +89,7 @@ int cmd_run(int argc, char** argv) {
         sched::SpeculativeParams params;
         params.k = k;
         params.k_max = std::max(2 * k, 1);
+        params.p_min = static_cast<float>(a.number("--spec-p-min", 0, 1));
         r = sched::generate_speculative(engine->context(), *draft.drafter, engine->vocab(), sp, tokens, params, &spec,
                                         sink);
     } else {

@@ -63,6 +63,7 @@ Draft make_draft(const std::string& spec, core::Engine& engine, int threads) {
     model::ContextParams dp;
     dp.n_ctx = engine.context().n_ctx();
     dp.n_threads = threads;
+    dp.pool = engine.context().thread_pool();  // the draft runs between the target's steps: on its workers
     if (d.mtp) {
         if (engine.context().device())
             throw Error("--draft mtp runs the MTP block on the CPU, and this model computes on " +

@@ -168,6 +168,7 @@ void EngineWorker::shutdown(QThread* owner) {
 EngineWorker::~EngineWorker() {
     // The scheduler and draft refer to the engine: they go first.
     core_.reset();
+    drafter_.reset();
     draft_ctx_.reset();
     draft_model_.reset();
 }
@@ -270,6 +271,7 @@ void EngineWorker::unload() {
     abort_all(QStringLiteral("the model was unloaded"));
     tick_->stop();
     core_.reset();
+    drafter_.reset();
     draft_ctx_.reset();
     draft_model_.reset();
     draft_key_.clear();
@@ -414,7 +416,8 @@ void EngineWorker::on_done(quint64 id, const sched::RequestResult& r) {
 
 void EngineWorker::ensure_draft(const DraftSettings& d) {
     const QString key = d.mode + QLatin1Char('|') + (d.mode == QLatin1String("file") ? d.file : QString());
-    if (draft_ctx_ && key == draft_key_) return;
+    if (drafter_ && key == draft_key_) return;
+    drafter_.reset();
     draft_ctx_.reset();
     draft_model_.reset();
     draft_key_.clear();
@@ -423,6 +426,15 @@ void EngineWorker::ensure_draft(const DraftSettings& d) {
     model::ContextParams dp;
     dp.n_ctx = ctx.n_ctx();
     dp.n_threads = engine_->settings().threads;
+    dp.pool = ctx.thread_pool();  // the draft runs between the model's steps: on its workers
+    if (d.mode == QLatin1String("mtp")) {
+        if (ctx.device())
+            throw Error("the MTP draft runs on the CPU, and this model computes on " + ctx.device()->name() +
+                        "; choose another draft or the CPU device");
+        drafter_ = std::make_unique<sched::MtpDrafter>(engine_->model(), dp);
+        draft_key_ = key;
+        return;
+    }
     if (d.mode == QLatin1String("experts")) {
         if (c.n_expert_used < 2)
             throw Error("a self-draft with fewer experts needs a model that routes to 2 or more experts per token (this one: " +
@@ -444,6 +456,7 @@ void EngineWorker::ensure_draft(const DraftSettings& d) {
     const bool self = !draft_model_;
     draft_ctx_ = std::make_unique<model::Context>(self ? engine_->model() : *draft_model_, dp, self ? &ctx.weights() : nullptr,
                                                   self ? engine_->expert_store() : nullptr);
+    drafter_ = std::make_unique<sched::ContextDrafter>(*draft_ctx_);
     draft_key_ = key;
 }
 
@@ -455,7 +468,7 @@ void EngineWorker::run_speculative(quint64 id) {
     try {
         ensure_draft(a.draft);
         ctx.clear();
-        draft_ctx_->clear();
+        if (draft_ctx_) draft_ctx_->clear();
         sched::SpeculativeParams sp;
         sp.k = std::max(1, a.draft.k);
         sp.k_max = std::max(2 * sp.k, 1);
@@ -466,9 +479,9 @@ void EngineWorker::run_speculative(quint64 id) {
             return !stopped(id);
         };
         const sched::GenerationResult r =
-            sched::generate_speculative(ctx, *draft_ctx_, engine_->vocab(), a.params, a.prompt, sp, &st, sink);
+            sched::generate_speculative(ctx, *drafter_, engine_->vocab(), a.params, a.prompt, sp, &st, sink);
         ctx.clear();
-        draft_ctx_->clear();
+        if (draft_ctx_) draft_ctx_->clear();
         const double seconds = std::chrono::duration<double>(clock_type::now() - a.t0).count();
         QVariantMap stats;
         stats[QStringLiteral("text")] = qs(r.text);

@@ -44,6 +44,7 @@
 #include <random>
 #include <vector>
 
+#include "sched/drafter.h"
 #include "sched/sampler.h"
 #include "strata/engine_core.h"
 #include "strata/settings.h"
@@ -79,8 +80,9 @@ struct ChatTurn {
 
 // Speculative decoding as the settings ask for it: mode "off", "experts"
 // (self-draft: the model's own weights with half its routed experts per
-// token), "layers" (self-draft: the first half of its layers) or "file" (a
-// GGUF with the same vocabulary); k draft tokens per round (adapts in 1..2k).
+// token), "layers" (self-draft: the first half of its layers), "mtp" (the
+// file's own NextN/MTP block) or "file" (a GGUF with the same vocabulary); k
+// draft tokens per round (adapts in 1..2k).
 struct DraftSettings {
     QString mode = QStringLiteral("off");
     QString file;
@@ -229,8 +231,9 @@ private:
     std::map<quint64, Active> active_;
     std::deque<quint64> spec_queue_;
     std::unique_ptr<model::Model> draft_model_;
-    std::unique_ptr<model::Context> draft_ctx_;
-    QString draft_key_;                 // mode|file of draft_ctx_
+    std::unique_ptr<model::Context> draft_ctx_;   // a self-draft's or draft file's (null for mtp)
+    std::unique_ptr<sched::Drafter> drafter_;     // what speculative decoding runs
+    QString draft_key_;                 // mode|file of drafter_
     QString model_file_;
     const chat::ChatTemplate* template_ = nullptr;  // the loaded engine's
     mutable std::mutex stop_mu_;

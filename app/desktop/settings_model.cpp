@@ -158,9 +158,10 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     fields_.last().hi = 64;
     f("spec_draft", "Speculative decoding", serve, "choice", "off", A::NextMessage,
       "A cheap draft proposes tokens that the model checks in one pass. Self-drafts reuse the model's own weights "
-      "(half its experts per token, or its first half of layers); a draft file is a smaller GGUF with the same "
-      "vocabulary. Speculative decoding runs one conversation at a time.")
-        ->choices = {"off", "self: fewer experts", "self: fewer layers", "draft file"};
+      "(half its experts per token, or its first half of layers); the MTP block is the multi-token-prediction "
+      "layer some files carry (GLM-4.5, Qwen3.5); a draft file is a smaller GGUF with the same vocabulary. "
+      "Speculative decoding runs one conversation at a time.")
+        ->choices = {"off", "self: fewer experts", "self: fewer layers", "self: MTP block", "draft file"};
     f("spec_draft_file", "Draft model file", serve, "file", QString(), A::NextMessage,
       "A GGUF with the model's vocabulary, used when Speculative decoding is 'draft file'.", "none");
     f("spec_k", "Draft tokens per round", serve, "int", 4, A::NextMessage,
@@ -455,6 +456,7 @@ DraftSettings SettingsModel::draft_settings() const {
     const QString m = values_.value(QStringLiteral("spec_draft")).toString();
     d.mode = m == QLatin1String("self: fewer experts") ? QStringLiteral("experts")
            : m == QLatin1String("self: fewer layers")  ? QStringLiteral("layers")
+           : m == QLatin1String("self: MTP block")     ? QStringLiteral("mtp")
            : m == QLatin1String("draft file")          ? QStringLiteral("file")
                                                        : QStringLiteral("off");
     d.file = values_.value(QStringLiteral("spec_draft_file")).toString();

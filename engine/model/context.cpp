@@ -35,6 +35,7 @@ Context::Context(const Model& model, const ContextParams& params, const ModelWei
         bp.n_ctx = n_ctx_;
         bp.n_threads = params.n_threads;
         bp.cpus = params.cpus;
+        bp.pool = params.pool;
         cpu_ = std::make_unique<CpuBackend>(c, bp);  // computes every op (CpuBackend::supports)
     }
     if (kv) {

@@ -51,6 +51,10 @@ struct ContextParams {
     // Keep every decoded token's normed last hidden state (what the output
     // head reads), for hidden(): an MTP draft reads the trunk's.
     bool keep_hidden = false;
+    // Compute with another context's workers (Context::thread_pool; a
+    // speculative draft's, which never runs beside its target) instead of
+    // n_threads of its own.
+    std::shared_ptr<cpu::ThreadPool> pool;
 };
 
 // The paged KV cache shape of a model: n_blocks blocks of block_tokens
@@ -135,6 +139,9 @@ public:
     void set_profile(DecodeProfile* p) {
         if (cpu_) cpu_->set_profile(p);
     }
+
+    // The CPU workers (null where a device computes).
+    std::shared_ptr<cpu::ThreadPool> thread_pool() const { return cpu_ ? cpu_->pool() : nullptr; }
 
     // The device that computes the forward pass (null: the CPU).
     DeviceForward* device() const { return device_.get(); }

@@ -23,7 +23,7 @@ CpuBackend::CpuBackend(const ModelConfig& c, const CpuBackendParams& p) : cfg_(c
     n_batch_ = std::max<int64_t>(1, p.n_batch);
     grain_rows_ = kernels::kernel_tuning().grain_rows;
     const int threads = p.n_threads > 0 ? p.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads), p.cpus);
+    pool_ = p.pool ? p.pool : std::make_shared<cpu::ThreadPool>(std::max(1, threads), p.cpus);
     qkv_rows_ = std::make_unique<cpu::OwnedRanges>(pool_->size());
     wo_rows_ = std::make_unique<cpu::OwnedRanges>(pool_->size());
 

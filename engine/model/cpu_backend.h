@@ -39,6 +39,10 @@ struct CpuBackendParams {
     int64_t n_ctx = 4096;   // the longest sequence (the attention's score scratch)
     int n_threads = 0;      // 0: all hardware threads
     std::vector<int> cpus;  // CPUs the workers are pinned to (NUMA bind); empty: not pinned
+    // Another backend's workers (a speculative draft's: it runs between the
+    // target's steps, never beside them), instead of a pool of its own whose
+    // spinning workers would take the cores from the target's.
+    std::shared_ptr<cpu::ThreadPool> pool;
 };
 
 class CpuBackend final : public Backend {
@@ -70,6 +74,7 @@ public:
     // See model::Context::set_profile.
     void set_profile(DecodeProfile* p);
     int threads() const { return pool_->size(); }
+    const std::shared_ptr<cpu::ThreadPool>& pool() const { return pool_; }
 
 private:
     float* act(Act a);
@@ -174,7 +179,7 @@ private:
     static constexpr int64_t kFusedRowsPerExpert = 8;
 
     const ModelConfig& cfg_;
-    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::shared_ptr<cpu::ThreadPool> pool_;
     int64_t n_batch_ = 0;
     // The fewest weight rows a thread takes at a time in a parallel region
     // (kernels::KernelTuning::grain_rows when the backend was made): each

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "common/error.h"
 #include "model/context.h"
@@ -15,6 +16,7 @@ std::string SpeculativeParams::validate() const {
         return "speculative k range " + std::to_string(k_min) + ".." + std::to_string(k_max) + " is invalid (1 <= k_min <= k_max <= 64)";
     if (k < k_min || k > k_max)
         return "speculative k " + std::to_string(k) + " is outside " + std::to_string(k_min) + ".." + std::to_string(k_max);
+    if (!(p_min >= 0.0f && p_min <= 1.0f)) return "speculative p_min " + std::to_string(p_min) + " is outside 0..1";
     return "";
 }
 
@@ -29,6 +31,14 @@ std::string vocab_mismatch(const tok::Vocab& a, const tok::Vocab& b) {
 }
 
 namespace {
+
+// The softmax's largest probability of a row of logits.
+float top_probability(const float* logits, int32_t n) {
+    const float mx = *std::max_element(logits, logits + n);
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+    return static_cast<float>(1.0 / sum);
+}
 
 // The draft's sampler: the target's filters and temperature without the
 // penalties (their window would have to be rolled back after rejections; the
@@ -114,30 +124,36 @@ GenerationResult generate_speculative(model::Context& target, Drafter& draft, co
             break;
         }
         const int64_t held = base_t + static_cast<int64_t>(seq.size()) - 1;  // target holds seq minus `last`
-        const int kk = static_cast<int>(std::min<int64_t>(k, target.n_ctx() - held - 1));
+        const int k_room = static_cast<int>(std::min<int64_t>(k, target.n_ctx() - held - 1));
         if (held + 1 > target.n_ctx()) {
             stream.stop(FinishReason::ContextFull);
             break;
         }
-        // 1. Draft kk tokens: catch the draft up on the accepted sequence, then propose.
+        // 1. Draft up to k_room tokens: catch the draft up on the accepted
+        // sequence, then propose while it is confident enough (p_min).
         drafted.clear();
-        q_probs.resize(static_cast<size_t>(std::max(kk, 1)) * n_vocab);
-        if (kk > 0) {
+        q_probs.resize(static_cast<size_t>(std::max(k_room, 1)) * n_vocab);
+        if (k_room > 0) {
             const float* dl = draft.start(seq);
-            for (int i = 0; i < kk; ++i) {
+            for (int i = 0; i < k_room; ++i) {
                 int32_t d;
+                float p_d = 1.0f;
                 if (greedy) {
                     // The draft's argmax (its sampler has no penalties): no distribution needed.
                     d = static_cast<int32_t>(std::max_element(dl, dl + n_vocab) - dl);
+                    if (spec.p_min > 0.0f) p_d = top_probability(dl, n_vocab);
                 } else {
                     float* q = q_probs.data() + static_cast<size_t>(i) * n_vocab;
                     ds.distribution(dl, q);
                     d = ds.sample_from(q);
+                    p_d = q[d];
                 }
+                if (p_d < spec.p_min) break;
                 drafted.push_back(d);
-                if (i + 1 < kk) dl = draft.next(d);
+                if (i + 1 < k_room) dl = draft.next(d);
             }
         }
+        const int kk = static_cast<int>(drafted.size());
         // 2. Verify [last, d_1 .. d_kk] in one target pass: row i predicts the token after position i.
         verify.assign(1, last);
         verify.insert(verify.end(), drafted.begin(), drafted.end());

@@ -14,7 +14,8 @@
 //   filters, temperature), so the output distribution is that of plain
 //   sampling.
 // - k adapts: up after a fully accepted round, down after a round that kept
-//   less than half, within [k_min, k_max].
+//   less than half, within [k_min, k_max]; a round proposes fewer where the
+//   draft is unsure (p_min), none at all where it is unsure of the first.
 //
 // The draft is any Context over a model with the same vocabulary: a smaller
 // GGUF, or the target's own weights run with fewer layers or fewer experts
@@ -39,6 +40,11 @@ struct SpeculativeParams {
     bool adaptive = true;
     int k_min = 1;
     int k_max = 8;
+    // Stop proposing in a round at a token the draft gives less than this
+    // probability (its argmax's softmax when greedy; llama.cpp's
+    // --spec-draft-p-min): an unsure draft costs a verification for nothing.
+    // 0: always k tokens.
+    float p_min = 0.0f;
     std::string validate() const;
 };
 

@@ -381,6 +381,20 @@ private Q_SLOTS:
             QVERIFY2(stored[1].stats.cached_tokens >= 16 && stored[1].stats.cached_tokens < stored[1].stats.prompt_tokens,
                      qPrintable(QString("%1 of %2").arg(stored[1].stats.cached_tokens).arg(stored[1].stats.prompt_tokens)));
         }
+        // The MTP draft on a file without an MTP block: the answer fails saying so.
+        {
+            QCOMPARE(settings_->setValue(QStringLiteral("spec_draft"), QStringLiteral("self: MTP block")), QString());
+            QSignalSpy failed(chat_.get(), &ChatController::answerFailed);
+            QVERIFY(chat_->regenerate());
+            QVERIFY(failed.wait(60000));
+            QVERIFY2(failed.first().at(1).toString().contains(QStringLiteral("no NextN/MTP block")),
+                     qPrintable(failed.first().at(1).toString()));
+            QCOMPARE(settings_->setValue(QStringLiteral("spec_draft"), QStringLiteral("self: fewer layers")), QString());
+            QSignalSpy done(chat_.get(), &ChatController::answerFinished);
+            QVERIFY(chat_->regenerate());
+            QVERIFY(done.wait(60000));
+            QCOMPARE(chat_->messages()->get(1)[QStringLiteral("content")].toString(), plain);
+        }
         // One at a time: a second conversation waits for the first, and both complete.
         const qint64 a = chat_->currentConversationId();
         QVERIFY(chat_->regenerate());

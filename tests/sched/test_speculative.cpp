@@ -142,6 +142,14 @@ private Q_SLOTS:
             QCOMPARE(got.text, want.text);
             QVERIFY(st.rounds > 0 && st.drafted >= st.rounds);
         }
+        // A draft never sure enough (p_min 1) proposes nothing: plain decoding, one token a round.
+        target.clear();
+        sched::SpeculativeParams unsure;
+        unsure.p_min = 1.0f;
+        sched::SpeculativeStats st;
+        QCOMPARE(sched::generate_speculative(target, mtp, m->vocab(), p, prompt, unsure, &st).tokens, want.tokens);
+        QCOMPARE(st.drafted, int64_t{0});
+        QCOMPARE(st.rounds + 1, static_cast<int64_t>(want.tokens.size()));  // the first token comes from the prompt pass
         spec.nextn = 0;
         const std::string plain_path = dir.filePath("plain.gguf").toStdString();
         model::make_model(spec, plain_path);
