@@ -61,8 +61,14 @@ int cmd_inspect(int argc, char** argv) {
                     static_cast<long long>(c.ssm.d_state), static_cast<long long>(c.ssm.conv_kernel),
                     memory::format_bytes(per_seq).c_str());
     }
-    if (c.n_nextn > 0)
-        std::printf("  %lld NextN/MTP block(s) after the layers (loaded past: not run)\n", static_cast<long long>(c.n_nextn));
+    if (c.n_nextn > 0) {
+        if (m->nextn())
+            std::printf("  %lld NextN/MTP block(s) after the layers: a speculative draft (run --draft mtp)\n",
+                        static_cast<long long>(c.n_nextn));
+        else
+            std::printf("  %lld NextN/MTP block(s) stated, their tensors absent (a trunk-only file): no MTP draft\n",
+                        static_cast<long long>(c.n_nextn));
+    }
     int64_t n_moe = 0;
     for (const auto& L : m->weights().layers) n_moe += L.ffn == model::FfnKind::Moe;
     if (n_moe < c.n_layer) {

@@ -256,6 +256,35 @@ private Q_SLOTS:
         expect_load_error(with_nextn("allnextn", 4), {"glm4moe.nextn_predict_layers", "leaves no layers"});
     }
 
+    // A file with the NextN block's tensors binds them all (the MTP draft,
+    // Model::nextn); one of them missing is refused naming it. Without any
+    // (a trunk-only conversion) the file loads, with no draft.
+    void nextn_block_tensors() {
+        QTemporaryDir dir;
+        model::MakeModelSpec s;
+        s.arch = "glm4moe";
+        s.layers = 2;
+        s.dim = 64;
+        s.heads = 4;
+        s.kv_heads = 2;
+        s.experts = 4;
+        s.used = 2;
+        s.expert_ff = 64;
+        s.nextn = 1;
+        const std::string path = dir.filePath("mtp.gguf").toStdString();
+        model::make_model(s, path);
+        auto m = model::Model::load(path);
+        QVERIFY(m->nextn() != nullptr);
+        QCOMPARE(m->nextn()->config().n_layer, int64_t{1});
+        Fixture f(path);
+        const auto drop = [&](const char* name, const std::string& prefix) {
+            return f.variant(name, {}, [prefix](const gguf::TensorInfo& t, gguf::Writer&) { return t.name.rfind(prefix, 0) == 0; });
+        };
+        expect_load_error(drop("noenorm", "blk.2.nextn.enorm.weight"), {"blk.2.nextn.enorm.weight", "missing"});
+        expect_load_error(drop("norouter", "blk.2.ffn_gate_inp.weight"), {"blk.2.ffn_gate_inp.weight"});
+        QVERIFY(model::Model::load(drop("trunk", "blk.2."))->nextn() == nullptr);
+    }
+
     // qwen35moe's per-layer pattern (attention.recurrent_layers) overrides the
     // interval: the fixture's own pattern loads as it is, another is refused
     // naming the tensor the layer then lacks.
