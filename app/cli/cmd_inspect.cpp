@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include "chat/chat_template.h"
 #include "commands.h"
 #include "model/arch/arch.h"
 #include "model/plan_model.h"
@@ -43,6 +44,13 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("tokenizer     %s, %lld tokens (bos %d, eos %d)\n",
                 m->vocab().model() == tok::Vocab::Model::SPM ? "SPM (llama)" : "byte-level BPE (gpt2)",
                 static_cast<long long>(c.n_vocab), m->vocab().bos(), m->vocab().eos());
+    {
+        const tok::Vocab& v = m->vocab();
+        const auto text = [&](int32_t id) { return id >= 0 && id < v.n_tokens() ? v.token_text(id) : std::string(); };
+        const chat::ChatTemplate t =
+            chat::ChatTemplate::load(f.get_string_or("tokenizer.chat_template", ""), text(v.bos()), text(v.eos()));
+        std::printf("chat template %s\n", t.describe().c_str());
+    }
     std::printf("\nhyper-parameters\n");
     std::printf("  layers %lld, embedding %lld, heads %lld (kv %lld), head dim %lld, context %lld\n",
                 static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head),

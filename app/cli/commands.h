@@ -8,6 +8,7 @@ int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_chat_template(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_make_trace(int argc, char** argv);
 int cmd_quality(int argc, char** argv);

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"serve", strata::cli::cmd_serve, "serve the model over the OpenAI API (chat, completions, streaming, metrics)"},
     {"eval", strata::cli::cmd_eval, "teacher-forced logits and greedy continuations for a prompt file"},
     {"tokenize", strata::cli::cmd_tokenize, "token ids and pieces of a text"},
+    {"chat-template", strata::cli::cmd_chat_template, "a conversation through the model's own Jinja chat template"},
     {"bench", strata::cli::cmd_bench, "prefill/decode speed, roofline and expert-cache figures (JSON with --json)"},
     {"calibrate", strata::cli::cmd_calibrate, "count expert use on prompts and write the hot-expert pin list"},
     {"routing-stats", strata::cli::cmd_routing_stats, "expert load, reuse, lookahead and LRU figures of a MoE model"},

@@ -230,15 +230,15 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
         info[QStringLiteral("context")] = qlonglong(engine_->context().n_ctx());
         info[QStringLiteral("kvTokens")] = qlonglong(engine_->kv_cache().params().n_blocks * engine_->kv_cache().params().block_tokens);
         info[QStringLiteral("kvType")] = QString::fromLatin1(kv::kv_type_name(engine_->kv_cache().params().type));
-        info[QStringLiteral("template")] = QString::fromLatin1(chat::family_name(template_->family()));
-        info[QStringLiteral("templateFallback")] = template_->is_fallback();
+        info[QStringLiteral("template")] =
+            template_->uses_jinja() ? QStringLiteral("jinja") : QString::fromLatin1(chat::family_name(template_->family()));
+        // Worth a note: no template the app can follow, or the model's own failed (then markers stand in).
+        info[QStringLiteral("templateFallback")] = template_->is_fallback() || !template_->jinja_error().empty();
         info[QStringLiteral("templateNote")] =
-            template_->is_fallback()
-                ? (jinja.empty() ? QStringLiteral("no chat template in this model: plain transcript format")
-                                 : QStringLiteral("chat template not recognised: plain transcript format"))
-                : QStringLiteral("chat template: %1").arg(QString::fromLatin1(chat::family_name(template_->family())));
+            jinja.empty() ? QStringLiteral("no chat template in this model: plain transcript format")
+                          : QStringLiteral("chat template: %1").arg(qs(template_->describe()));
         info[QStringLiteral("plan")] = plan_to_map(engine_->plan());
-        logger("app")->info("loaded {} ({})", path.toStdString(), chat::family_name(template_->family()));
+        logger("app")->info("loaded {} (chat template: {})", path.toStdString(), template_->describe());
         Q_EMIT loaded(load_id, info);
         emit_telemetry();
     } catch (const Cancelled& e) {

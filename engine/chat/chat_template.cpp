@@ -3,6 +3,7 @@
 // llm_chat_apply_template) for the families Strata renders.
 #include "chat/chat_template.h"
 
+#include "chat/jinja/template.h"
 #include "common/error.h"
 
 #include <string>
@@ -48,7 +49,7 @@ void check_roles(const std::vector<Message>& messages, Family family, bool add_a
     for (size_t i = 0; i < messages.size(); ++i) {
         const std::string& role = messages[i].role;
         if (role != "system" && role != "user" && role != "assistant")
-            throw Error("chat message " + std::to_string(i) + ": unknown role " + quoted(role) +
+            throw Error("chat message " + std::to_string(i) + ": unknown role " + chat::quoted(role) +
                         " (expected 'system', 'user' or 'assistant')");
         if (role == "system" && i != 0)
             throw Error("chat message " + std::to_string(i) + ": role 'system' is only allowed as the first message");
@@ -59,7 +60,7 @@ void check_roles(const std::vector<Message>& messages, Family family, bool add_a
     for (size_t i = first; i < messages.size(); ++i) {
         const char* expected = ((i - first) % 2 == 0) ? "user" : "assistant";
         if (messages[i].role != expected)
-            throw Error("chat message " + std::to_string(i) + ": role " + quoted(messages[i].role) + " where " +
+            throw Error("chat message " + std::to_string(i) + ": role " + chat::quoted(messages[i].role) + " where " +
                         family_name(family) + " needs '" + expected +
                         "' (after the optional system message, turns must alternate user/assistant, starting with user)");
     }
@@ -210,7 +211,55 @@ ChatTemplate ChatTemplate::detect(std::string_view jinja, std::string bos, std::
     return t;
 }
 
+namespace {
+
+std::vector<Message> probe_conversation() {
+    return {{"user", "Hello"}, {"assistant", "Hi there"}, {"user", "How are you?"}};
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, std::string eos) {
+    ChatTemplate t = detect(jinja_text, bos, eos);
+    if (jinja_text.empty()) return t;
+    try {
+        t.jinja_ = std::make_shared<const jinja::Template>(std::string(jinja_text));
+        t.render_jinja(probe_conversation(), true);  // one that renders nothing fails here, not at the first message
+    } catch (const Error& e) {
+        t.jinja_.reset();
+        t.jinja_error_ = e.what();
+    }
+    return t;
+}
+
+std::string ChatTemplate::describe() const {
+    if (jinja_) return "the model's own template (Jinja)";
+    std::string d = family_ == Family::Fallback ? std::string("a plain transcript (no template Strata can render)")
+                                                : std::string(family_name(family_)) + " markers";
+    if (!jinja_error_.empty()) d += "; the model's template failed: " + jinja_error_;
+    return d;
+}
+
+std::string ChatTemplate::render_jinja(const std::vector<Message>& messages, bool add_generation_prompt) const {
+    jinja::Array msgs;
+    for (const Message& m : messages) {
+        auto o = std::make_shared<jinja::Object>();
+        o->items = {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
+        msgs.push_back(jinja::Value(std::move(o)));
+    }
+    auto ctx = std::make_shared<jinja::Object>();
+    ctx->items = {{"messages", jinja::Value(std::move(msgs))},
+                  {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+                  {"bos_token", jinja::Value(bos_)},
+                  {"eos_token", jinja::Value(eos_)}};
+    std::string out = jinja_->render(jinja::Value(std::move(ctx)));
+    // The vocabulary adds BOS where it wants one (see the header): not twice.
+    if (!bos_.empty() && out.rfind(bos_, 0) == 0) out.erase(0, bos_.size());
+    return out;
+}
+
 std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_assistant_prefix) const {
+    if (jinja_) return render_jinja(messages, add_assistant_prefix);
     check_roles(messages, family_, add_assistant_prefix);
 
     const std::string eos = eos_.empty() ? std::string("</s>") : eos_;
@@ -342,6 +391,7 @@ std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_
 
 std::vector<std::string> ChatTemplate::stop_strings() const {
     const std::string eos = eos_.empty() ? std::string("</s>") : eos_;
+    if (jinja_ && family_ == Family::Fallback) return {};  // the vocabulary's end-of-generation tokens end the turn
     switch (family_) {
         case Family::ChatMl: return {"<|im_end|>"};
         case Family::Llama2: return {eos};

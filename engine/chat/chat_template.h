@@ -2,7 +2,9 @@
 // the exact prompt text the model was trained on, chosen from the model's own
 // `tokenizer.chat_template` metadata (a Jinja string in the GGUF).
 //
-// Strata does not run Jinja. Like llama.cpp's llm_chat_detect_template, it
+// load() runs the model's own Jinja (chat/jinja: Hugging Face's rendering).
+// Where a file has none, or one that does not parse or render, it falls back
+// to the families below: like llama.cpp's llm_chat_detect_template, detect()
 // recognises the template family by distinctive markers in the Jinja text and
 // renders that family in C++. A model without a template, or with one no
 // family matches, gets the documented fallback (a plain "User:/Assistant:"
@@ -33,11 +35,16 @@
 // render(m + assistant reply, false). A new turn only appends text.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace strata::chat {
+
+namespace jinja {
+class Template;
+}
 
 // What each family renders for [system S, user U1, assistant A1, user U2] with
 // add_assistant_prefix (eos "</s>"; trimmed = leading/trailing whitespace removed):
@@ -122,6 +129,11 @@ ReplyParts split_reply(std::string_view text);
 
 class ChatTemplate {
 public:
+    // The model's own template: its Jinja (tokenizer.chat_template) run by
+    // chat/jinja as Hugging Face renders it, where it parses and renders a
+    // plain conversation; else detect()'s marker family, with jinja_error()
+    // saying why. The family is detected either way (stop strings).
+    static ChatTemplate load(std::string_view jinja, std::string bos = {}, std::string eos = {});
     // Detects the family from the GGUF's tokenizer.chat_template text (may be empty).
     // `bos` / `eos` are the vocabulary's BOS/EOS token texts (e.g. "<s>", "</s>"),
     // used by families whose prompt spells them out.
@@ -129,8 +141,21 @@ public:
     static ChatTemplate of(Family f, std::string bos = {}, std::string eos = {});
 
     Family family() const { return family_; }
-    bool is_fallback() const { return family_ == Family::Fallback; }
+    // Neither the model's Jinja nor a recognised family: the plain transcript.
+    bool is_fallback() const { return family_ == Family::Fallback && !jinja_; }
+    // The model's Jinja renders the prompts (load()).
+    bool uses_jinja() const { return static_cast<bool>(jinja_); }
+    // Why load() fell back to the markers (the template's own error, naming
+    // its line), or empty.
+    const std::string& jinja_error() const { return jinja_error_; }
+    // One line for logs and the UI: "the model's template (Jinja)", "chatml
+    // markers (...)".
+    std::string describe() const;
 
+    // The prompt for `messages`. With the model's Jinja: what it renders
+    // (messages, add_generation_prompt, bos_token, eos_token; a leading BOS
+    // text dropped, as below), its raise_exception and errors thrown as
+    // strata::Error naming the template line. Otherwise the family's:
     // The prompt for `messages` (roles checked: throws strata::Error naming the
     // bad role or a conversation that does not alternate where the family needs it).
     // With add_assistant_prefix, ends with the opening of the assistant's turn,
@@ -160,9 +185,13 @@ private:
     // The Llama 2 variants (see Family::Llama2): Meta's, and llama.cpp's three.
     enum class Llama2Variant { Meta, Sys, SysBos, SysStrip };
 
+    std::string render_jinja(const std::vector<Message>& messages, bool add_generation_prompt) const;
+
     Family family_ = Family::Fallback;
     Llama2Variant llama2_ = Llama2Variant::Meta;
     std::string bos_, eos_;
+    std::shared_ptr<const jinja::Template> jinja_;
+    std::string jinja_error_;
 };
 
 }  // namespace strata::chat

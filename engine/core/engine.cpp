@@ -247,8 +247,9 @@ void Engine::finish_load(const std::string& path, const Report& report) {
             if (id < 0 || id >= v.n_tokens()) return {};
             return v.token_text(id);
         };
-        chat_template_.emplace(chat::ChatTemplate::detect(model_->file().get_string_or("tokenizer.chat_template", ""),
-                                                          text_of(v.bos()), text_of(v.eos())));
+        chat_template_.emplace(chat::ChatTemplate::load(model_->file().get_string_or("tokenizer.chat_template", ""),
+                                                        text_of(v.bos()), text_of(v.eos())));
+        logger("engine")->info("chat template: {}", chat_template_->describe());
     }
     const model::Model& m = *model_;
     const model::ModelConfig& c = m.config();
