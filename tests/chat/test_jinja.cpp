@@ -36,6 +36,68 @@ std::string error_of(F&& f) {
     return "";
 }
 
+// What jinja2 (Hugging Face's settings) renders for each: written by running
+// it, one feature a row.
+struct Case {
+    const char* name;
+    const char* source;
+    const char* context;  // JSON
+    const char* expected;
+};
+const Case kCases[] = {
+        {"ws_control", R"J(a  {%- if true -%}  b  {%- endif -%}  c)J", R"J({})J", R"J(abc)J"},
+        {"trim_lstrip", R"J(x
+  {% if true %}
+  y
+  {% endif %}
+z)J", R"J({})J", R"J(x
+  y
+z)J"},
+        {"plus_keeps", R"J(x
+  {%+ if true %}y{% endif %})J", R"J({})J", R"J(x
+  y)J"},
+        {"loop_vars", R"J({% for m in ['a','b','c'] %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}{{ loop.cycle('x','y') }}|{% endfor %})J", R"J({})J", R"J(10TrueFalse33x|21FalseFalse32y|32FalseTrue31x|)J"},
+        {"loop_else_filter", R"J({% for i in range(5) if i is odd %}{{ i }}{% else %}none{% endfor %}/{% for i in [] %}x{% else %}empty{% endfor %})J", R"J({})J", R"J(13/empty)J"},
+        {"break_continue", R"J({% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i > 4 %}{% break %}{% endif %}{{ i }}{% endfor %})J", R"J({})J", R"J(0134)J"},
+        {"namespace", R"J({% set ns = namespace(n=0, s='') %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% set ns.s = ns.s ~ i %}{% endfor %}{{ ns.n }} {{ ns.s }})J", R"J({})J", R"J(3 012)J"},
+        {"scoping", R"J({% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}{% if true %}{% set y = 3 %}{% endif %}{{ y }})J", R"J({})J", R"J(13)J"},
+        {"set_block", R"J({% set t %}hello {{ 'world' | upper }}{% endset %}[{{ t }}])J", R"J({})J", R"J([hello WORLD])J"},
+        {"macro_call", R"J({% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('Ann') }} {{ greet('Bo', punct='?') }})J", R"J({})J", R"J(Hi Ann! Hi Bo?)J"},
+        {"call_block", R"J({% macro box(title) %}[{{ title }}: {{ caller() }}]{% endmacro %}{% call box('t') %}inside{% endcall %})J", R"J({})J", R"J([t: inside])J"},
+        {"filter_block", R"J({% filter upper %}shout {{ 'this' }}{% endfilter %})J", R"J({})J", R"J(SHOUT THIS)J"},
+        {"raw", R"J({% raw %}{{ not rendered }}{% endraw %})J", R"J({})J", R"J({{ not rendered }})J"},
+        {"strings", R"J({{ '  a b  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ 'Hello'.startswith('He') }}|{{ 'x y z'.split() }}|{{ 'abc'.upper() }}|{{ 'hello world'.title() }}|{{ 'aXbX'.replace('X', '-') }}|{{ 'abcdef'[1:4] }}|{{ 'abcdef'[::-1] }}|{{ 'abc'[-1] }})J", R"J({})J", R"J(a b|['a', 'b', '', 'c']|True|['x', 'y', 'z']|ABC|Hello World|a-b-|bcd|fedcba|c)J"},
+        {"filters", R"J({{ [3,1,2] | sort | join(',') }}|{{ ['a','b'] | length }}|{{ 'x' | default('d') }}|{{ undefined_thing | default('d') }}|{{ '' | default('e', true) }}|{{ [1,2,3] | first }}{{ [1,2,3] | last }}|{{ ' t ' | trim }}|{{ 'a' ~ 1 ~ none }}|{{ '5' | int + 1 }}|{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }})J", R"J({})J", R"J(1,2,3|2|x|d|e|13|t|a1None|6|3 -4 1 2 3.5 1024)J"},
+        {"select_map", R"J({{ msgs | selectattr('role', 'equalto', 'user') | map(attribute='content') | join('+') }}|{{ msgs | rejectattr('role', 'eq', 'user') | list | length }}|{{ [1,2,3,4] | select('even') | list }}|{{ msgs | map(attribute='role') | unique | list }})J", R"J({"msgs": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]})J", R"J(a+c|1|[2, 4]|['user', 'assistant'])J"},
+        {"tests", R"J({{ x is defined }}{{ y is defined }}{{ none is none }}{{ 'a' is string }}{{ {} is mapping }}{{ [1] is iterable }}{{ 3 is number }}{{ 3 is divisibleby 3 }}{{ x is not none }}{{ 'b' in 'abc' }}{{ 2 in [1,2] }}{{ 'k' in {'k': 1} }}{{ 'z' not in 'abc' }})J", R"J({"x": 1})J", R"J(TrueFalseTrueTrueTrueTrueTrueTrueTrueTrueTrueTrueTrue)J"},
+        {"tojson", R"J({{ d | tojson }}|{{ d | tojson(indent=2) }}|{{ 'é"\n' | tojson }}|{{ 1.5 | tojson }}|{{ [true, none] | tojson }})J", R"J({"d": {"b": 1, "a": [1, 2.0, "x"]}})J", R"J({"b": 1, "a": [1, 2.0, "x"]}|{
+  "b": 1,
+  "a": [
+    1,
+    2.0,
+    "x"
+  ]
+}|"é\"\n"|1.5|[true, null])J"},
+        {"python_str", R"J({{ [1, 'a', none, true, 2.5] }}|{{ {'k': 'v', 'n': 1} }}|{{ none }}|{{ true }}|{{ 3.0 }}|{{ 1e20 }}|{{ 0.0001 }})J", R"J({})J", R"J([1, 'a', None, True, 2.5]|{'k': 'v', 'n': 1}|None|True|3.0|1e+20|0.0001)J"},
+        {"dict_methods", R"J({% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|{{ d.get('a') }}{{ d.get('zz', 'dflt') }}|{{ d.keys() | list }}|{% for k, v in d | dictsort %}{{ k }}{% endfor %})J", R"J({"d": {"b": 2, "a": 1}})J", R"J(b=2;a=1;|1dflt|['b', 'a']|ab)J"},
+        {"cond_expr", R"J({{ 'yes' if x else 'no' }}{{ 'a' if not x }}|{{ x and 'and' }}|{{ none or 'or' }})J", R"J({"x": true})J", R"J(yes|and|or)J"},
+        {"markup", R"J({{ '<a>' | safe + '"' }}|{{ 'x' ~ ('<' | safe) }})J", R"J({})J", R"J(<a>&#34;|x<)J"},
+        {"comment_lstrip", R"J(a
+  {# note #}
+b)J", R"J({})J", R"J(a
+b)J"},
+        {"indent", R"J({{ 'a
+b
+
+c' | indent(2) }}|{{ 'a
+b' | indent(2, true) }})J", R"J({})J", R"J(a
+  b
+
+  c|  a
+  b)J"},
+        {"format", R"J({{ '{}-{}'.format(1, 'x') }}|{{ '{b}{a}'.format(a=1, b=2) }})J", R"J({})J", R"J(1-x|21)J"},
+};
+
 QByteArray read_file(const QString& path) {
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) return {};
@@ -48,6 +110,88 @@ class TestJinja : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    void features_render_as_jinja2_data() {
+        QTest::addColumn<int>("i");
+        for (int i = 0; i < static_cast<int>(std::size(kCases)); ++i) QTest::newRow(kCases[i].name) << i;
+    }
+    void features_render_as_jinja2() {
+        QFETCH(int, i);
+        const Case& c = kCases[i];
+        QCOMPARE(QString::fromStdString(render(c.source, nlohmann::ordered_json::parse(c.context))),
+                 QString::fromUtf8(c.expected));
+    }
+
+    // Errors name the line and column of what is wrong, parsing and rendering.
+    void errors_name_the_line_and_column() {
+        const auto msg = [](const std::string& src) { return QString::fromStdString(error_of([&] { render(src); })); };
+        QVERIFY2(msg("ok\n{% if x %}\nno end").contains("template line 3"), qPrintable(msg("ok\n{% if x %}\nno end")));
+        QVERIFY2(msg("{{ 1 + }}").contains("line 1, column 8: expected an expression"), qPrintable(msg("{{ 1 + }}")));
+        QVERIFY2(msg("a\n  {% frobnicate %}").contains("line 2, column 6: unknown statement 'frobnicate'"),
+                 qPrintable(msg("a\n  {% frobnicate %}")));
+        QVERIFY2(msg("{{ 'x\n").contains("never closed"), qPrintable(msg("{{ 'x\n")));
+        QVERIFY2(msg("\n\n   {{ raise_exception('roles must alternate') }}").contains("line 3, column 7") &&
+                     msg("\n\n   {{ raise_exception('roles must alternate') }}").contains("roles must alternate"),
+                 qPrintable(msg("\n\n   {{ raise_exception('roles must alternate') }}")));
+        QVERIFY2(msg("{{ x.y }}").contains("undefined"), qPrintable(msg("{{ x.y }}")));
+        QVERIFY2(msg("{{ [1] | frob }}").contains("unknown filter 'frob'"), qPrintable(msg("{{ [1] | frob }}")));
+        QVERIFY2(msg("{{ 1 / 0 }}").contains("division by zero"), qPrintable(msg("{{ 1 / 0 }}")));
+        QVERIFY2(msg("{{ x | tojson }}").isEmpty(), "undefined is null in JSON");
+        QVERIFY2(msg("{{ [1] | map('string') | tojson }}").contains("generator"), "jinja2 cannot dump a generator");
+    }
+
+    // An untrusted template cannot run forever, build a huge string or recurse without end.
+    void limits_stop_runaway_templates() {
+        jinja::Limits small;
+        small.max_steps = 100000;
+        small.max_output = 1 << 20;
+        small.max_depth = 16;
+        const auto msg = [&](const std::string& src) {
+            return QString::fromStdString(error_of([&] { render(src, nlohmann::ordered_json::object(), small); }));
+        };
+        QVERIFY2(msg("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}").contains("steps"),
+                 "nested loops past the step limit");
+        QVERIFY2(msg("{{ 'x' * 10000000 }}").contains("bytes"), "a huge string");
+        QVERIFY2(msg("{% set ns = namespace(s='xx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}")
+                     .contains("bytes"),
+                 "doubling a string");
+        QVERIFY2(msg("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").contains("nested deeper"), "endless recursion");
+        QCOMPARE(render("{% for i in range(3) %}{{ i }}{% endfor %}", nlohmann::ordered_json::object(), small),
+                 std::string("012"));
+        // Nesting that would exhaust the parser's stack: refused while parsing.
+        QVERIFY2(msg("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}").contains("nested deeper"),
+                 "100000 brackets");
+        QVERIFY2(msg("{{ " + std::string(100000, '-') + "1 }}").contains("nested deeper"), "100000 minus signs");
+        std::string ifs;
+        for (int i = 0; i < 10000; ++i) ifs += "{% if true %}";
+        QVERIFY2(msg(ifs).contains("nested deeper"), "10000 open ifs");
+    }
+
+    // The model's own template where it renders; else the markers, saying why.
+    void chat_template_uses_the_jinja_or_falls_back() {
+        const std::string chatml =
+            "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+            "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+        const ChatTemplate t = ChatTemplate::load("{{ bos_token }}" + chatml, "<s>", "</s>");
+        QVERIFY(t.uses_jinja());
+        QCOMPARE(t.family(), Family::ChatMl);
+        QCOMPARE(t.render({{"user", "Hi"}}), std::string("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+        QCOMPARE(t.stop_strings(), std::vector<std::string>{"<|im_end|>"});
+        // Raised while rendering a conversation: the template's message, with its line.
+        const ChatTemplate strict = ChatTemplate::load(
+            "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}" + chatml);
+        QVERIFY(strict.uses_jinja());
+        const std::string err = error_of([&] { strict.render({{"system", "S"}, {"user", "U"}}); });
+        QVERIFY2(err.find("System role not supported") != std::string::npos && err.find("line 1") != std::string::npos,
+                 err.c_str());
+        // Does not parse: the markers, and why.
+        const ChatTemplate broken = ChatTemplate::load(chatml + "{% if %}");
+        QVERIFY(!broken.uses_jinja());
+        QCOMPARE(broken.family(), Family::ChatMl);
+        QVERIFY2(broken.jinja_error().find("template line 1") != std::string::npos, broken.jinja_error().c_str());
+        QVERIFY2(broken.describe().find("chatml markers") != std::string::npos, broken.describe().c_str());
+        QCOMPARE(broken.render({{"user", "Hi"}}), std::string("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    }
+
     void real_templates_render_as_jinja2() {
         const QString root = qEnvironmentVariable("STRATA_LLAMA_CPP");
         if (root.isEmpty())

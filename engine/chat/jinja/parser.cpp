@@ -339,6 +339,7 @@ private:
     }
 
     StmtPtr parse_statement() {
+        Nest nest(*this);
         const Token& nm = next();
         auto s = std::make_unique<Stmt>();
         s->at = nm.at;
@@ -503,7 +504,19 @@ private:
         return l;
     }
 
+    // Nesting (brackets, statements) deeper than this is refused: the parser
+    // recurses, and an untrusted template must not exhaust the stack.
+    static constexpr int kMaxNesting = 200;
+    struct Nest {
+        Parser& p;
+        explicit Nest(Parser& parser) : p(parser) {
+            if (++p.depth_ > kMaxNesting) fail(p.peek().at, "nested deeper than " + std::to_string(kMaxNesting) + " levels");
+        }
+        ~Nest() { --p.depth_; }
+    };
+
     ExprPtr parse_expr(bool allow_cond = true) {
+        Nest nest(*this);
         ExprPtr e = parse_or();
         if (allow_cond && is_name("if")) {
             const Where at = next().at;
@@ -543,6 +556,7 @@ private:
 
     ExprPtr parse_not() {
         if (is_name("not")) {
+            Nest nest(*this);
             auto o = make(Expr::Kind::Unary, next().at);
             o->name = "not";
             o->a = parse_not();
@@ -614,6 +628,7 @@ private:
 
     ExprPtr parse_unary() {
         if (is_op("-") || is_op("+")) {
+            Nest nest(*this);
             auto u = make(Expr::Kind::Unary, peek().at);
             u->name = next().text;
             u->a = parse_unary();
@@ -730,7 +745,7 @@ private:
                 g->d = std::move(step);
                 e = std::move(g);
             } else if (is_op("(")) {
-                auto c = make(Expr::Kind::Call, peek().at);
+                auto c = make(Expr::Kind::Call, e->at);  // errors point at what is called
                 c->a = std::move(e);
                 parse_call_args(*c);
                 e = std::move(c);
@@ -815,6 +830,7 @@ private:
 
     std::vector<Token> t_;
     size_t i_ = 0;
+    int depth_ = 0;
 };
 
 }  // namespace
