@@ -87,6 +87,14 @@ public:
     virtual void notify_cancelled() = 0;
     // Prometheus text exposition of the serving and engine figures.
     virtual std::string metrics_text(bool per_expert) const = 0;
+    // The inputs' embeddings (sched/embedding.h), computed between the
+    // scheduler's steps; *prompt_tokens their tokens. Throws ApiException.
+    // Backends without them say so (501).
+    virtual std::vector<std::vector<float>> embed(const EmbeddingRequest& request, int64_t* prompt_tokens) {
+        (void)request, (void)prompt_tokens;
+        throw ApiException{ApiError{501, "embeddings are not served here: use strata-cli serve", "invalid_request_error",
+                                    "", "not_implemented"}};
+    }
 };
 
 // The prompt and sampling a request turns into on a given model.

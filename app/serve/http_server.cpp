@@ -335,6 +335,22 @@ void HttpServer::routes() {
     s.Post("/v1/completions", [completion](const httplib::Request& req, httplib::Response& res) {
         completion(Endpoint::Completion, req, res);
     });
+    s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+        try {
+            const EmbeddingRequest r = parse_embedding_request(req.body);
+            const std::vector<ModelCard> cards = backend_.models();
+            if (cards.empty())
+                return send_error(res, ApiError{503, "no model is loaded", "server_error", "", "model_not_loaded"});
+            if (!r.model.empty() && r.model != cards.front().id)
+                return send_error(res, ApiError{404, "the model '" + r.model + "' does not exist; GET /v1/models lists what "
+                                                     "this server has", "invalid_request_error", "model", "model_not_found"});
+            int64_t tokens = 0;
+            const auto vectors = backend_.embed(r, &tokens);
+            res.set_content(dump(embedding_response(vectors, r.base64, cards.front().id, tokens)), "application/json");
+        } catch (const ApiException& e) {
+            send_error(res, e.error);
+        }
+    });
 }
 
 }  // namespace strata::serve

@@ -194,6 +194,91 @@ json finish_value(const std::string& finish) { return finish.empty() ? json(null
 
 }  // namespace
 
+EmbeddingRequest parse_embedding_request(const std::string& body) {
+    json j;
+    try {
+        j = json::parse(body);
+    } catch (const json::exception& e) {
+        fail("", std::string("the request body is not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) fail("", "the request body must be a JSON object, got " + type_of(j));
+    EmbeddingRequest r;
+    if (const json* m = field(j, "model")) {
+        if (!m->is_string()) wrong_type("model", "a string", *m);
+        r.model = m->get<std::string>();
+    }
+    if (field(j, "dimensions")) fail("dimensions", "'dimensions' is not supported: embeddings have the model's width");
+    if (const json* f = field(j, "encoding_format")) {
+        if (!f->is_string() || (f->get<std::string>() != "float" && f->get<std::string>() != "base64"))
+            fail("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+        r.base64 = f->get<std::string>() == "base64";
+    }
+    const json* in = field(j, "input");
+    if (!in) fail("input", "'input' is required: a string, or an array of strings or of token ids");
+    const auto tokens_of = [](const json& a, const std::string& where) {
+        std::vector<int32_t> ids;
+        for (const json& t : a) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+                fail("input", "'" + where + "' must hold token ids (non-negative integers)");
+            ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+        }
+        if (ids.empty()) fail("input", "'" + where + "' is empty");
+        return ids;
+    };
+    if (in->is_string()) {
+        r.texts.push_back(in->get<std::string>());
+    } else if (in->is_array() && !in->empty() && (*in)[0].is_number()) {
+        r.token_inputs.push_back(tokens_of(*in, "input"));
+    } else if (in->is_array() && !in->empty()) {
+        for (size_t i = 0; i < in->size(); ++i) {
+            const json& x = (*in)[i];
+            const std::string where = "input[" + std::to_string(i) + "]";
+            if (x.is_string() && (*in)[0].is_string()) r.texts.push_back(x.get<std::string>());
+            else if (x.is_array() && (*in)[0].is_array()) r.token_inputs.push_back(tokens_of(x, where));
+            else fail("input", "'input' must be all strings or all arrays of token ids; " + where + " is " + type_of(x));
+        }
+    } else {
+        fail("input", "'input' must be a non-empty string or array, got " + (in->is_array() ? std::string("an empty array") : type_of(*in)));
+    }
+    for (const std::string& t : r.texts)
+        if (t.empty()) fail("input", "'input' has an empty string: nothing to embed");
+    if (r.size() > 256) fail("input", "'input' has " + std::to_string(r.size()) + " items: at most 256 per request");
+    return r;
+}
+
+namespace {
+std::string base64_floats(const std::vector<float>& v) {
+    static const char* const kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const auto* b = reinterpret_cast<const unsigned char*>(v.data());  // little-endian on every host Strata builds for
+    const size_t n = v.size() * sizeof(float);
+    std::string out;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t x = (static_cast<uint32_t>(b[i]) << 16) | (i + 1 < n ? static_cast<uint32_t>(b[i + 1]) << 8 : 0) |
+                           (i + 2 < n ? b[i + 2] : 0);
+        out += kAlphabet[(x >> 18) & 63];
+        out += kAlphabet[(x >> 12) & 63];
+        out += i + 1 < n ? kAlphabet[(x >> 6) & 63] : '=';
+        out += i + 2 < n ? kAlphabet[x & 63] : '=';
+    }
+    return out;
+}
+}  // namespace
+
+json embedding_response(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                        int64_t prompt_tokens) {
+    json data = json::array();
+    for (size_t i = 0; i < vectors.size(); ++i) {
+        json e = {{"object", "embedding"}, {"index", i}};
+        if (base64) e["embedding"] = base64_floats(vectors[i]);
+        else e["embedding"] = vectors[i];
+        data.push_back(std::move(e));
+    }
+    return {{"object", "list"},
+            {"data", std::move(data)},
+            {"model", model},
+            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
 CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
     json j;
     try {

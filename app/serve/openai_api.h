@@ -75,6 +75,21 @@ nlohmann::json stream_chunk(const CompletionRequest& r, const std::string& id, i
 nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created,
                            const std::string& model, const Usage& usage);
 
+// /v1/embeddings: "input" a string, a list of strings, a list of token ids
+// or a list of such lists (at most 256 inputs); "encoding_format" "float"
+// (the default) or "base64" (little-endian float32, what OpenAI's clients
+// ask for); "dimensions" is refused (no truncation).
+struct EmbeddingRequest {
+    std::string model;
+    std::vector<std::string> texts;                 // or
+    std::vector<std::vector<int32_t>> token_inputs;  // (one of the two is used)
+    bool base64 = false;
+    size_t size() const { return texts.empty() ? token_inputs.size() : texts.size(); }
+};
+EmbeddingRequest parse_embedding_request(const std::string& body);
+nlohmann::json embedding_response(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                                  int64_t prompt_tokens);
+
 nlohmann::json error_json(const ApiError& e);
 // "data: <json>\n\n" with invalid UTF-8 replaced (generated text can end mid-character).
 std::string sse_event(const nlohmann::json& j);

@@ -1,9 +1,11 @@
 #include "serve/serve_loop.h"
 
 #include <algorithm>
+#include <future>
 
 #include "common/log.h"
 #include "core/engine.h"
+#include "sched/embedding.h"
 
 namespace strata::serve {
 
@@ -40,6 +42,52 @@ void ServeLoop::submit(const CompletionRequest& request, std::shared_ptr<Channel
     cv_.notify_all();
 }
 
+std::vector<std::vector<float>> ServeLoop::embed(const EmbeddingRequest& request, int64_t* prompt_tokens) {
+    // Computed on the engine thread, which owns the model; this thread waits.
+    std::promise<std::vector<std::vector<float>>> done;
+    auto result = done.get_future();
+    int64_t tokens = 0;
+    auto job = [&] {
+        try {
+            std::vector<std::vector<float>> out;
+            for (size_t i = 0; i < request.size(); ++i) {
+                const std::vector<int32_t> ids =
+                    request.texts.empty() ? request.token_inputs[i] : eng_.vocab().encode(request.texts[i], true);
+                for (int32_t id : ids)
+                    if (id >= eng_.vocab().n_tokens())
+                        throw ApiException{ApiError{400, "token id " + std::to_string(id) + " is beyond the vocabulary (" +
+                                                             std::to_string(eng_.vocab().n_tokens()) + " tokens)",
+                                                    "invalid_request_error", "input", ""}};
+                if (static_cast<int64_t>(ids.size()) > eng_.context().n_ctx())
+                    throw ApiException{ApiError{400, "input " + std::to_string(i) + " has " + std::to_string(ids.size()) +
+                                                         " tokens, more than the context holds (" +
+                                                         std::to_string(eng_.context().n_ctx()) + ")",
+                                                "invalid_request_error", "input", "context_length_exceeded"}};
+                if (eng_.kv_cache().params().blocks_for(static_cast<int64_t>(ids.size())) > eng_.kv_cache().available_blocks())
+                    throw ApiException{ApiError{503, "the KV cache is busy with the requests running now; retry shortly",
+                                                "server_error", "", "server_busy"}};
+                out.push_back(sched::embed(eng_.context(), ids));
+                tokens += static_cast<int64_t>(ids.size());
+            }
+            done.set_value(std::move(out));
+        } catch (const ApiException&) {
+            done.set_exception(std::current_exception());
+        } catch (const Error& e) {
+            done.set_exception(std::make_exception_ptr(
+                ApiException{ApiError{400, e.what(), "invalid_request_error", "input", ""}}));
+        }
+    };
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stop_) throw ApiException{ApiError{503, "the server is shutting down", "server_error", "", ""}};
+        jobs_.push_back(job);
+    }
+    cv_.notify_all();
+    std::vector<std::vector<float>> out = result.get();  // rethrows the job's ApiException
+    *prompt_tokens = tokens;
+    return out;
+}
+
 void ServeLoop::notify_cancelled() {
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -55,13 +103,16 @@ std::string ServeLoop::metrics_text(bool per_expert) const {
 void ServeLoop::run() {
     for (;;) {
         std::deque<Incoming> incoming;
+        std::deque<std::function<void()>> jobs;
         {
             std::unique_lock<std::mutex> lk(mu_);
-            cv_.wait(lk, [&] { return stop_ || wake_ || !inbox_.empty() || !live_.empty(); });
+            cv_.wait(lk, [&] { return stop_ || wake_ || !inbox_.empty() || !jobs_.empty() || !live_.empty(); });
             if (stop_) break;
             wake_ = false;
             incoming.swap(inbox_);
+            jobs.swap(jobs_);
         }
+        for (auto& job : jobs) job();
         for (Incoming& in : incoming) admit(in);
         cancel_gone();
         if (!live_.empty()) step();
@@ -74,6 +125,12 @@ void ServeLoop::run() {
         left.swap(inbox_);
     }
     for (Incoming& in : left) in.ch->reject(ApiError{503, "the server is shutting down", "server_error", "", ""});
+    std::deque<std::function<void()>> jobs;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        jobs.swap(jobs_);
+    }
+    for (auto& job : jobs) job();  // their callers are waiting: answered, not dropped
     for (Live& l : live_) l.ch->finish("cancelled", 0);
     live_.clear();
     core_.reset();

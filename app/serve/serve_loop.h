@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -45,6 +46,7 @@ public:
     void submit(const CompletionRequest& request, std::shared_ptr<Channel> ch) override;
     void notify_cancelled() override;
     std::string metrics_text(bool per_expert) const override;
+    std::vector<std::vector<float>> embed(const EmbeddingRequest& request, int64_t* prompt_tokens) override;
 
     const ServeMetrics& metrics() const { return metrics_; }
 
@@ -72,6 +74,7 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Incoming> inbox_;
+    std::deque<std::function<void()>> jobs_;  // run on the engine thread between steps (embeddings)
     bool stop_ = false;
     bool wake_ = false;
 

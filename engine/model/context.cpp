@@ -189,8 +189,9 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* wan
                             const float* hidden_in, float* hidden_out) {
     if (device_) {
         if (hidden_in || hidden_out)
-            throw Error("an MTP draft (the trunk's hidden states) runs on the CPU; this model computes on " +
-                        device_->name());
+            throw Error("this model computes on " + device_->name() +
+                        ", which does not return its hidden states (an MTP draft and embeddings read them): load it "
+                        "with --device cpu for those");
         DeviceChunk chunk;
         chunk.tokens = tokens;
         chunk.n = n;

@@ -45,6 +45,13 @@ out.full_usage = full.usage;
 const completion = await client.completions.create({ model, prompt, temperature: 0, max_tokens: maxTokens });
 out.completion_text = completion.choices[0].text;
 
+// Embeddings: the client asks for base64 and decodes it.
+const emb = await client.embeddings.create({ model, input: [prompt, prompt] });
+const v = emb.data[0].embedding;
+out.embedding_dims = v.length;
+out.embedding_norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+out.embeddings_equal = JSON.stringify(v) === JSON.stringify(emb.data[1].embedding);
+
 try {
   await client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] });
   out.unknown_model = 'accepted';

@@ -6,6 +6,8 @@
 // npm cannot install the package (no network).
 #include <QtTest>
 
+#include <cmath>
+
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -100,6 +102,9 @@ private Q_SLOTS:
         const QString plain = run_cli({"run", "-p", kPrompt, "-n", QString::number(kMaxTokens), "--temp", "0"});
         QCOMPARE(kPrompt + got["completion_text"].toString(), plain);
         QCOMPARE(got["unknown_model"].toString(), QStringLiteral("404 model_not_found"));
+        QCOMPARE(got["embedding_dims"].toInt(), 256);  // the demo model's width
+        QVERIFY(std::fabs(got["embedding_norm"].toDouble() - 1.0) < 1e-5);
+        QVERIFY(got["embeddings_equal"].toBool());
     }
 };
 

@@ -8,12 +8,15 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <thread>
 
 #include "core/engine.h"
+#include "sched/embedding.h"
 #include "sched/generator.h"
 #include "serve/http_server.h"
 #include "serve/serve_loop.h"
@@ -210,6 +213,65 @@ private Q_SLOTS:
         QCOMPARE(st.status, 200);
         QVERIFY(st.done);
         QCOMPARE(st.text, want.text);
+    }
+
+    // /v1/embeddings: the mean-pooled, unit-length hidden state the engine
+    // gives alone (sched::embed), as floats or base64, per input; bad inputs
+    // are 400s naming the field.
+    void embeddings_equal_the_engine_alone() {
+        const std::vector<std::string> texts = {"In the beginning God created the heaven and the earth.", "Let there be light"};
+        model::Context solo(eng_->model(), test::context_params(eng_->context().n_ctx(), 64, 2));
+        std::vector<std::vector<float>> want;
+        for (const std::string& t : texts) want.push_back(sched::embed(solo, eng_->vocab().encode(t, true)));
+        QCOMPARE(static_cast<int64_t>(want[0].size()), eng_->model().config().n_embd);
+        double norm = 0;
+        for (float x : want[0]) norm += double(x) * x;
+        QVERIFY(std::fabs(norm - 1.0) < 1e-5);
+        QCOMPARE(solo.kv_cache().stats().sequences, int64_t{1});  // its sequences freed again (the default one stays)
+
+        Served s = start(*eng_);
+        int status = 0;
+        const json r = post_json(s.port(), "/v1/embeddings", json{{"input", texts}, {"model", "demo"}}.dump(), &status);
+        QCOMPARE(status, 200);
+        QCOMPARE(r["object"].get<std::string>(), std::string("list"));
+        QCOMPARE(r["data"].size(), size_t{2});
+        for (size_t i = 0; i < texts.size(); ++i) {
+            const auto got = r["data"][i]["embedding"].get<std::vector<float>>();
+            QCOMPARE(r["data"][i]["index"].get<size_t>(), i);
+            QCOMPARE(got.size(), want[i].size());
+            for (size_t k = 0; k < got.size(); ++k) QVERIFY2(std::fabs(got[k] - want[i][k]) < 1e-6f, qPrintable(QString::number(k)));
+        }
+        int64_t tokens = 0;
+        for (const std::string& t : texts) tokens += static_cast<int64_t>(eng_->vocab().encode(t, true).size());
+        QCOMPARE(r["usage"]["prompt_tokens"].get<int64_t>(), tokens);
+        // base64: the same floats, little-endian.
+        const json b = post_json(s.port(), "/v1/embeddings", json{{"input", texts[0]}, {"encoding_format", "base64"}}.dump(), &status);
+        QCOMPARE(status, 200);
+        const QByteArray raw = QByteArray::fromBase64(QByteArray::fromStdString(b["data"][0]["embedding"].get<std::string>()));
+        QCOMPARE(raw.size(), static_cast<qsizetype>(want[0].size() * sizeof(float)));
+        QVERIFY(std::memcmp(raw.constData(), want[0].data(), static_cast<size_t>(raw.size())) == 0);
+        // Token ids in, the same as their text.
+        const std::vector<int32_t> ids = eng_->vocab().encode(texts[1], true);
+        const json t = post_json(s.port(), "/v1/embeddings", json{{"input", ids}}.dump(), &status);
+        QCOMPARE(status, 200);
+        QCOMPARE(t["data"][0]["embedding"].get<std::vector<float>>(), r["data"][1]["embedding"].get<std::vector<float>>());
+        // Bad inputs.
+        const std::string too_long = json{{"input", std::vector<int32_t>(static_cast<size_t>(eng_->context().n_ctx() + 1), 5)}}.dump();
+        for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+                 {R"({"input": []})", "input"},
+                 {R"({"input": ""})", "input"},
+                 {R"({"input": [1, "a"]})", "input"},
+                 {R"({"input": [99999999]})", "input"},
+                 {R"({})", "input"},
+                 {R"({"input": "x", "encoding_format": "hex"})", "encoding_format"},
+                 {R"({"input": "x", "dimensions": 8})", "dimensions"},
+                 {too_long, "input"}}) {
+            const json e = post_json(s.port(), "/v1/embeddings", body, &status);
+            QVERIFY2(status == 400, body.substr(0, 80).c_str());
+            QCOMPARE(e["error"]["param"].get<std::string>(), field);
+        }
+        post_json(s.port(), "/v1/embeddings", json{{"input", "x"}, {"model", "other"}}.dump(), &status);
+        QCOMPARE(status, 404);
     }
 
     void sixty_four_concurrent_streams_each_equal_alone() {
