@@ -95,7 +95,7 @@ PreparedRequest prepare_request(const CompletionRequest& r, const tok::Vocab& vo
         if (r.endpoint == Endpoint::Chat) {
             // As the app prepares a conversation, less dropping old turns: an
             // API request that does not fit is refused.
-            chat::Prompt prompt = chat::prepare_prompt(r.messages, tmpl, vocab, {n_ctx, false, 1});
+            chat::Prompt prompt = chat::prepare_prompt(r.messages, tmpl, vocab, {n_ctx, false, 1}, &r.tools);
             p.tokens = std::move(prompt.tokens);
             chat::add_stop_strings(p.sampling.stop, prompt.stop);
         } else {

@@ -1,5 +1,7 @@
 #include "serve/http_server.h"
 
+#include "serve/tool_calls.h"
+
 #include <httplib.h>
 
 #include <dirent.h>
@@ -59,6 +61,9 @@ std::string request_id(const char* prefix) {
     return buf;
 }
 
+// Tool call ids: "call_" + a random part + the call's index (unique per reply and across replies).
+std::string call_id_prefix() { return request_id("call") + "_"; }
+
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // Streams one request's channel as server-sent events. Called by cpp-httplib
@@ -70,6 +75,8 @@ struct StreamState {
     std::string id, model;
     int64_t created = 0;
     bool first = true;
+    // With tools: text that may be a call is held back (ToolCallStream).
+    std::unique_ptr<ToolCallStream> calls;
     Clock::time_point last_write = Clock::now();
 
     void gone() {
@@ -93,6 +100,7 @@ struct StreamState {
             gone();
             return false;
         }
+        if (calls) text = calls->feed(text);
         if (!text.empty() || (first && st == Channel::State::Running)) {
             if (!write(sink, sse_event(stream_chunk(request, id, created, model, text, "", first)))) return false;
             first = false;
@@ -100,7 +108,22 @@ struct StreamState {
             if (!write(sink, ": keep-alive\n\n")) return false;
         }
         if (st == Channel::State::Done) {
-            std::string out = sse_event(stream_chunk(request, id, created, model, "", ch->finish_reason(), first));
+            std::string finish = ch->finish_reason();
+            std::string out;
+            if (calls) {
+                const ParsedReply rest = calls->finish(call_id_prefix());
+                if (!rest.content.empty()) {
+                    out += sse_event(stream_chunk(request, id, created, model, rest.content, "", first));
+                    first = false;
+                }
+                if (!rest.calls.empty()) {
+                    const nlohmann::json tc = tool_calls_json(rest.calls, /*with_index=*/true);
+                    out += sse_event(stream_chunk(request, id, created, model, "", "", first, &tc));
+                    first = false;
+                    finish = "tool_calls";
+                }
+            }
+            out += sse_event(stream_chunk(request, id, created, model, "", finish, first));
             if (request.include_usage)
                 out += sse_event(usage_chunk(request, id, created, model,
                                              Usage{ch->prompt_tokens(), ch->completion_tokens()}));
@@ -311,6 +334,15 @@ void HttpServer::routes() {
             std::string text;
             if (ch->wait_done(&text) == Channel::State::Failed) return send_error(res, ch->error());
             const Usage usage{ch->prompt_tokens(), ch->completion_tokens()};
+            if (r.wants_tool_calls()) {
+                const ParsedReply p = parse_tool_calls(text, call_id_prefix());
+                if (!p.calls.empty()) {
+                    const nlohmann::json tc = tool_calls_json(p.calls, false);
+                    return res.set_content(
+                        dump(completion_response(r, id, created, model, p.content, "tool_calls", usage, &tc)),
+                        "application/json");
+                }
+            }
             return res.set_content(dump(completion_response(r, id, created, model, text, ch->finish_reason(), usage)),
                                    "application/json");
         }
@@ -321,6 +353,7 @@ void HttpServer::routes() {
         st->id = id;
         st->model = model;
         st->created = created;
+        if (st->request.wants_tool_calls()) st->calls = std::make_unique<ToolCallStream>();
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(

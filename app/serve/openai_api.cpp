@@ -90,11 +90,8 @@ void refuse_unsupported(const json& body) {
     if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
         fail("logprobs", "'logprobs' is not supported");
     if (field(body, "top_logprobs")) fail("top_logprobs", "'top_logprobs' is not supported");
-    if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
-        fail("tools", "tools (function calling) are not supported by this server");
-    if (field(body, "functions")) fail("functions", "functions (function calling) are not supported by this server");
-    if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none"))
-        fail("tool_choice", "'tool_choice' is not supported (only \"none\")");
+    if (field(body, "functions") || field(body, "function_call"))
+        fail("functions", "'functions' and 'function_call' are the API's old form: send 'tools' and 'tool_choice'");
     if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
         fail("logit_bias", "'logit_bias' is not supported");
     if (const json* v = field(body, "response_format")) {
@@ -125,7 +122,36 @@ std::string text_content(const json& content, const std::string& where) {
     return text;
 }
 
-std::vector<chat::Message> parse_messages(const json& body) {
+// OpenAI's tool definitions: [{type: "function", function: {name, description?, parameters?}}].
+nlohmann::ordered_json parse_tools(const nlohmann::ordered_json& body) {
+    auto it = body.find("tools");
+    if (it == body.end() || it->is_null()) return nlohmann::ordered_json::array();
+    if (!it->is_array()) fail("tools", "'tools' must be an array of {type: \"function\", function: {...}}");
+    for (size_t i = 0; i < it->size(); ++i) {
+        const auto& t = (*it)[i];
+        const std::string where = "tools[" + std::to_string(i) + "]";
+        if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+            fail("tools", where + " must be {type: \"function\", function: {name, description, parameters}}");
+        const auto& f = t["function"];
+        if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+            fail("tools", where + ".function needs a non-empty string 'name'");
+        if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null())
+            fail("tools", where + ".function.parameters must be a JSON schema object");
+    }
+    return *it;
+}
+
+std::string parse_tool_choice(const json& body) {
+    const json* v = field(body, "tool_choice");
+    if (!v) return "auto";
+    if (v->is_string() && (v->get<std::string>() == "auto" || v->get<std::string>() == "none")) return v->get<std::string>();
+    if ((v->is_string() && v->get<std::string>() == "required") || v->is_object())
+        fail("tool_choice", "'tool_choice' \"required\" and a named function need output constrained to a call, "
+                            "which this server does not do yet: send \"auto\" (the model then decides) or \"none\"");
+    fail("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {type: \"function\", ...}");
+}
+
+std::vector<chat::Message> parse_messages(const json& body, const nlohmann::ordered_json& ordered) {
     const json* v = field(body, "messages");
     if (!v) fail("messages", "'messages' is required: an array of {role, content}");
     if (!v->is_array()) wrong_type("messages", "an array", *v);
@@ -139,13 +165,44 @@ std::vector<chat::Message> parse_messages(const json& body) {
         if (!role || !role->is_string()) fail(where + ".role", where + " needs a string 'role'");
         std::string r = role->get<std::string>();
         if (r == "developer") r = "system";  // OpenAI's newer name for the system prompt
-        if (r != "system" && r != "user" && r != "assistant")
+        if (r != "system" && r != "user" && r != "assistant" && r != "tool")
             fail(where + ".role", where + " has role '" + role->get<std::string>() +
-                                      "': expected system, developer, user or assistant");
+                                      "': expected system, developer, user, assistant or tool");
         const json* content = field(m, "content");
         std::string text = content ? text_content(*content, where + ".content") : std::string();
-        if (!content && r != "assistant") fail(where + ".content", where + " needs 'content'");
-        out.push_back({r, std::move(text)});
+        const json* calls = r == "assistant" ? field(m, "tool_calls") : nullptr;
+        if (!content && !(r == "assistant")) fail(where + ".content", where + " needs 'content'");
+        chat::Message msg{r, std::move(text)};
+        const auto& om = ordered["messages"][i];
+        if (calls) {
+            if (!calls->is_array()) wrong_type(where + ".tool_calls", "an array", *calls);
+            nlohmann::ordered_json tc = nlohmann::ordered_json::array();
+            for (size_t k = 0; k < calls->size(); ++k) {
+                const json& c = (*calls)[k];
+                const std::string cw = where + ".tool_calls[" + std::to_string(k) + "]";
+                const json* fn = c.is_object() ? field(c, "function") : nullptr;
+                if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string())
+                    fail(cw, cw + " must be {id, type: \"function\", function: {name, arguments}}");
+                nlohmann::ordered_json call = om["tool_calls"][k];
+                // Templates read the arguments as an object (Hugging Face's convention); the API sends a JSON string.
+                if (call["function"].contains("arguments") && call["function"]["arguments"].is_string()) {
+                    try {
+                        call["function"]["arguments"] =
+                            nlohmann::ordered_json::parse(call["function"]["arguments"].get<std::string>());
+                    } catch (const nlohmann::json::exception&) {
+                        fail(cw + ".function.arguments", cw + ".function.arguments is not JSON");
+                    }
+                }
+                tc.push_back(std::move(call));
+            }
+            msg.extra["tool_calls"] = std::move(tc);
+            if (!content) msg.extra["content"] = nullptr;
+        }
+        if (r == "tool") {
+            for (const char* key : {"tool_call_id", "name"})
+                if (om.contains(key) && om[key].is_string()) msg.extra[key] = om[key];
+        }
+        out.push_back(std::move(msg));
     }
     return out;
 }
@@ -298,8 +355,14 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
         r.model = m->get<std::string>();
     }
     if (endpoint == Endpoint::Chat) {
-        r.messages = parse_messages(j);
+        // Again in the client's key order, for what templates print as JSON (tools, tool calls).
+        const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
+        r.messages = parse_messages(j, ordered);
+        r.tools = parse_tools(ordered);
+        r.tool_choice = parse_tool_choice(j);
     } else {
+        if (const json* t = field(j, "tools"); t && !(t->is_array() && t->empty()))
+            fail("tools", "'tools' are for /v1/chat/completions");
         r.prompt = parse_prompt(j);
     }
 
@@ -335,10 +398,14 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
 }
 
 json completion_response(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                         const std::string& text, const std::string& finish, const Usage& usage) {
+                         const std::string& text, const std::string& finish, const Usage& usage, const json* tool_calls) {
     json choice = {{"index", 0}, {"finish_reason", finish_value(finish)}, {"logprobs", nullptr}};
     if (r.endpoint == Endpoint::Chat) {
         choice["message"] = {{"role", "assistant"}, {"content", text}};
+        if (tool_calls) {
+            choice["message"]["tool_calls"] = *tool_calls;
+            if (text.empty()) choice["message"]["content"] = nullptr;
+        }
     } else {
         choice["text"] = text;
     }
@@ -347,12 +414,13 @@ json completion_response(const CompletionRequest& r, const std::string& id, int6
 }
 
 json stream_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                  const std::string& text, const std::string& finish, bool first) {
+                  const std::string& text, const std::string& finish, bool first, const json* tool_calls) {
     json choice = {{"index", 0}, {"finish_reason", finish_value(finish)}, {"logprobs", nullptr}};
     if (r.endpoint == Endpoint::Chat) {
         json delta = json::object();
         if (first) delta["role"] = "assistant";
-        if (!text.empty() || (first && finish.empty())) delta["content"] = text;
+        if (!text.empty() || (first && finish.empty() && !tool_calls)) delta["content"] = text;
+        if (tool_calls) delta["tool_calls"] = *tool_calls;
         choice["delta"] = delta;
     } else {
         choice["text"] = text;

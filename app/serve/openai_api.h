@@ -6,7 +6,7 @@
 //
 // Checked like OpenAI's own server: a wrong type or an out-of-range value is a
 // 400 naming the field (`param`); a field that would change the answer but is
-// not supported (tools, n > 1, logprobs, response_format other than text, ...)
+// not supported (n > 1, logprobs, response_format other than text, ...)
 // is a 400 too rather than silently ignored; fields that change nothing here
 // (user, metadata, store, ...) are accepted and ignored.
 #pragma once
@@ -50,6 +50,11 @@ struct CompletionRequest {
     std::vector<std::string> stop;           // the client's stop strings (at most 4)
     bool stream = false;
     bool include_usage = false;              // stream_options.include_usage
+    // Chat: OpenAI function definitions (checked, in the client's key order)
+    // for the template; tool_choice "auto" (the default) or "none".
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+    std::string tool_choice = "auto";
+    bool wants_tool_calls() const { return !tools.empty() && tool_choice != "none"; }
 };
 
 // Parses and checks a request body. Throws ApiException. Sampling defaults are
@@ -62,15 +67,17 @@ struct Usage {
     int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;
 };
-// finish: "stop" / "length" (what OpenAI clients know).
+// finish: "stop" / "length" / "tool_calls" (what OpenAI clients know).
+// `tool_calls`: OpenAI's array for the message (null: none; its content is
+// then null where the text is empty).
 nlohmann::json completion_response(const CompletionRequest& r, const std::string& id, int64_t created,
                                    const std::string& model, const std::string& text, const std::string& finish,
-                                   const Usage& usage);
+                                   const Usage& usage, const nlohmann::json* tool_calls = nullptr);
 // One streamed chunk: `text` as a delta (chat: the first carries the role);
 // `finish` "" while generating.
 nlohmann::json stream_chunk(const CompletionRequest& r, const std::string& id, int64_t created,
                             const std::string& model, const std::string& text, const std::string& finish,
-                            bool first);
+                            bool first, const nlohmann::json* tool_calls = nullptr);
 // The usage chunk of stream_options.include_usage (empty choices).
 nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created,
                            const std::string& model, const Usage& usage);

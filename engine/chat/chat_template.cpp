@@ -6,6 +6,7 @@
 #include "chat/jinja/template.h"
 #include "common/error.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -224,7 +225,8 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
     if (jinja_text.empty()) return t;
     try {
         t.jinja_ = std::make_shared<const jinja::Template>(std::string(jinja_text));
-        t.render_jinja(probe_conversation(), true);  // one that renders nothing fails here, not at the first message
+        t.render_jinja(probe_conversation(), true, nullptr);  // one that renders nothing fails here, not at the first message
+        t.hermes_tools_ = jinja_text.find("<tool_call>") != std::string_view::npos;
     } catch (const Error& e) {
         t.jinja_.reset();
         t.jinja_error_ = e.what();
@@ -240,11 +242,13 @@ std::string ChatTemplate::describe() const {
     return d;
 }
 
-std::string ChatTemplate::render_jinja(const std::vector<Message>& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::render_jinja(const std::vector<Message>& messages, bool add_generation_prompt,
+                                       const nlohmann::ordered_json* tools) const {
     jinja::Array msgs;
     for (const Message& m : messages) {
         auto o = std::make_shared<jinja::Object>();
         o->items = {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
+        for (auto it = m.extra.begin(); it != m.extra.end(); ++it) o->set(it.key(), jinja::Value::from_json(it.value()));
         msgs.push_back(jinja::Value(std::move(o)));
     }
     auto ctx = std::make_shared<jinja::Object>();
@@ -252,14 +256,21 @@ std::string ChatTemplate::render_jinja(const std::vector<Message>& messages, boo
                   {"add_generation_prompt", jinja::Value(add_generation_prompt)},
                   {"bos_token", jinja::Value(bos_)},
                   {"eos_token", jinja::Value(eos_)}};
+    if (tools && tools->is_array() && !tools->empty()) ctx->set("tools", jinja::Value::from_json(*tools));
     std::string out = jinja_->render(jinja::Value(std::move(ctx)));
     // The vocabulary adds BOS where it wants one (see the header): not twice.
     if (!bos_.empty() && out.rfind(bos_, 0) == 0) out.erase(0, bos_.size());
     return out;
 }
 
-std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_assistant_prefix) const {
-    if (jinja_) return render_jinja(messages, add_assistant_prefix);
+std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_assistant_prefix,
+                                 const nlohmann::ordered_json* tools) const {
+    if (jinja_) return render_jinja(messages, add_assistant_prefix, tools);
+    // (A "tool" role is check_roles' error: an unknown role here.)
+    const bool tool_turns = std::any_of(messages.begin(), messages.end(), [](const Message& m) { return !m.extra.empty(); });
+    if ((tools && tools->is_array() && !tools->empty()) || tool_turns)
+        throw Error("this model's chat template cannot render tools or tool turns: Strata renders it with " + describe() +
+                    ", which has no place for them");
     check_roles(messages, family_, add_assistant_prefix);
 
     const std::string eos = eos_.empty() ? std::string("</s>") : eos_;

@@ -40,6 +40,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace strata::chat {
 
 namespace jinja {
@@ -111,8 +113,12 @@ enum class Family {
 const char* family_name(Family f);   // "chatml", "llama2", ... "fallback"
 
 struct Message {
-    std::string role;     // "system", "user" or "assistant"
+    std::string role;     // "system", "user" or "assistant" ("tool" with a Jinja template)
     std::string content;
+    // More fields of the message for a Jinja template (OpenAI's tool_calls,
+    // tool_call_id, name, reasoning_content; "content": null to say none),
+    // in their order. Empty for plain turns; the marker families refuse it.
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
 // A reply split into the model's reasoning and its answer: harmony's
@@ -172,7 +178,17 @@ public:
     // after an assistant message that is its closed turn (the text to keep in the
     // KV cache after a reply). In the [INST] families the user turn itself ends
     // with the assistant's opening ("[/INST]"), so there the flag changes nothing.
-    std::string render(const std::vector<Message>& messages, bool add_assistant_prefix = true) const;
+    //
+    // `tools` (OpenAI's function definitions) go to a Jinja template as
+    // `tools`; the marker families cannot render them (nor tool turns) and
+    // throw strata::Error saying so.
+    std::string render(const std::vector<Message>& messages, bool add_assistant_prefix = true,
+                       const nlohmann::ordered_json* tools = nullptr) const;
+
+    // Whether the model's template writes tool calls as <tool_call>{"name":
+    // ..., "arguments": ...}</tool_call> (Hermes, Qwen 2.5/3/3.5, ...): the
+    // format the server parses (serve/tool_calls.h).
+    bool hermes_tool_calls() const { return hermes_tools_; }
 
     // Strings that end an assistant turn in this family (e.g. "<|im_end|>"),
     // to use as stop strings in addition to the vocabulary's end-of-generation tokens.
@@ -185,7 +201,9 @@ private:
     // The Llama 2 variants (see Family::Llama2): Meta's, and llama.cpp's three.
     enum class Llama2Variant { Meta, Sys, SysBos, SysStrip };
 
-    std::string render_jinja(const std::vector<Message>& messages, bool add_generation_prompt) const;
+    std::string render_jinja(const std::vector<Message>& messages, bool add_generation_prompt,
+                             const nlohmann::ordered_json* tools) const;
+    bool hermes_tools_ = false;
 
     Family family_ = Family::Fallback;
     Llama2Variant llama2_ = Llama2Variant::Meta;

@@ -8,10 +8,11 @@ namespace strata::chat {
 
 namespace {
 
-std::vector<int32_t> tokenize(const std::vector<Message>& messages, const ChatTemplate& tmpl, const tok::Vocab& vocab) {
+std::vector<int32_t> tokenize(const std::vector<Message>& messages, const ChatTemplate& tmpl, const tok::Vocab& vocab,
+                              const nlohmann::ordered_json* tools) {
     std::string text;
     try {
-        text = tmpl.render(messages, /*add_assistant_prefix=*/true);
+        text = tmpl.render(messages, /*add_assistant_prefix=*/true, tools);
     } catch (const Error& e) {
         throw PromptError(PromptError::Kind::Template, e.what());
     }
@@ -25,14 +26,14 @@ std::vector<int32_t> tokenize(const std::vector<Message>& messages, const ChatTe
 }  // namespace
 
 Prompt prepare_prompt(const std::vector<Message>& messages, const ChatTemplate& tmpl, const tok::Vocab& vocab,
-                      const PromptPolicy& policy) {
+                      const PromptPolicy& policy, const nlohmann::ordered_json* tools) {
     Prompt p;
     std::vector<Message> kept = messages;
     // The leading system messages stay; exchanges after them may give way.
     size_t first_turn = 0;
     while (first_turn < kept.size() && kept[first_turn].role == "system") ++first_turn;
     for (;;) {
-        p.tokens = tokenize(kept, tmpl, vocab);
+        p.tokens = tokenize(kept, tmpl, vocab, tools);
         const auto n = static_cast<int64_t>(p.tokens.size());
         if (!policy.drop_oldest || n + policy.answer_room <= policy.n_ctx) break;
         // The oldest exchange: up to the next user turn; the last user turn stays.

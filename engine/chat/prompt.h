@@ -54,8 +54,9 @@ private:
 // Throws PromptError: the template refuses the messages (Template), the prompt
 // is empty or only BOS (Empty), or it does not leave one token of the context
 // free (TooLong; with drop_oldest, after dropping what may be dropped).
+// `tools`: OpenAI function definitions for the template (ChatTemplate::render).
 Prompt prepare_prompt(const std::vector<Message>& messages, const ChatTemplate& tmpl, const tok::Vocab& vocab,
-                      const PromptPolicy& policy);
+                      const PromptPolicy& policy, const nlohmann::ordered_json* tools = nullptr);
 
 // The checks prepare_prompt makes of any prompt's tokens (a raw completion
 // prompt's too): PromptError Empty or TooLong.

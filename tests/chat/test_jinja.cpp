@@ -192,6 +192,29 @@ private Q_SLOTS:
         QCOMPARE(broken.render({{"user", "Hi"}}), std::string("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
     }
 
+    // Tools and tool turns reach a Jinja template (in the client's key order);
+    // the marker families refuse them.
+    void tools_reach_the_template() {
+        const ChatTemplate t = ChatTemplate::load(
+            "{%- if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>{% endif %}"
+            "{%- for m in messages %}<|{{ m.role }}|>{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>"
+            "{{ c.function | tojson }}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}{% endfor %}");
+        QVERIFY(t.uses_jinja());
+        QVERIFY(t.hermes_tool_calls());
+        const auto tools = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f","z":1,"a":2}}])");
+        Message call{"assistant", ""};
+        call.extra["tool_calls"] = nlohmann::ordered_json::parse(R"([{"function":{"name":"f","arguments":{"x":1}}}])");
+        call.extra["content"] = nullptr;
+        const std::string out = t.render({{"user", "U"}, call, {"tool", "21"}}, true, &tools);
+        QCOMPARE(QString::fromStdString(out),
+                 QStringLiteral(R"(<tools>{"type": "function", "function": {"name": "f", "z": 1, "a": 2}}</tools>)"
+                                R"(<|user|>U<|assistant|><tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call><|tool|>21)"));
+        const ChatTemplate markers = ChatTemplate::of(Family::ChatMl);
+        QVERIFY(error_of([&] { markers.render({{"user", "U"}}, true, &tools); }).find("cannot render tools") != std::string::npos);
+        QVERIFY(error_of([&] { markers.render({{"user", "U"}, call}); }).find("cannot render tools") != std::string::npos);
+        QVERIFY(error_of([&] { markers.render({{"user", "U"}, {"tool", "21"}}); }).find("'tool'") != std::string::npos);
+    }
+
     void real_templates_render_as_jinja2() {
         const QString root = qEnvironmentVariable("STRATA_LLAMA_CPP");
         if (root.isEmpty())

@@ -4,6 +4,7 @@
 
 #include "serve/metrics.h"
 #include "serve/openai_api.h"
+#include "serve/tool_calls.h"
 
 using namespace strata;
 using namespace strata::serve;
@@ -107,7 +108,12 @@ private Q_SLOTS:
             {chat_body(R"("stop":7)"), "stop", "a string or an array of strings"},
             {chat_body(R"("n":2)"), "n", "must be 1"},
             {chat_body(R"("logprobs":true)"), "logprobs", "not supported"},
-            {chat_body(R"("tools":[{"type":"function"}])"), "tools", "not supported"},
+            {chat_body(R"("tools":[{"type":"function"}])"), "tools", "tools[0] must be"},
+            {chat_body(R"("tools":[{"type":"function","function":{"name":""}}])"), "tools", "non-empty string 'name'"},
+            {chat_body(R"("tools":{})"), "tools", "must be an array"},
+            {chat_body(R"("tool_choice":"required")"), "tool_choice", "does not do yet"},
+            {chat_body(R"("tool_choice":"sometimes")"), "tool_choice", "must be"},
+            {chat_body(R"("functions":[])"), "functions", "old form"},
             {chat_body(R"("response_format":{"type":"json_object"})"), "response_format", "JSON modes"},
             {chat_body(R"("logit_bias":{"50":5})"), "logit_bias", "not supported"},
             {chat_body(R"("model":7)"), "model", "must be a string"},
@@ -116,7 +122,10 @@ private Q_SLOTS:
             {R"({"messages":[]})", "messages", "is empty"},
             {R"({"messages":["hi"]})", "messages[0]", "must be an object"},
             {R"({"messages":[{"content":"hi"}]})", "messages[0].role", "needs a string 'role'"},
-            {R"({"messages":[{"role":"tool","content":"hi"}]})", "messages[0].role", "has role 'tool'"},
+            {R"({"messages":[{"role":"critic","content":"hi"}]})", "messages[0].role", "has role 'critic'"},
+            {R"({"messages":[{"role":"assistant","tool_calls":{}}]})", "messages[0].tool_calls", "must be an array"},
+            {R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"nope"}}]}]})",
+             "messages[0].tool_calls[0].function.arguments", "is not JSON"},
             {R"({"messages":[{"role":"user"}]})", "messages[0].content", "needs 'content'"},
             {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages[0].content",
              "only text parts"},
@@ -130,6 +139,74 @@ private Q_SLOTS:
             QVERIFY2(e.message.find(c.says) != std::string::npos,
                      qPrintable(QString::fromStdString(c.body + " -> " + e.message)));
         }
+    }
+
+    // Tools in the client's key order for the template; tool turns carry
+    // their fields (arguments as an object, Hugging Face's convention).
+    void tools_and_tool_turns_are_read() {
+        const std::string body =
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"},"
+            "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+            "\"function\":{\"name\":\"get_weather\",\"arguments\":" + json(std::string("{\"zcity\": \"Paris\", \"aunit\": \"C\"}")).dump() + "}}]},"
+            "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21\"}],"
+            "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"zz\":1,\"aa\":2}}}]}";
+        const CompletionRequest r = parse_request(Endpoint::Chat, body);
+        QVERIFY(r.wants_tool_calls());
+        QCOMPARE(r.tools.dump(), std::string(R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","zz":1,"aa":2}}}])"));
+        QCOMPARE(r.messages.size(), size_t{3});
+        QCOMPARE(r.messages[1].extra["tool_calls"][0]["function"]["arguments"].dump(),
+                 std::string(R"({"zcity":"Paris","aunit":"C"})"));
+        QVERIFY(r.messages[1].extra["content"].is_null());
+        QCOMPARE(r.messages[2].role, std::string("tool"));
+        QCOMPARE(r.messages[2].extra["tool_call_id"].get<std::string>(), std::string("c1"));
+        QVERIFY(!parse_request(Endpoint::Chat, chat_body(R"("tools":[],"tool_choice":"none")")).wants_tool_calls());
+    }
+
+    // Hermes-format calls out of a reply; anything that is not a call stays text.
+    void tool_calls_are_parsed_from_the_reply() {
+        ParsedReply p = parse_tool_calls(
+            "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+            "<tool_call>{\"name\": \"search\", \"arguments\": \"{\\\"q\\\": 1}\"}</tool_call>",
+            "call_x_");
+        QCOMPARE(p.content, std::string("Let me check."));
+        QCOMPARE(p.calls.size(), size_t{2});
+        QCOMPARE(p.calls[0].name, std::string("get_weather"));
+        QCOMPARE(p.calls[0].arguments, std::string(R"({"city":"Oslo"})"));
+        QCOMPARE(p.calls[1].arguments, std::string(R"({"q": 1})"));
+        QCOMPARE(p.calls[1].id, std::string("call_x_1"));
+        const json tc = tool_calls_json(p.calls, false);
+        QCOMPARE(tc[0]["type"].get<std::string>(), std::string("function"));
+        QCOMPARE(tc[0]["function"]["name"].get<std::string>(), std::string("get_weather"));
+        // Cut before its close (max_tokens, or the end of turn): still a call.
+        QCOMPARE(parse_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": {}}", "c").calls.size(), size_t{1});
+        for (const char* text : {"no calls here", "<tool_call>not json</tool_call>", "<tool_call>[1]</tool_call>",
+                                 "<tool_call>{\"arguments\": {}}</tool_call>"}) {
+            const ParsedReply t = parse_tool_calls(text, "c");
+            QVERIFY2(t.calls.empty(), text);
+            QCOMPARE(t.content, std::string(text));
+        }
+        // Streaming: text goes out as it comes, less what may start a call.
+        ToolCallStream st;
+        std::string out;
+        for (const char* piece : {"Sure", ", <tool", "_ca", "ll>{\"name\": \"f\",", " \"arguments\": {\"a\": 1}}</tool_call>"})
+            out += st.feed(piece);
+        QCOMPARE(out, std::string("Sure, "));
+        const ParsedReply end = st.finish("c_");
+        QCOMPARE(end.calls.size(), size_t{1});
+        QVERIFY(end.content.empty());
+        ToolCallStream plain;
+        QCOMPARE(plain.feed("a <tool"), std::string("a "));
+        QCOMPARE(plain.feed("s> b"), std::string("<tools> b"));
+        QCOMPARE(plain.finish("c").content, std::string());
+        // The response shapes: a message with tool_calls and null content; a delta with them.
+        const CompletionRequest r = parse_request(Endpoint::Chat, chat_body(""));
+        const json msg = completion_response(r, "id", 1, "m", "", "tool_calls", Usage{3, 4}, &tc);
+        QVERIFY(msg["choices"][0]["message"]["content"].is_null());
+        QCOMPARE(msg["choices"][0]["finish_reason"].get<std::string>(), std::string("tool_calls"));
+        QCOMPARE(msg["choices"][0]["message"]["tool_calls"].size(), size_t{2});
+        const json delta = tool_calls_json(p.calls, true);
+        const json chunk = stream_chunk(r, "id", 1, "m", "", "", false, &delta);
+        QCOMPARE(chunk["choices"][0]["delta"]["tool_calls"][1]["index"].get<int>(), 1);
     }
 
     void responses_and_chunks_have_openai_shapes() {

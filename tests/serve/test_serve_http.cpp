@@ -3,6 +3,7 @@
 // (64 concurrent streams, each equal to the same request alone), disconnects
 // (cancelled, KV blocks back), a corpus of malformed requests (OpenAI errors,
 // the server keeps serving), the queue limit, the key and CORS.
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <httplib.h>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "core/engine.h"
+#include "gguf/gguf.h"
 #include "sched/embedding.h"
 #include "sched/generator.h"
 #include "serve/http_server.h"
@@ -272,6 +274,79 @@ private Q_SLOTS:
         }
         post_json(s.port(), "/v1/embeddings", json{{"input", "x"}, {"model", "other"}}.dump(), &status);
         QCOMPARE(status, 404);
+    }
+
+    // Tools need a template that can render them: the demo model has none
+    // (a plain transcript), so a request with tools or tool turns is a 400
+    // saying so, and tool_choice "none" with no tools is an ordinary chat.
+    void tools_without_a_template_for_them_are_refused() {
+        Served s = start(*eng_);
+        int status = 0;
+        const json tools = json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])");
+        json e = post_json(s.port(), "/v1/chat/completions",
+                           json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", tools}, {"max_tokens", 4}}.dump(),
+                           &status);
+        QCOMPARE(status, 400);
+        QVERIFY2(e["error"]["message"].get<std::string>().find("cannot render tools") != std::string::npos, e.dump().c_str());
+        e = post_json(s.port(), "/v1/chat/completions",
+                      json{{"messages", {{{"role", "user"}, {"content", "hi"}}, {{"role", "tool"}, {"content", "21"}}}},
+                           {"max_tokens", 4}}.dump(),
+                      &status);
+        QCOMPARE(status, 400);
+        const json ok = post_json(s.port(), "/v1/chat/completions",
+                                  json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tool_choice", "none"},
+                                       {"max_tokens", 4}}.dump(),
+                                  &status);
+        QCOMPARE(status, 200);
+        QVERIFY(!ok["choices"][0]["message"].contains("tool_calls"));
+    }
+
+    // With a template that renders tools (a Hermes-style Jinja written into a
+    // copy of the demo model), the tools and the tool turns reach the prompt:
+    // it grows by what the template prints for them.
+    void tools_and_tool_turns_reach_the_template() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("tools.gguf").toStdString();
+        {
+            auto f = gguf::File::open(test::demo_model_path());
+            gguf::Writer w;
+            for (const auto& [k, v] : f->metadata()) w.set(k, v);
+            w.set("tokenizer.chat_template",
+                  gguf::Value::make_string(
+                      "{%- if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>\n{% endif %}"
+                      "{%- for m in messages %}{{ m.role }}: {% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>"
+                      "{{ c.function | tojson }}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}\n{% endfor %}"
+                      "{%- if add_generation_prompt %}assistant:{% endif %}"));
+            for (const gguf::TensorInfo& t : f->tensors())
+                w.add_tensor_view(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.nbytes);
+            w.write(path);
+        }
+        EngineSettings es;
+        es.threads = 2;
+        auto eng = core::Engine::load(path, es);
+        QVERIFY(eng->chat_template().uses_jinja());
+        QVERIFY(eng->chat_template().hermes_tool_calls());
+        Served s = start(*eng);
+        int status = 0;
+        const json user = {{"role", "user"}, {"content", "What is the weather in Paris?"}};
+        const json plain = post_json(s.port(), "/v1/chat/completions", json{{"messages", {user}}, {"max_tokens", 2}}.dump(), &status);
+        QCOMPARE(status, 200);
+        const json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather","description":"The weather",)"
+                                       R"("parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])");
+        const json with_tools = post_json(s.port(), "/v1/chat/completions",
+                                          json{{"messages", {user}}, {"tools", tools}, {"max_tokens", 2}}.dump(), &status);
+        QCOMPARE(status, 200);
+        const int64_t p0 = plain["usage"]["prompt_tokens"].get<int64_t>(), p1 = with_tools["usage"]["prompt_tokens"].get<int64_t>();
+        QVERIFY2(p1 > p0 + 10, qPrintable(QString("%1 vs %2").arg(p1).arg(p0)));
+        const json turns = {user,
+                            {{"role", "assistant"}, {"content", nullptr},
+                             {"tool_calls", {{{"id", "c1"}, {"type", "function"},
+                                              {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
+                            {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "21 C, clear"}}};
+        const json after = post_json(s.port(), "/v1/chat/completions",
+                                     json{{"messages", turns}, {"tools", tools}, {"max_tokens", 2}}.dump(), &status);
+        QCOMPARE(status, 200);
+        QVERIFY(after["usage"]["prompt_tokens"].get<int64_t>() > p1);
     }
 
     void sixty_four_concurrent_streams_each_equal_alone() {
