@@ -54,7 +54,7 @@ private Q_SLOTS:
     void help_for_every_command() {
         const Run top = cli({"--help"});
         QCOMPARE(top.code, 0);
-        for (const QString cmd : {"inspect", "run", "eval", "tokenize", "make-model", "routing-stats", "plan", "trace", "simulate"}) {
+        for (const QString cmd : {"inspect", "run", "eval", "tokenize", "chat-template", "make-model", "routing-stats", "plan", "trace", "simulate"}) {
             QVERIFY2(top.out.contains(cmd), qPrintable(cmd));
             const Run r = cli({cmd, "--help"});
             QCOMPARE(r.code, 0);
@@ -254,6 +254,46 @@ private Q_SLOTS:
                                    QString::fromStdString(strata::test::fixture_path("models/moe-tiny-f32.gguf"))});
             expect_one_line_error(other, 1, "vocabular");
         }
+    }
+
+    // --draft mtp on a file without an MTP block: one line saying so.
+    void run_with_the_mtp_draft_needs_the_block() {
+        const QString demo = QStringLiteral(STRATA_SOURCE_DIR "/resources/models/strata-demo-moe.gguf");
+        expect_one_line_error(cli({"run", demo, "-p", "x", "-n", "4", "--draft", "mtp"}), 1, "no NextN/MTP block");
+    }
+
+    // chat-template prints what the Jinja renders, byte for byte (the tools
+    // and --context variables included); a template that fails names its line.
+    void chat_template_renders_and_names_the_failing_line() {
+        QTemporaryDir dir;
+        const auto write = [&](const QString& name, const QByteArray& text) {
+            QFile f(dir.filePath(name));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(text);
+        };
+        write("t.jinja", "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content | trim }}\n{% endfor %}"
+                         "{% if tools %}tools: {{ tools | map(attribute='function') | map(attribute='name') | join(',') }}\n{% endif %}"
+                         "{% if add_generation_prompt %}[assistant]{% if think %} <think>{% endif %}{% endif %}");
+        write("m.json", R"([{"role": "system", "content": " S "}, {"role": "user", "content": "Hi"}])");
+        write("tools.json", R"([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])");
+        write("ctx.json", R"({"think": true})");
+        const Run r = cli({"chat-template", dir.filePath("t.jinja"), "--messages", dir.filePath("m.json"), "--tools",
+                           dir.filePath("tools.json"), "--context", dir.filePath("ctx.json"), "--bos", "<s>"});
+        QCOMPARE(r.code, 0);
+        QCOMPARE(r.out, QStringLiteral("<s>[system] S\n[user] Hi\ntools: f,g\n[assistant] <think>"));
+        const Run closed = cli({"chat-template", dir.filePath("t.jinja"), "--messages", dir.filePath("m.json"),
+                                "--no-generation-prompt"});
+        QCOMPARE(closed.out, QStringLiteral("[system] S\n[user] Hi\n"));
+        write("bad.jinja", "line one\n{% for m in messages %}\n{{ m.content | nosuchfilter }}\n{% endfor %}");
+        expect_one_line_error(cli({"chat-template", dir.filePath("bad.jinja"), "--messages", dir.filePath("m.json")}), 1,
+                              "template line 3");
+        write("unclosed.jinja", "ok\n\n{% if x %}");
+        expect_one_line_error(cli({"chat-template", dir.filePath("unclosed.jinja"), "--messages", dir.filePath("m.json")}), 1,
+                              "template line 3");
+        write("notjson.json", "[{");
+        expect_one_line_error(cli({"chat-template", dir.filePath("t.jinja"), "--messages", dir.filePath("notjson.json")}), 1,
+                              "not JSON");
+        expect_one_line_error(cli({"chat-template", dir.filePath("t.jinja")}), 2, "--messages");
     }
 
     // bench names the kernels, the bytes repacked for them (as plan counts
