@@ -155,6 +155,12 @@ private Q_SLOTS:
                      .contains("bytes"),
                  "doubling a string");
         QVERIFY2(msg("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").contains("nested deeper"), "endless recursion");
+        QVERIFY2(msg("{{ range(100000000000) | length }}").contains("items"), "a huge range");
+        QVERIFY2(msg("{{ ([1] * 100000000) | length }}").contains("items"), "a huge list");
+        // JSON too deep to convert (a request's messages): refused, not a crash.
+        std::string deep = std::string(100000, '[') + std::string(100000, ']');
+        const std::string err = error_of([&] { jinja::Value::from_json(nlohmann::ordered_json::parse(deep)); });
+        QVERIFY2(err.find("nested deeper") != std::string::npos, err.c_str());
         QCOMPARE(render("{% for i in range(3) %}{{ i }}{% endfor %}", nlohmann::ordered_json::object(), small),
                  std::string("012"));
         // Nesting that would exhaust the parser's stack: refused while parsing.

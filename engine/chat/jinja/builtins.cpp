@@ -754,6 +754,8 @@ Value global(const std::string& name) {
                 in.fail("range() needs 1 to 3 numbers");
             }
             if (s == 0) in.fail("range() step cannot be zero");
+            const double n = std::ceil((static_cast<double>(e) - static_cast<double>(b)) / static_cast<double>(s));
+            if (n > 0) in.check_items(static_cast<size_t>(n));
             Array r;
             for (int64_t i = b; s > 0 ? i < e : i > e; i += s) {
                 in.step();

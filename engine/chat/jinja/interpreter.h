@@ -25,6 +25,8 @@ public:
     void step();
     // A string about to be built from `bytes`: fails past Limits::max_output.
     void check_size(size_t bytes) const;
+    // A list about to hold `items`: fails past Limits::max_list.
+    void check_items(size_t items) const;
     Value call(const Value& fn, const Args& args);
     // Filters and tests by name (map, select and friends call them).
     Value apply_filter(const std::string& name, const Value& input, const Args& args);

@@ -36,6 +36,10 @@ void Interpreter::check_size(size_t bytes) const {
         fail("the template's output passed " + std::to_string(limits_.max_output) + " bytes");
 }
 
+void Interpreter::check_items(size_t items) const {
+    if (items > limits_.max_list) fail("a list of more than " + std::to_string(limits_.max_list) + " items");
+}
+
 void Interpreter::emit(std::string& out, const std::string& s) {
     check_size(out.size() + s.size());
     out += s;
@@ -408,6 +412,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
             return Value(a.as_string() + b.as_string());
         }
         if (a.is_array() && b.is_array() && !a.is_generator() && !b.is_generator()) {
+            check_items(a.as_array().size() + b.as_array().size());
             Array r = a.as_array();
             r.insert(r.end(), b.as_array().begin(), b.as_array().end());
             return Value(std::move(r));
@@ -432,7 +437,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
                 for (int64_t i = 0; i < k; ++i) r += s->as_string();
                 return Value(std::move(r));
             }
-            check_size(s->as_array().size() * static_cast<size_t>(k));
+            check_items(s->as_array().size() * static_cast<size_t>(k));
             Array r;
             for (int64_t i = 0; i < k; ++i) r.insert(r.end(), s->as_array().begin(), s->as_array().end());
             return Value(std::move(r));

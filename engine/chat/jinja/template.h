@@ -25,6 +25,7 @@ struct Limits {
     int64_t max_steps = 20'000'000;       // expressions and statements evaluated
     size_t max_output = 32u << 20;       // bytes of rendered text (and of any one string built)
     int max_depth = 64;                   // nested macro calls
+    size_t max_list = 1u << 20;           // items of a list a template builds (range, repetition, +)
 };
 
 class Template {

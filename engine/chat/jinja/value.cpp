@@ -88,7 +88,16 @@ Value Value::function(std::string name, NativeFn fn) {
     return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+namespace {
+// Deeper JSON than this is refused: converting recurses (a 4 MiB request of
+// nested brackets must not exhaust the stack).
+constexpr int kMaxJsonDepth = 256;
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json(j, 0); }
+
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+    if (depth > kMaxJsonDepth) throw Error("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     switch (j.type()) {
         case nlohmann::ordered_json::value_t::null: return none();
         case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
@@ -98,12 +107,12 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
         case nlohmann::ordered_json::value_t::array: {
             Array a;
-            for (const auto& x : j) a.push_back(from_json(x));
+            for (const auto& x : j) a.push_back(from_json(x, depth + 1));
             return Value(std::move(a));
         }
         case nlohmann::ordered_json::value_t::object: {
             auto o = std::make_shared<Object>();
-            for (auto it = j.begin(); it != j.end(); ++it) o->items.emplace_back(it.key(), from_json(it.value()));
+            for (auto it = j.begin(); it != j.end(); ++it) o->items.emplace_back(it.key(), from_json(it.value(), depth + 1));
             return Value(std::move(o));
         }
         default: return Value();

@@ -70,6 +70,7 @@ public:
     // + HTML-escapes that string, as Python's markupsafe does.
     static Value markup(std::string s);
     static Value function(std::string name, NativeFn fn);
+    // Throws strata::Error for JSON nested deeper than 256 levels.
     static Value from_json(const nlohmann::ordered_json& j);
 
     Kind kind() const { return kind_; }
@@ -110,6 +111,7 @@ public:
     bool operator==(const Value& o) const;
 
 private:
+    static Value from_json(const nlohmann::ordered_json& j, int depth);
     Kind kind_ = Kind::Undefined;
     bool generator_ = false;  // an array: a generator; a string: Markup
     bool b_ = false;
