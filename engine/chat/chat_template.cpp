@@ -248,7 +248,8 @@ std::string ChatTemplate::render_jinja(const std::vector<Message>& messages, boo
     for (const Message& m : messages) {
         auto o = std::make_shared<jinja::Object>();
         o->items = {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
-        for (auto it = m.extra.begin(); it != m.extra.end(); ++it) o->set(it.key(), jinja::Value::from_json(it.value()));
+        for (auto it = m.extra.begin(); it != m.extra.end(); ++it)
+            o->set(jinja::key_of(jinja::Value(it.key())), jinja::Value::from_json(it.value()));
         msgs.push_back(jinja::Value(std::move(o)));
     }
     auto ctx = std::make_shared<jinja::Object>();

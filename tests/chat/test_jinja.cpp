@@ -157,6 +157,35 @@ private Q_SLOTS:
         QVERIFY2(msg("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").contains("nested deeper"), "endless recursion");
         QVERIFY2(msg("{{ range(100000000000) | length }}").contains("items"), "a huge range");
         QVERIFY2(msg("{{ ([1] * 100000000) | length }}").contains("items"), "a huge list");
+        // What a review found could crash or run away: each a clean error (or Python's answer) now.
+        QVERIFY2(msg("{{ (-9223372036854775807 - 1) // -1 }}").isEmpty(), "INT64_MIN // -1 wraps, no trap");
+        QCOMPARE(render("{{ (-9223372036854775807 - 1) % -1 }}{{ 5 is divisibleby(-1) }}"), std::string("0True"));
+        QVERIFY2(msg("{{ 'a' | __slice__ }}").contains("unknown filter"), "the slice is not a filter");
+        QVERIFY2(msg("{{ 'a b'.split(1) }}").contains("string separator"), "split by a number");
+        QVERIFY2(msg("{{ 'abc'.split('') }}").contains("empty separator"), "split by nothing");
+        QCOMPARE(render("{{ 'a.b.c'.rsplit('.', 1) }}"), std::string("['a.b', 'c']"));
+        QCOMPARE(render("{{ 'abc'[1::9223372036854775807] }}{{ 'abcdef'[::-2] }}{{ [1,2,3][-9:9:4] }}"),
+                 std::string("bfdb[1]"));
+        QVERIFY2(msg("{{ 'abcd' * 4611686018427387904 }}").contains("bytes"), "a repetition whose size wraps");
+        QVERIFY2(msg("{{ 'x' | indent(-1) }}").isEmpty() && msg("{{ 'x' | indent(99999999) }}").isEmpty(), "indent width bounded");
+        QVERIFY2(msg("{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}")
+                     .contains("nested deeper"),
+                 "a value nested 1000 deep");
+        QVERIFY2(msg("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me }}").contains("cannot hold a namespace"),
+                 "a namespace inside itself");
+        QVERIFY2(msg("{% macro m() %}{% set ns.c = caller %}{% endmacro %}{% set ns = namespace() %}"
+                     "{% call m() %}x{% endcall %}{{ ns.c() }}")
+                     .contains("after its {% call %} block ended"),
+                 "caller kept past its block");
+        QVERIFY2(msg("{{ 1" + [] { std::string t; for (int i = 0; i < 20000; ++i) t += "+1"; return t; }() + " }}")
+                     .contains("nested deeper"),
+                 "a 20000-term sum");
+        QVERIFY2(msg("{{ x" + std::string(20000, '.').replace(0, 20000, [] { std::string t; for (int i = 0; i < 10000; ++i) t += ".a"; return t; }()) + " }}")
+                     .contains("nested deeper"),
+                 "a 10000-link attribute chain");
+        const nlohmann::ordered_json odd_key = {{"\x01i", 1}, {"\x01i5", 2}};
+        QCOMPARE(render("{{ d | tojson }}{% for k in d %}{{ k | length }}{% endfor %}", {{"d", odd_key}}),
+                 std::string("{\"\\u0001i\": 1, \"\\u0001i5\": 2}23"));  // control characters escaped, as json.dumps
         // JSON too deep to convert (a request's messages): refused, not a crash.
         std::string deep = std::string(100000, '[') + std::string(100000, ']');
         const std::string err = error_of([&] { jinja::Value::from_json(nlohmann::ordered_json::parse(deep)); });

@@ -181,7 +181,18 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
     }
     if (name == "split" || name == "rsplit") {
         const Value* n = a.get(1, "maxsplit");
-        return Value(split(s, a.get(0, "sep"), n ? to_int(in, *n, "maxsplit") : -1));
+        const Value* sep = a.get(0, "sep");
+        if (sep && !sep->is_none() && !sep->is_string()) in.fail(name + "() needs a string separator");
+        if (sep && sep->is_string() && sep->as_string().empty()) in.fail(name + "(): empty separator");
+        const int64_t max = n ? to_int(in, *n, "maxsplit") : -1;
+        if (name == "split" || max < 0) return Value(split(s, sep, max));
+        // rsplit with a limit: split the reversed text by the reversed separator, then reverse back.
+        const std::string rs(s.rbegin(), s.rend());
+        const Value rsep = sep && sep->is_string() ? Value(std::string(sep->as_string().rbegin(), sep->as_string().rend())) : Value::none();
+        Array parts = split(rs, &rsep, max);
+        std::reverse(parts.begin(), parts.end());
+        for (Value& p : parts) p = Value(std::string(p.as_string().rbegin(), p.as_string().rend()));
+        return Value(std::move(parts));
     }
     if (name == "splitlines") {
         Array out;
@@ -255,6 +266,8 @@ Array dict_items(const Object& o) {
     return out;
 }
 
+}  // namespace
+
 Value slice(Interpreter& in, const Value& obj, const Value& lo, const Value& hi, const Value& st) {
     int64_t n;
     if (obj.is_string()) n = static_cast<int64_t>(obj.as_string().size());
@@ -269,15 +282,24 @@ Value slice(Interpreter& in, const Value& obj, const Value& lo, const Value& hi,
         return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
     };
     const int64_t b = norm(lo, step > 0 ? 0 : n - 1), e = norm(hi, step > 0 ? n : -1);
+    // The count first (b and e lie within [-1, n]): no index arithmetic can overflow.
+    const uint64_t span = step > 0 ? (e > b ? static_cast<uint64_t>(e - b) : 0) : (b > e ? static_cast<uint64_t>(b - e) : 0);
+    const uint64_t mag = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+    const uint64_t count = span == 0 ? 0 : (span - 1) / mag + 1;
+    const auto at = [&](uint64_t k) {
+        return static_cast<size_t>(step > 0 ? static_cast<uint64_t>(b) + k * mag : static_cast<uint64_t>(b) - k * mag);
+    };
     if (obj.is_string()) {
         std::string r;
-        for (int64_t i = b; step > 0 ? i < e : i > e; i += step) r += obj.as_string()[static_cast<size_t>(i)];
+        for (uint64_t k = 0; k < count; ++k) r += obj.as_string()[at(k)];
         return Value(std::move(r));
     }
     Array r;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) r.push_back(obj.as_array()[static_cast<size_t>(i)]);
+    for (uint64_t k = 0; k < count; ++k) r.push_back(obj.as_array()[at(k)]);
     return Value(std::move(r));
 }
+
+namespace {
 
 // The attribute a filter like map or selectattr names ("a.b" goes deeper).
 Value attribute_of(Interpreter& in, const Value& v, const std::string& path) {
@@ -404,7 +426,11 @@ bool contains(Interpreter& in, const Value& h, const Value& n) {
             if (!n.is_string()) in.fail("'in <string>' needs a string on the left, not a " + std::string(n.type_name()));
             return h.as_string().find(n.as_string()) != std::string::npos;
         case Value::Kind::Array:
-            return std::any_of(h.as_array().begin(), h.as_array().end(), [&](const Value& x) { return x == n; });
+            for (const Value& x : h.as_array()) {
+                in.step();
+                if (x == n) return true;
+            }
+            return false;
         case Value::Kind::Object: return h.as_object().find(key_of(n)) != nullptr;
         case Value::Kind::Undefined: return false;
         default: in.fail("'in' needs a string, list or dict on the right, not a " + std::string(h.type_name()));
@@ -517,7 +543,7 @@ bool test(Interpreter& in, const std::string& name, const Value& v, const Args& 
     if (name == "divisibleby") {
         if (!a0) in.fail("divisibleby needs a number");
         const int64_t d = to_int(in, *a0, "divisibleby");
-        return d != 0 && to_int(in, v, "divisibleby") % d == 0;
+        return d == -1 || (d != 0 && to_int(in, v, "divisibleby") % d == 0);  // (INT64_MIN % -1 traps)
     }
     if (!a0 && (name == "eq" || name == "equalto" || name == "==" || name == "ne" || name == "!=" || name == "lt" ||
                 name == "gt" || name == "le" || name == "ge" || name == "in" || name == "sameas"))
@@ -535,7 +561,6 @@ bool test(Interpreter& in, const std::string& name, const Value& v, const Args& 
 Value filter(Interpreter& in, const std::string& name, const Value& v, const Args& a) {
     in.step();
     const Value* a0 = a.get(0, "");
-    if (name == "__slice__") return slice(in, v, a.pos[0], a.pos[1], a.pos[2]);
     if (name == "safe") return v.is_markup() ? v : Value::markup(v.str());
     if (name == "string") return v.is_string() ? v : Value(v.str());
     if (name == "tojson") {
@@ -544,8 +569,8 @@ Value filter(Interpreter& in, const std::string& name, const Value& v, const Arg
         const Value* ascii = a.keyword("ensure_ascii");
         std::string s;
         try {
-            s = v.to_json(ind && !ind->is_none() ? static_cast<int>(to_int(in, *ind, "indent")) : -1, sk && sk->truthy(),
-                          ascii && ascii->truthy());
+            const int64_t width = ind && !ind->is_none() ? std::clamp<int64_t>(to_int(in, *ind, "indent"), 0, 64) : -1;
+            s = v.to_json(static_cast<int>(width), sk && sk->truthy(), ascii && ascii->truthy(), in.limits().max_output);
         } catch (const TemplateError&) {
             throw;
         } catch (const Error& e) {
@@ -637,8 +662,10 @@ Value filter(Interpreter& in, const std::string& name, const Value& v, const Arg
         return select_like(in, name, v, a);
     if (name == "unique") {
         Array out;
-        for (const Value& x : iterate(in, v))
+        for (const Value& x : iterate(in, v)) {
+            for (size_t i = 0; i < out.size(); ++i) in.step();  // quadratic: each comparison counts
             if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return y == x; })) out.push_back(x);
+        }
         return Value::generator(std::move(out));
     }
     if (name == "reverse") {
@@ -717,10 +744,13 @@ Value filter(Interpreter& in, const std::string& name, const Value& v, const Arg
     }
     if (name == "indent") {
         const Value* w = a.get(0, "width");
-        const std::string pad = w && w->is_string() ? w->as_string() : std::string(static_cast<size_t>(w ? to_int(in, *w, "indent") : 4), ' ');
+        const std::string pad = w && w->is_string() ? w->as_string().substr(0, 256)
+                                                    : std::string(static_cast<size_t>(std::clamp<int64_t>(w ? to_int(in, *w, "indent") : 4, 0, 256)), ' ');
         const Value* first = a.get(1, "first");
         const Value* blank = a.get(2, "blank");
-        return Value(indent_text(v.str(), pad, first && first->truthy(), blank && blank->truthy()));
+        std::string r = indent_text(v.str(in.limits().max_output), pad, first && first->truthy(), blank && blank->truthy());
+        in.check_size(r.size());
+        return Value(std::move(r));
     }
     if (name == "escape" || name == "e" || name == "forceescape") return Value(escape_html(v.str()));
     if (name == "wordcount") return Value(static_cast<int64_t>(split(v.str(), nullptr, -1).size()));

@@ -27,6 +27,7 @@ public:
     void check_size(size_t bytes) const;
     // A list about to hold `items`: fails past Limits::max_list.
     void check_items(size_t items) const;
+    const Limits& limits() const { return limits_; }
     Value call(const Value& fn, const Args& args);
     // Filters and tests by name (map, select and friends call them).
     Value apply_filter(const std::string& name, const Value& input, const Args& args);
@@ -67,6 +68,8 @@ std::optional<Value> method(Interpreter& in, const Value& obj, const std::string
 Value filter(Interpreter& in, const std::string& name, const Value& input, const Args& args);
 bool test(Interpreter& in, const std::string& name, const Value& input, const Args& args);
 Value global(const std::string& name);
+// Python's slicing, a[lo:hi:step] (none: the default).
+Value slice(Interpreter& in, const Value& obj, const Value& lo, const Value& hi, const Value& step);
 // Python's iteration: a list's items, a dict's keys, a string's characters; fails otherwise.
 Array iterate(Interpreter& in, const Value& v);
 // Python's ordering for sort and comparisons; fails for mixed types.

@@ -506,13 +506,26 @@ private:
 
     // Nesting (brackets, statements) deeper than this is refused: the parser
     // recurses, and an untrusted template must not exhaust the stack.
-    static constexpr int kMaxNesting = 200;
+    static constexpr int kMaxNesting = 500;
     struct Nest {
         Parser& p;
         explicit Nest(Parser& parser) : p(parser) {
             if (++p.depth_ > kMaxNesting) fail(p.peek().at, "nested deeper than " + std::to_string(kMaxNesting) + " levels");
         }
         ~Nest() { --p.depth_; }
+    };
+
+    // Each operator in a chain (a + b + c, a.b.c, x | f | g) deepens the tree
+    // it builds by one: counted like nesting while the chain is parsed.
+    struct Chain {
+        Parser& p;
+        int links = 0;
+        explicit Chain(Parser& parser) : p(parser) {}
+        void link() {
+            ++links;
+            if (++p.depth_ > kMaxNesting) fail(p.peek().at, "nested deeper than " + std::to_string(kMaxNesting) + " levels");
+        }
+        ~Chain() { p.depth_ -= links; }
     };
 
     ExprPtr parse_expr(bool allow_cond = true) {
@@ -534,7 +547,9 @@ private:
 
     ExprPtr parse_or() {
         ExprPtr e = parse_and();
+        Chain chain(*this);
         while (is_name("or")) {
+            chain.link();
             auto o = make(Expr::Kind::Or, next().at);
             o->a = std::move(e);
             o->b = parse_and();
@@ -545,7 +560,9 @@ private:
 
     ExprPtr parse_and() {
         ExprPtr e = parse_not();
+        Chain chain(*this);
         while (is_name("and")) {
+            chain.link();
             auto o = make(Expr::Kind::And, next().at);
             o->a = std::move(e);
             o->b = parse_not();
@@ -567,7 +584,9 @@ private:
 
     ExprPtr parse_compare() {
         ExprPtr e = parse_concat();
+        Chain chain(*this);
         for (;;) {
+            chain.link();
             std::string op;
             if (peek().kind == Tok::Op && (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
                                           peek().text == "<=" || peek().text == ">" || peek().text == ">=")) {
@@ -592,7 +611,9 @@ private:
 
     ExprPtr parse_concat() {
         ExprPtr e = parse_additive();
+        Chain chain(*this);
         while (is_op("~")) {
+            chain.link();
             auto b = make(Expr::Kind::Binary, next().at);
             b->name = "~";
             b->a = std::move(e);
@@ -604,7 +625,9 @@ private:
 
     ExprPtr parse_additive() {
         ExprPtr e = parse_multiplicative();
+        Chain chain(*this);
         while (is_op("+") || is_op("-")) {
+            chain.link();
             auto b = make(Expr::Kind::Binary, peek().at);
             b->name = next().text;
             b->a = std::move(e);
@@ -616,7 +639,9 @@ private:
 
     ExprPtr parse_multiplicative() {
         ExprPtr e = parse_unary();
+        Chain chain(*this);
         while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+            chain.link();
             auto b = make(Expr::Kind::Binary, peek().at);
             b->name = next().text;
             b->a = std::move(e);
@@ -640,6 +665,7 @@ private:
     ExprPtr parse_power() {
         ExprPtr e = parse_filtered();
         if (is_op("**")) {
+            Nest nest(*this);  // right-nested: a ** b ** c
             auto b = make(Expr::Kind::Binary, next().at);
             b->name = "**";
             b->a = std::move(e);
@@ -652,7 +678,9 @@ private:
     // A primary with its postfixes, then | filters and is tests.
     ExprPtr parse_filtered() {
         ExprPtr e = parse_postfix(parse_primary());
+        Chain chain(*this);
         for (;;) {
+            chain.link();
             if (is_op("|")) {
                 ++i_;
                 e = parse_filter_call(std::move(e));
@@ -715,7 +743,9 @@ private:
     }
 
     ExprPtr parse_postfix(ExprPtr e) {
+        Chain chain(*this);
         for (;;) {
+            chain.link();
             if (is_op(".")) {
                 ++i_;
                 auto g = make(Expr::Kind::GetAttr, peek().at);

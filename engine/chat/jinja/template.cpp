@@ -15,13 +15,39 @@ std::string Template::render(const Value& context, const Limits& limits) const {
     return in.run(*body_, context);
 }
 
+namespace {
+
+// Whether v holds a namespace() (assigning one into a namespace could make a
+// cycle, which printing and comparing would follow forever).
+bool holds_namespace(const Value& v) {
+    if (v.is_object()) {
+        if (v.as_object().is_namespace) return true;
+        for (const auto& kv : v.as_object().items)
+            if (holds_namespace(kv.second)) return true;
+    } else if (v.is_array()) {
+        for (const Value& x : v.as_array())
+            if (holds_namespace(x)) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 std::string Interpreter::run(const Body& body, const Value& context) {
     Frame root;
     if (context.is_object())
         for (const auto& [k, v] : context.as_object().items) root.vars.emplace_back(k, v);
     root_ = &root;
     std::string out;
-    exec(body, root, out);
+    try {
+        exec(body, root, out);
+    } catch (const Error&) {
+        root_ = nullptr;
+        throw;
+    } catch (const std::exception& e) {  // bad_alloc and the like: the template's error too, not the caller's crash
+        root_ = nullptr;
+        fail(std::string("the template failed: ") + e.what());
+    }
     root_ = nullptr;
     return out;
 }
@@ -76,7 +102,13 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, Frame& f, std::string& o
         case Stmt::Kind::Text: emit(out, s.text); break;
         case Stmt::Kind::Output: {
             const Value v = eval(*s.expr, f);
-            emit(out, v.str());
+            try {
+                emit(out, v.str(limits_.max_output));
+            } catch (const TemplateError&) {
+                throw;
+            } catch (const Error& e) {
+                fail(e.what());
+            }
             break;
         }
         case Stmt::Kind::If:
@@ -90,7 +122,11 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, Frame& f, std::string& o
             // The macro gets `caller`: a callable rendering the block's body.
             const Stmt* block = &s;
             Frame* outer = &f;
-            Value caller = Value::function("caller", [this, block, outer](Interpreter&, const Args& a) {
+            // Valid while the call runs: a caller kept past it (set into a
+            // namespace) would read a frame that is gone.
+            auto live = std::make_shared<bool>(true);
+            Value caller = Value::function("caller", [this, block, outer, live](Interpreter&, const Args& a) {
+                if (!*live) fail("caller() used after its {% call %} block ended");
                 Frame cf;
                 cf.parent = outer;
                 for (size_t i = 0; i < block->params.size(); ++i) {
@@ -107,7 +143,11 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, Frame& f, std::string& o
             args.kw.emplace_back("caller", std::move(caller));
             const Value fn = eval(*s.expr->a, f);
             at_ = s.at;
-            emit(out, call(fn, args).str());
+            struct End {
+                std::shared_ptr<bool> live;
+                ~End() { *live = false; }
+            } end{live};
+            emit(out, call(fn, args).str(limits_.max_output));
             break;
         }
         case Stmt::Kind::FilterBlock: {
@@ -210,6 +250,7 @@ void Interpreter::exec_set(const Stmt& s, Frame& f, std::string& out) {
         Value ns = lookup(s.target_ns, f);
         if (!ns.is_object() || !ns.as_object().is_namespace)
             fail("cannot assign attribute '" + s.targets[0] + "' on '" + s.target_ns + "', which is not a namespace()");
+        if (holds_namespace(v)) fail("a namespace cannot hold a namespace (" + s.target_ns + "." + s.targets[0] + ")");
         ns.as_object().set(s.targets[0], std::move(v));
         return;
     }
@@ -227,7 +268,6 @@ Value Interpreter::make_macro(const Stmt& s, Frame& f) {
     const Stmt* m = &s;
     Frame* defined_in = &f;
     return Value::function(s.name, [this, m, defined_in](Interpreter&, const Args& a) {
-        if (++depth_ > limits_.max_depth) fail("macros nested deeper than " + std::to_string(limits_.max_depth) + " calls");
         Frame mf;
         mf.parent = root_ ? root_ : defined_in;
         for (size_t i = 0; i < m->params.size(); ++i) {
@@ -240,7 +280,6 @@ Value Interpreter::make_macro(const Stmt& s, Frame& f) {
                 mf.vars.emplace_back(k, v);
         std::string o;
         exec(m->body, mf, o);
-        --depth_;
         return Value(std::move(o));
     });
 }
@@ -254,6 +293,12 @@ Args Interpreter::eval_args(const Expr& e, Frame& f) {
 
 Value Interpreter::call(const Value& fn, const Args& args) {
     if (!fn.is_callable()) fail("a " + std::string(fn.type_name()) + " is not callable");
+    // Every call counts (macros, caller, natives calling back): none recurses without end.
+    if (++depth_ > limits_.max_depth) fail("calls nested deeper than " + std::to_string(limits_.max_depth));
+    struct Down {
+        int& d;
+        ~Down() { --d; }
+    } down{depth_};
     return fn.as_callable().fn(*this, args);
 }
 
@@ -323,9 +368,7 @@ Value Interpreter::eval(const Expr& e, Frame& f) {
             const Value hi = e.c ? eval(*e.c, f) : Value::none();
             const Value st = e.d ? eval(*e.d, f) : Value::none();
             at_ = e.at;
-            Args a;
-            a.pos = {lo, hi, st};
-            return filter(*this, "__slice__", obj, a);
+            return slice(*this, obj, lo, hi, st);
         }
         case Expr::Kind::Call: return eval_call(e, f);
         case Expr::Kind::Filter: {
@@ -372,6 +415,7 @@ Value Interpreter::eval(const Expr& e, Frame& f) {
 namespace {
 
 int64_t floor_div(int64_t a, int64_t b) {
+    if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // INT64_MIN / -1 traps: wrap instead
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
@@ -389,8 +433,15 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
     if (op == "in") return Value(contains(*this, b, a));
     if (op == "not in") return Value(!contains(*this, b, a));
     if (op == "~") {
-        std::string s = a.str();
-        const std::string t = b.str();
+        std::string s, t;
+        try {
+            s = a.str(limits_.max_output);
+            t = b.str(limits_.max_output);
+        } catch (const TemplateError&) {
+            throw;
+        } catch (const Error& e) {
+            fail(e.what());
+        }
         check_size(s.size() + t.size());
         return Value(s + t);
     }
@@ -431,6 +482,10 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
         const Value* n = s == &a ? &b : &a;
         if (s && (n->is_int() || n->is_bool())) {
             const int64_t k = std::max<int64_t>(0, iv(*n));
+            const size_t len = s->is_string() ? s->as_string().size() : s->as_array().size();
+            if (len > 0 && static_cast<uint64_t>(k) > (s->is_string() ? limits_.max_output : limits_.max_list) / len)
+                fail(s->is_string() ? "the template's output passed " + std::to_string(limits_.max_output) + " bytes"
+                                    : "a list of more than " + std::to_string(limits_.max_list) + " items");
             if (s->is_string()) {
                 check_size(s->as_string().size() * static_cast<size_t>(k));
                 std::string r;
@@ -459,7 +514,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
         if (a.is_string()) fail("string formatting with % is not supported; use ~ or the format filter");
         if (!nums) return bad();
         if (nv(b) == 0.0) fail("modulo by zero");
-        if (ints) return Value(iv(a) - floor_div(iv(a), iv(b)) * iv(b));
+        if (ints) return Value(iv(b) == -1 ? int64_t{0} : iv(a) - floor_div(iv(a), iv(b)) * iv(b));
         const double r = std::fmod(nv(a), nv(b));
         return Value(r != 0.0 && ((r < 0) != (nv(b) < 0)) ? r + nv(b) : r);
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 
@@ -22,6 +23,7 @@ Value* Object::find(const std::string& key) {
 }
 
 void Object::set(const std::string& key, Value v) {
+    if (v.depth() >= kMaxValueDepth) throw Error("values nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
     if (Value* x = find(key)) *x = std::move(v);
     else items.emplace_back(key, std::move(v));
 }
@@ -47,8 +49,14 @@ Value::Value(bool b) : kind_(Kind::Bool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::Int), i_(i) {}
 Value::Value(double f) : kind_(Kind::Float), f_(f) {}
 Value::Value(std::string s) : kind_(Kind::String), s_(std::make_shared<const std::string>(std::move(s))) {}
-Value::Value(Array a) : kind_(Kind::Array), a_(std::make_shared<Array>(std::move(a))) {}
-Value::Value(std::shared_ptr<Object> o) : kind_(Kind::Object), o_(std::move(o)) {}
+Value::Value(Array a) : kind_(Kind::Array), a_(std::make_shared<Array>(std::move(a))) {
+    for (const Value& v : *a_) depth_ = std::max(depth_, v.depth_);
+    if (++depth_ > kMaxValueDepth) throw Error("values nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+}
+Value::Value(std::shared_ptr<Object> o) : kind_(Kind::Object), o_(std::move(o)) {
+    for (const auto& kv : o_->items) depth_ = std::max(depth_, kv.second.depth_);
+    if (++depth_ > kMaxValueDepth) throw Error("values nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+}
 
 Value Value::object() { return Value(std::make_shared<Object>()); }
 
@@ -64,9 +72,11 @@ Value Value::markup(std::string s) {
     return v;
 }
 
-// A non-string key: a 0x01 byte, then its type letter and its repr.
+// A non-string key: a 0x01 byte, then its type letter and its repr; a string
+// key that itself starts with 0x01 gets the letter 's', so no string is
+// ever read as another type.
 std::string key_of(const Value& key) {
-    if (key.is_string()) return key.as_string();
+    if (key.is_string()) return key.as_string().empty() || key.as_string()[0] != '\x01' ? key.as_string() : "\x01s" + key.as_string();
     return std::string("\x01") + (key.is_int() ? "i" : key.is_float() ? "f" : key.is_bool() ? "b" : "n") + key.repr();
 }
 
@@ -74,9 +84,18 @@ Value key_value(const std::string& key) {
     if (key.size() < 2 || key[0] != '\x01') return Value(key);
     const std::string r = key.substr(2);
     switch (key[1]) {
-        case 'i': return Value(static_cast<int64_t>(std::stoll(r)));
-        case 'f': return Value(std::stod(r));
+        case 'i': {
+            int64_t i = 0;
+            std::from_chars(r.data(), r.data() + r.size(), i);
+            return Value(i);
+        }
+        case 'f': {
+            double f = 0.0;
+            std::from_chars(r.data(), r.data() + r.size(), f);
+            return Value(f);
+        }
         case 'b': return Value(r == "True");
+        case 's': return Value(r);
         default: return Value::none();
     }
 }
@@ -112,7 +131,8 @@ Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
         }
         case nlohmann::ordered_json::value_t::object: {
             auto o = std::make_shared<Object>();
-            for (auto it = j.begin(); it != j.end(); ++it) o->items.emplace_back(it.key(), from_json(it.value(), depth + 1));
+            for (auto it = j.begin(); it != j.end(); ++it)
+                o->items.emplace_back(key_of(Value(it.key())), from_json(it.value(), depth + 1));
             return Value(std::move(o));
         }
         default: return Value();
@@ -263,7 +283,9 @@ void json_string(const std::string& s, std::string& out, bool ensure_ascii) {
     out += '"';
 }
 
-void json_dump(const Value& v, int indent, bool sort_keys, bool ascii, int depth, std::string& out) {
+void json_dump(const Value& v, int indent, bool sort_keys, bool ascii, int depth, std::string& out, size_t max_bytes) {
+    if (out.size() > max_bytes) throw Error("the JSON passed " + std::to_string(max_bytes) + " bytes");
+    if (v.is_object() && v.as_object().is_namespace) throw Error("Object of type Namespace is not JSON serializable");
     const auto newline = [&](int d) {
         out += '\n';
         out.append(static_cast<size_t>(indent * d), ' ');
@@ -291,7 +313,7 @@ void json_dump(const Value& v, int indent, bool sort_keys, bool ascii, int depth
             for (size_t i = 0; i < a.size(); ++i) {
                 if (i) out += indent >= 0 ? "," : ", ";
                 if (indent >= 0) newline(depth + 1);
-                json_dump(a[i], indent, sort_keys, ascii, depth + 1, out);
+                json_dump(a[i], indent, sort_keys, ascii, depth + 1, out, max_bytes);
             }
             if (indent >= 0) newline(depth);
             out += ']';
@@ -313,7 +335,7 @@ void json_dump(const Value& v, int indent, bool sort_keys, bool ascii, int depth
                 if (key.is_string()) json_string(key.as_string(), out, ascii);
                 else json_string(key.is_none() ? "null" : key.is_bool() ? (key.as_bool() ? "true" : "false") : key.str(), out, ascii);
                 out += ": ";
-                json_dump(items[i]->second, indent, sort_keys, ascii, depth + 1, out);
+                json_dump(items[i]->second, indent, sort_keys, ascii, depth + 1, out, max_bytes);
             }
             if (indent >= 0) newline(depth);
             out += '}';
@@ -324,40 +346,65 @@ void json_dump(const Value& v, int indent, bool sort_keys, bool ascii, int depth
 
 }  // namespace
 
-std::string Value::repr() const {
-    if (kind_ == Kind::String) return py_str_repr(*s_);
-    return str();
-}
-
-std::string Value::str() const {
-    switch (kind_) {
-        case Kind::Undefined: return "";
-        case Kind::None: return "None";
-        case Kind::Bool: return b_ ? "True" : "False";
-        case Kind::Int: return std::to_string(i_);
-        case Kind::Float: return float_repr(f_);
-        case Kind::String: return *s_;
-        case Kind::Array: {
-            if (generator_) return "<generator object>";
-            std::string out = "[";
-            for (size_t i = 0; i < a_->size(); ++i) out += (i ? ", " : "") + (*a_)[i].repr();
-            return out + "]";
-        }
-        case Kind::Object: {
-            if (o_->is_namespace) return "<Namespace>";
-            std::string out = "{";
-            for (size_t i = 0; i < o_->items.size(); ++i)
-                out += (i ? ", " : "") + key_value(o_->items[i].first).repr() + ": " + o_->items[i].second.repr();
-            return out + "}";
-        }
-        case Kind::Callable: return "<function " + c_->name + ">";
-    }
-    return "";
-}
-
-std::string Value::to_json(int indent, bool sort_keys, bool ensure_ascii) const {
+std::string Value::repr(size_t max_bytes) const {
     std::string out;
-    json_dump(*this, indent, sort_keys, ensure_ascii, 0, out);
+    str_into(out, true, max_bytes);
+    return out;
+}
+
+std::string Value::str(size_t max_bytes) const {
+    std::string out;
+    str_into(out, false, max_bytes);
+    return out;
+}
+
+void Value::str_into(std::string& out, bool as_repr, size_t max_bytes) const {
+    const auto budget = [&] {
+        if (out.size() > max_bytes) throw Error("the text passed " + std::to_string(max_bytes) + " bytes");
+    };
+    switch (kind_) {
+        case Kind::Undefined: break;
+        case Kind::None: out += "None"; break;
+        case Kind::Bool: out += b_ ? "True" : "False"; break;
+        case Kind::Int: out += std::to_string(i_); break;
+        case Kind::Float: out += float_repr(f_); break;
+        case Kind::String: out += as_repr ? py_str_repr(*s_) : *s_; break;
+        case Kind::Array:
+            if (generator_) {
+                out += "<generator object>";
+                break;
+            }
+            out += '[';
+            for (size_t i = 0; i < a_->size(); ++i) {
+                if (i) out += ", ";
+                (*a_)[i].str_into(out, true, max_bytes);
+                budget();
+            }
+            out += ']';
+            break;
+        case Kind::Object:
+            if (o_->is_namespace) {
+                out += "<Namespace>";
+                break;
+            }
+            out += '{';
+            for (size_t i = 0; i < o_->items.size(); ++i) {
+                if (i) out += ", ";
+                key_value(o_->items[i].first).str_into(out, true, max_bytes);
+                out += ": ";
+                o_->items[i].second.str_into(out, true, max_bytes);
+                budget();
+            }
+            out += '}';
+            break;
+        case Kind::Callable: out += "<function " + c_->name + ">"; break;
+    }
+    budget();
+}
+
+std::string Value::to_json(int indent, bool sort_keys, bool ensure_ascii, size_t max_bytes) const {
+    std::string out;
+    json_dump(*this, std::min(indent, 64), sort_keys, ensure_ascii, 0, out, max_bytes);
     return out;
 }
 

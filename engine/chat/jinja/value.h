@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -99,21 +100,28 @@ public:
     const std::shared_ptr<Object>& object_ptr() const { return o_; }
 
     bool truthy() const;
-    // Python's str() (jinja2's {{ }} output; None prints "None").
-    std::string str() const;
+    // Python's str() (jinja2's {{ }} output; None prints "None"). The text
+    // forms throw strata::Error past `max_bytes` (a template's output limit)
+    // rather than build it.
+    std::string str(size_t max_bytes = SIZE_MAX) const;
     // Python's repr() (inside lists and dicts).
-    std::string repr() const;
+    std::string repr(size_t max_bytes = SIZE_MAX) const;
     // json.dumps(ensure_ascii, indent=indent (< 0: none), sort_keys);
     // throws strata::Error for what is not JSON (a generator, a function).
-    std::string to_json(int indent = -1, bool sort_keys = false, bool ensure_ascii = false) const;
+    std::string to_json(int indent = -1, bool sort_keys = false, bool ensure_ascii = false,
+                        size_t max_bytes = SIZE_MAX) const;
+    // Lists and dicts inside one another, this one included (0 for a scalar).
+    int depth() const { return depth_; }
     const char* type_name() const;
 
     bool operator==(const Value& o) const;
 
 private:
     static Value from_json(const nlohmann::ordered_json& j, int depth);
+    void str_into(std::string& out, bool as_repr, size_t max_bytes) const;
     Kind kind_ = Kind::Undefined;
     bool generator_ = false;  // an array: a generator; a string: Markup
+    int depth_ = 0;
     bool b_ = false;
     int64_t i_ = 0;
     double f_ = 0.0;
@@ -125,6 +133,10 @@ private:
 
 // Python's repr of a float ("1.0", "0.1", "1e+16").
 std::string float_repr(double f);
+
+// Values nest at most this deep (deeper ones are refused when built): the
+// text forms, comparisons and destructors recurse.
+inline constexpr int kMaxValueDepth = 128;
 
 // Dict keys are strings; a key of another type ({0: 'a'}) is kept in its
 // own spelling, and these convert between the two.
