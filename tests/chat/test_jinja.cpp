@@ -183,6 +183,9 @@ private Q_SLOTS:
         QVERIFY2(msg("{{ x" + std::string(20000, '.').replace(0, 20000, [] { std::string t; for (int i = 0; i < 10000; ++i) t += ".a"; return t; }()) + " }}")
                      .contains("nested deeper"),
                  "a 10000-link attribute chain");
+        QCOMPARE(render("{{ {'a':{'b':1}} }}"), std::string("{'a': {'b': 1}}"));  // the inner }} does not close the tag
+        QCOMPARE(render("x{% raw %}\n  y\n{% endraw %}\nz"), std::string("x\n  y\nz"));  // no trim after {% raw %}
+        QCOMPARE(render("{% raw -%}\n  y  {%- endraw %}|"), std::string("y|"));
         const nlohmann::ordered_json odd_key = {{"\x01i", 1}, {"\x01i5", 2}};
         QCOMPARE(render("{{ d | tojson }}{% for k in d %}{{ k | length }}{% endfor %}", {{"d", odd_key}}),
                  std::string("{\"\\u0001i\": 1, \"\\u0001i5\": 2}23"));  // control characters escaped, as json.dumps

@@ -73,8 +73,10 @@ public:
             if (!lex_tag(block, &strip_next)) fail(at(open), block ? "a tag {% is never closed with %}" : "{{ is never closed with }}");
             trim_newline = block;
             line_start = block && ends_line();
-            if (block && out_.size() == first + 2 && out_[first].kind == Tok::Name && out_[first].text == "raw")
+            if (block && out_.size() == first + 2 && out_[first].kind == Tok::Name && out_[first].text == "raw") {
+                trim_newline = false;  // jinja2: trim_blocks does not apply after {% raw %} (it does after endraw)
                 lex_raw(&strip_next, &trim_newline, &line_start);
+            }
         }
         out_.push_back({Tok::End, "", at(s_.size())});
         return std::move(out_);
@@ -110,6 +112,7 @@ private:
     // The tokens of a tag up to its closing }} or %}; false where it never closes.
     bool lex_tag(bool block, bool* strip_next) {
         const char closer = block ? '%' : '}';
+        int braces = 0;  // a dict literal's own }} does not close {{ (jinja2 balances them)
         while (pos_ < s_.size()) {
             const char c = s_[pos_];
             if (std::isspace(static_cast<unsigned char>(c))) {
@@ -117,8 +120,8 @@ private:
                 continue;
             }
             const Where w = at(pos_);
-            if ((c == '-' && s_.compare(pos_ + 1, 2, std::string(1, closer) + "}") == 0) ||
-                (c == closer && pos_ + 1 < s_.size() && s_[pos_ + 1] == '}')) {
+            if (braces == 0 && ((c == '-' && s_.compare(pos_ + 1, 2, std::string(1, closer) + "}") == 0) ||
+                                (c == closer && pos_ + 1 < s_.size() && s_[pos_ + 1] == '}'))) {
                 *strip_next = c == '-';
                 pos_ += c == '-' ? 3 : 2;
                 out_.push_back({block ? Tok::BlockEnd : Tok::VarEnd, "", w});
@@ -140,6 +143,8 @@ private:
                 for (const char* op : ops) {
                     const size_t len = std::strlen(op);
                     if (s_.compare(pos_, len, op) == 0) {
+                        if (op[0] == '{' && op[1] == 0) ++braces;
+                        if (op[0] == '}' && op[1] == 0 && braces > 0) --braces;
                         out_.push_back({Tok::Op, op, w});
                         pos_ += len;
                         found = true;
