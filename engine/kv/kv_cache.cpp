@@ -160,13 +160,15 @@ int32_t KvCache::take_state_slot() {
     return id;
 }
 
+void KvCache::release_state_slot(int32_t id) {
+    slot_live_[static_cast<size_t>(id)] = 0;
+    slot_data_[static_cast<size_t>(id)] = {};
+    free_slots_.push_back(id);
+    --live_slots_;
+}
+
 void KvCache::release_state_slots(Seq& q) {
-    for (int32_t id : q.state_slots) {
-        slot_live_[static_cast<size_t>(id)] = 0;
-        slot_data_[static_cast<size_t>(id)] = {};
-        free_slots_.push_back(id);
-        --live_slots_;
-    }
+    for (int32_t id : q.state_slots) release_state_slot(id);
     q.state_slots.clear();
 }
 
@@ -262,12 +264,8 @@ void KvCache::set_state_rollback(SeqId s, int64_t positions) {
     if (want > have) reserve_state_slots(want - have);
     while (static_cast<int64_t>(q.state_slots.size()) < want) q.state_slots.push_back(take_state_slot());
     while (static_cast<int64_t>(q.state_slots.size()) > want) {
-        const int32_t id = q.state_slots.back();
+        release_state_slot(q.state_slots.back());
         q.state_slots.pop_back();
-        slot_live_[static_cast<size_t>(id)] = 0;
-        slot_data_[static_cast<size_t>(id)] = {};
-        free_slots_.push_back(id);
-        --live_slots_;
     }
     q.state_first = 0;
     q.state_stale = false;

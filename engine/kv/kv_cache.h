@@ -303,6 +303,7 @@ private:
     void update_state_ledger();
     void reserve_state_slots(int64_t more);  // the ledger's room for `more` slots beyond the live ones
     int32_t take_state_slot();
+    void release_state_slot(int32_t id);
     void release_state_slots(Seq& q);
     uint64_t prefix_tokens_reused_ = 0;
     std::function<void(int32_t, int32_t)> copier_;

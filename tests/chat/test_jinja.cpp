@@ -14,9 +14,11 @@
 #include "chat/chat_template.h"
 #include "chat/jinja/template.h"
 #include "common/error.h"
+#include "error_of.h"
 
 using namespace strata;
 using namespace strata::chat;
+using strata::test::error_of;
 
 namespace {
 
@@ -25,16 +27,6 @@ std::string render(const std::string& source, const nlohmann::ordered_json& ctx 
     return jinja::Template(source).render(jinja::Value::from_json(ctx), limits);
 }
 
-// The message of what `f` throws ("" when it does not).
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 // What jinja2 (Hugging Face's settings) renders for each: written by running
 // it, one feature a row.
@@ -123,7 +115,7 @@ private Q_SLOTS:
 
     // Errors name the line and column of what is wrong, parsing and rendering.
     void errors_name_the_line_and_column() {
-        const auto msg = [](const std::string& src) { return QString::fromStdString(error_of([&] { render(src); })); };
+        const auto msg = [](const std::string& src) { return error_of([&] { render(src); }); };
         QVERIFY2(msg("ok\n{% if x %}\nno end").contains("template line 3"), qPrintable(msg("ok\n{% if x %}\nno end")));
         QVERIFY2(msg("{{ 1 + }}").contains("line 1, column 8: expected an expression"), qPrintable(msg("{{ 1 + }}")));
         QVERIFY2(msg("a\n  {% frobnicate %}").contains("line 2, column 6: unknown statement 'frobnicate'"),
@@ -146,7 +138,7 @@ private Q_SLOTS:
         small.max_output = 1 << 20;
         small.max_depth = 16;
         const auto msg = [&](const std::string& src) {
-            return QString::fromStdString(error_of([&] { render(src, nlohmann::ordered_json::object(), small); }));
+            return error_of([&] { render(src, nlohmann::ordered_json::object(), small); });
         };
         QVERIFY2(msg("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}").contains("steps"),
                  "nested loops past the step limit");
@@ -191,8 +183,8 @@ private Q_SLOTS:
                  std::string("{\"\\u0001i\": 1, \"\\u0001i5\": 2}23"));  // control characters escaped, as json.dumps
         // JSON too deep to convert (a request's messages): refused, not a crash.
         std::string deep = std::string(100000, '[') + std::string(100000, ']');
-        const std::string err = error_of([&] { jinja::Value::from_json(nlohmann::ordered_json::parse(deep)); });
-        QVERIFY2(err.find("nested deeper") != std::string::npos, err.c_str());
+        const QString err = error_of([&] { jinja::Value::from_json(nlohmann::ordered_json::parse(deep)); });
+        QVERIFY2(err.contains("nested deeper"), qPrintable(err));
         QCOMPARE(render("{% for i in range(3) %}{{ i }}{% endfor %}", nlohmann::ordered_json::object(), small),
                  std::string("012"));
         // Nesting that would exhaust the parser's stack: refused while parsing.
@@ -218,9 +210,8 @@ private Q_SLOTS:
         const ChatTemplate strict = ChatTemplate::load(
             "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}" + chatml);
         QVERIFY(strict.uses_jinja());
-        const std::string err = error_of([&] { strict.render({{"system", "S"}, {"user", "U"}}); });
-        QVERIFY2(err.find("System role not supported") != std::string::npos && err.find("line 1") != std::string::npos,
-                 err.c_str());
+        const QString err = error_of([&] { strict.render({{"system", "S"}, {"user", "U"}}); });
+        QVERIFY2(err.contains("System role not supported") && err.contains("line 1"), qPrintable(err));
         // Does not parse: the markers, and why.
         const ChatTemplate broken = ChatTemplate::load(chatml + "{% if %}");
         QVERIFY(!broken.uses_jinja());
@@ -248,9 +239,9 @@ private Q_SLOTS:
                  QStringLiteral(R"(<tools>{"type": "function", "function": {"name": "f", "z": 1, "a": 2}}</tools>)"
                                 R"(<|user|>U<|assistant|><tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call><|tool|>21)"));
         const ChatTemplate markers = ChatTemplate::of(Family::ChatMl);
-        QVERIFY(error_of([&] { markers.render({{"user", "U"}}, true, &tools); }).find("cannot render tools") != std::string::npos);
-        QVERIFY(error_of([&] { markers.render({{"user", "U"}, call}); }).find("cannot render tools") != std::string::npos);
-        QVERIFY(error_of([&] { markers.render({{"user", "U"}, {"tool", "21"}}); }).find("'tool'") != std::string::npos);
+        QVERIFY(error_of([&] { markers.render({{"user", "U"}}, true, &tools); }).contains("cannot render tools"));
+        QVERIFY(error_of([&] { markers.render({{"user", "U"}, call}); }).contains("cannot render tools"));
+        QVERIFY(error_of([&] { markers.render({{"user", "U"}, {"tool", "21"}}); }).contains("'tool'"));
     }
 
     void real_templates_render_as_jinja2() {

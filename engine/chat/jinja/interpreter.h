@@ -48,6 +48,10 @@ private:
     Value eval(const Expr& e, Frame& f);
     Value eval_call(const Expr& e, Frame& f);
     Args eval_args(const Expr& e, Frame& f);
+    // A filter chain over no input (a filter block's, a set block's), applied to `input`.
+    Value filter_chain(const Expr& chain, Value input, Frame& f);
+    // A for loop's or a set's names bound to `item` (unpacked when several).
+    void bind(Frame& f, const std::vector<std::string>& targets, const Value& item);
     Value binary(const std::string& op, const Value& a, const Value& b);
     Value lookup(const std::string& name, Frame& f) const;
     void assign(Frame& f, const std::string& name, Value v);

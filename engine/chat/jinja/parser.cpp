@@ -3,6 +3,7 @@
 // parser of jinja2's grammar, the part chat templates use.
 #include "chat/jinja/parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -34,11 +35,7 @@ public:
             const size_t open = find_open(pos_);
             std::string text = s_.substr(pos_, open - pos_);
             const Where text_at = at(pos_);
-            if (trim_newline) {
-                if (text.rfind("\r\n", 0) == 0) text.erase(0, 2);
-                else if (!text.empty() && text[0] == '\n') text.erase(0, 1);
-            }
-            if (strip_next) text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos ? text.size() : text.find_first_not_of(" \t\r\n"));
+            after_tag(text, trim_newline, strip_next);
             strip_next = trim_newline = false;
             if (open == s_.size()) {
                 push_text(text, text_at);
@@ -87,6 +84,16 @@ private:
         for (size_t p = s_.find('{', from); p != std::string::npos; p = s_.find('{', p + 1))
             if (p + 1 < s_.size() && (s_[p + 1] == '{' || s_[p + 1] == '%' || s_[p + 1] == '#')) return p;
         return s_.size();
+    }
+
+    // The text after a tag: trim_blocks' one newline gone where the tag was a
+    // block, all leading whitespace where it ended with '-'.
+    static void after_tag(std::string& text, bool trim_newline, bool strip_next) {
+        if (trim_newline) {
+            if (text.rfind("\r\n", 0) == 0) text.erase(0, 2);
+            else if (!text.empty() && text[0] == '\n') text.erase(0, 1);
+        }
+        if (strip_next) text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\r\n")));
     }
 
     // Whether the tag just closed is followed by a newline trim_blocks removes.
@@ -239,11 +246,7 @@ private:
                 continue;
             }
             std::string text = s_.substr(pos_, open - pos_);
-            if (*trim_newline) {
-                if (text.rfind("\r\n", 0) == 0) text.erase(0, 2);
-                else if (!text.empty() && text[0] == '\n') text.erase(0, 1);
-            }
-            if (*strip_next) text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\r\n")));
+            after_tag(text, *trim_newline, *strip_next);
             if (minus) {
                 const size_t e = text.find_last_not_of(" \t\r\n");
                 text.erase(e == std::string::npos ? 0 : e + 1);

@@ -155,12 +155,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, Frame& f, std::string& o
             inner.parent = &f;
             std::string body;
             exec(s.body, inner, body);
-            // The chain's innermost filter reads the body.
-            std::vector<const Expr*> chain;
-            for (const Expr* e = s.filter.get(); e; e = e->a.get()) chain.push_back(e);
-            Value v(std::move(body));
-            for (auto it = chain.rbegin(); it != chain.rend(); ++it) v = apply_filter((*it)->name, v, eval_args(**it, f));
-            emit(out, v.str());
+            emit(out, filter_chain(*s.filter, Value(std::move(body)), f).str());
             break;
         }
         case Stmt::Kind::Break: return Flow::Break;
@@ -177,11 +172,7 @@ void Interpreter::exec_for(const Stmt& s, Frame& f, std::string& out) {
         for (Value& v : items) {
             Frame cf;
             cf.parent = &f;
-            if (s.targets.size() == 1) cf.vars.emplace_back(s.targets[0], v);
-            else {
-                const Array parts = iterate(*this, v);
-                for (size_t i = 0; i < s.targets.size() && i < parts.size(); ++i) cf.vars.emplace_back(s.targets[i], parts[i]);
-            }
+            bind(cf, s.targets, v);
             if (eval(*s.cond, cf).truthy()) kept.push_back(std::move(v));
         }
         items = std::move(kept);
@@ -197,16 +188,7 @@ void Interpreter::exec_for(const Stmt& s, Frame& f, std::string& out) {
         step();
         Frame lf;
         lf.parent = &f;
-        const Value& item = items[static_cast<size_t>(i)];
-        if (s.targets.size() == 1) {
-            lf.vars.emplace_back(s.targets[0], item);
-        } else {
-            const Array parts = iterate(*this, item);
-            if (parts.size() != s.targets.size())
-                fail("cannot unpack " + std::to_string(parts.size()) + " values into " + std::to_string(s.targets.size()) +
-                     " loop variables");
-            for (size_t k = 0; k < parts.size(); ++k) lf.vars.emplace_back(s.targets[k], parts[k]);
-        }
+        bind(lf, s.targets, items[static_cast<size_t>(i)]);
         auto loop = std::make_shared<Object>();
         loop->items = {{"index", Value(i + 1)},
                        {"index0", Value(i)},
@@ -238,11 +220,7 @@ void Interpreter::exec_set(const Stmt& s, Frame& f, std::string& out) {
         std::string body;
         exec(s.body, inner, body);
         v = Value(std::move(body));
-        if (s.filter) {
-            std::vector<const Expr*> chain;
-            for (const Expr* e = s.filter.get(); e; e = e->a.get()) chain.push_back(e);
-            for (auto it = chain.rbegin(); it != chain.rend(); ++it) v = apply_filter((*it)->name, v, eval_args(**it, f));
-        }
+        if (s.filter) v = filter_chain(*s.filter, std::move(v), f);
     } else {
         v = eval(*s.expr, f);
     }
@@ -254,14 +232,7 @@ void Interpreter::exec_set(const Stmt& s, Frame& f, std::string& out) {
         ns.as_object().set(s.targets[0], std::move(v));
         return;
     }
-    if (s.targets.size() == 1) {
-        assign(f, s.targets[0], std::move(v));
-        return;
-    }
-    const Array parts = iterate(*this, v);
-    if (parts.size() != s.targets.size())
-        fail("cannot unpack " + std::to_string(parts.size()) + " values into " + std::to_string(s.targets.size()) + " names");
-    for (size_t i = 0; i < parts.size(); ++i) assign(f, s.targets[i], parts[i]);
+    bind(f, s.targets, v);
 }
 
 Value Interpreter::make_macro(const Stmt& s, Frame& f) {
@@ -282,6 +253,25 @@ Value Interpreter::make_macro(const Stmt& s, Frame& f) {
         exec(m->body, mf, o);
         return Value(std::move(o));
     });
+}
+
+Value Interpreter::filter_chain(const Expr& chain, Value input, Frame& f) {
+    // A chain over no input ({% filter a | b %}, {% set x | a %}): its innermost filter reads `input`.
+    std::vector<const Expr*> links;
+    for (const Expr* e = &chain; e; e = e->a.get()) links.push_back(e);
+    for (auto it = links.rbegin(); it != links.rend(); ++it) input = apply_filter((*it)->name, input, eval_args(**it, f));
+    return input;
+}
+
+void Interpreter::bind(Frame& f, const std::vector<std::string>& targets, const Value& item) {
+    if (targets.size() == 1) {
+        assign(f, targets[0], item);
+        return;
+    }
+    const Array parts = iterate(*this, item);
+    if (parts.size() != targets.size())
+        fail("cannot unpack " + std::to_string(parts.size()) + " values into " + std::to_string(targets.size()) + " names");
+    for (size_t i = 0; i < parts.size(); ++i) assign(f, targets[i], parts[i]);
 }
 
 Args Interpreter::eval_args(const Expr& e, Frame& f) {
