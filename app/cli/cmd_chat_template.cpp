@@ -17,16 +17,8 @@ namespace strata::cli {
 
 namespace {
 
-std::string read_text(const std::string& path, const char* what) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error(std::string("cannot read the ") + what + " file " + path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 nlohmann::ordered_json read_json(const std::string& path, const char* what) {
-    const std::string text = read_text(path, what);
+    const std::string text = read_text_file(path, what);
     try {
         return nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
@@ -66,7 +58,7 @@ int cmd_chat_template(int argc, char** argv) {
         if (!a.has("--bos") && vocab->bos() >= 0) bos = vocab->token_text(vocab->bos());
         if (!a.has("--eos") && vocab->eos() >= 0) eos = vocab->token_text(vocab->eos());
     } else {
-        source = read_text(path, "template");
+        source = read_text_file(path, "template");
     }
     nlohmann::ordered_json messages = read_json(a.str("--messages"), "messages");
     if (messages.is_object() && messages.contains("messages")) messages = messages["messages"];

@@ -1,10 +1,13 @@
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "commands.h"
 #include "common.h"
 #include "core/default_model.h"
 #include "core/engine.h"
+#include "grammar/json_schema.h"
+#include "tokenizer/vocab.h"
 #include "draft.h"
 #include "sched/generator.h"
 #include "sched/speculative.h"
@@ -33,6 +36,10 @@ int cmd_run(int argc, char** argv) {
     a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
     a.option("--spec-p-min", "", "P",
              "speculative decoding: stop a round's draft at a token it gives less than probability P (0: never)", "0");
+    a.option("--json-schema", "", "SCHEMA",
+             "the output must be JSON this schema accepts: a JSON Schema, as text or @FILE (as response_format\n"
+             "json_schema); the grammar's cost per token is printed at the end");
+    a.option("--grammar", "", "FILE", "the output must follow this GBNF grammar (llama.cpp's notation)");
     add_engine_options(a);
     add_sampling_options(a, "0.8");
     if (!a.parse(argc, argv, 2)) return 0;
@@ -70,6 +77,29 @@ int cmd_run(int argc, char** argv) {
         tokens = engine->vocab().encode(prompt, !a.flag_set("--no-special"));
     }
     if (tokens.empty()) throw UsageError("the prompt is empty");
+    double index_ms = -1.0;
+    if (a.has("--json-schema") || a.has("--grammar")) {
+        if (a.has("--json-schema") && a.has("--grammar")) throw UsageError("give --json-schema or --grammar, not both");
+        std::string gbnf;
+        if (a.has("--grammar")) {
+            gbnf = read_text_file(a.str("--grammar"), "grammar");
+        } else {
+            std::string schema = a.str("--json-schema");
+            if (!schema.empty() && schema[0] == '@') schema = read_text_file(schema.substr(1), "JSON schema");
+            nlohmann::ordered_json js;
+            try {
+                js = nlohmann::ordered_json::parse(schema);  // in its own key order: the order the keys are written
+            } catch (const nlohmann::json::exception& e) {
+                throw UsageError(std::string("--json-schema is not JSON: ") + e.what());
+            }
+            gbnf = grammar::json_schema_gbnf(js);
+        }
+        sp.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        const auto t0 = std::chrono::steady_clock::now();
+        engine->vocab().piece_index();  // built once per model, on the first constrained request
+        index_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (a.has("--draft")) throw UsageError("--draft does not run under a grammar: leave one out");
+    }
 
     // The draft before any output, so a bad --draft is a clean one-line error.
     Draft draft;
@@ -99,6 +129,16 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "\nprompt: %lld tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s\n",
                  static_cast<long long>(r.prompt_tokens), r.prompt_tok_s(), r.tokens.size(), r.decode_tok_s(),
                  sched::finish_reason_name(r.finish));
+    if (r.constraint) {
+        const sched::ConstraintStats& c = *r.constraint;
+        const double total = r.prompt_seconds + r.decode_seconds;
+        std::fprintf(stderr,
+                     "grammar: %.1f us per token (%.2f%% of the generation's time) | %lld tokens, %lld first draws "
+                     "refused, %lld whole-vocabulary passes | token index built in %.1f ms (once per model)\n",
+                     c.tokens ? 1e6 * c.seconds / double(c.tokens) : 0.0, total > 0 ? 100.0 * c.seconds / total : 0.0,
+                     static_cast<long long>(c.tokens), static_cast<long long>(c.refused),
+                     static_cast<long long>(c.full_passes), index_ms);
+    }
     if (a.has("--draft"))
         std::fprintf(stderr, "speculative: %.1f%% of %lld draft tokens accepted, %.2f tokens per target pass\n",
                      100.0 * spec.acceptance(), static_cast<long long>(spec.drafted), spec.tokens_per_round());

@@ -1,7 +1,9 @@
 #include "common.h"
 
 #include <cstdio>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "backend/device.h"
 #include "common/error.h"
@@ -183,5 +185,13 @@ bool is_valid_utf8(const std::string& s) {
 }
 
 std::string json_escape(const std::string& s) { return json::escape(s); }
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error("cannot read the " + what + " file " + path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
 
 }  // namespace strata::cli

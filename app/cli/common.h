@@ -43,6 +43,9 @@ std::string human_count(int64_t n);  // "1.23 B", "45.6 M"
 // True when s is well-formed UTF-8.
 bool is_valid_utf8(const std::string& s);
 
+// The whole file; throws strata::Error "cannot read the <what> file <path>".
+std::string read_text_file(const std::string& path, const std::string& what);
+
 // JSON string escaping (UTF-8 passes through; control characters escaped).
 std::string json_escape(const std::string& s);
 

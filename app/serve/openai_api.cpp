@@ -1,9 +1,13 @@
 #include "serve/openai_api.h"
 
+#include <algorithm>
+
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <string_view>
+
+#include "serve/output_grammar.h"
 
 namespace strata::serve {
 namespace {
@@ -94,11 +98,6 @@ void refuse_unsupported(const json& body) {
         fail("functions", "'functions' and 'function_call' are the API's old form: send 'tools' and 'tool_choice'");
     if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
         fail("logit_bias", "'logit_bias' is not supported");
-    if (const json* v = field(body, "response_format")) {
-        const json* t = v->is_object() ? field(*v, "type") : nullptr;
-        if (!t || !t->is_string() || t->get<std::string>() != "text")
-            fail("response_format", "'response_format' must be {\"type\": \"text\"}: JSON modes are not supported");
-    }
     if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
         fail("echo", "'echo' is not supported");
     if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
@@ -141,14 +140,33 @@ nlohmann::ordered_json parse_tools(const nlohmann::ordered_json& body) {
     return *it;
 }
 
-std::string parse_tool_choice(const json& body) {
+// tool_choice: "auto", "none", "required" or {type: "function", function: {name}}.
+void parse_tool_choice(const json& body, CompletionRequest& r) {
     const json* v = field(body, "tool_choice");
-    if (!v) return "auto";
-    if (v->is_string() && (v->get<std::string>() == "auto" || v->get<std::string>() == "none")) return v->get<std::string>();
-    if ((v->is_string() && v->get<std::string>() == "required") || v->is_object())
-        fail("tool_choice", "'tool_choice' \"required\" and a named function need output constrained to a call, "
-                            "which this server does not do yet: send \"auto\" (the model then decides) or \"none\"");
-    fail("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {type: \"function\", ...}");
+    if (!v) return;
+    const char* form = "'tool_choice' must be \"auto\", \"none\", \"required\" or {type: \"function\", function: {name: ...}}";
+    if (v->is_string()) {
+        const std::string c = v->get<std::string>();
+        if (c != "auto" && c != "none" && c != "required") fail("tool_choice", form);
+        r.tool_choice = c;
+    } else if (v->is_object()) {
+        const json* fn = field(*v, "function");
+        const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+        if (v->value("type", "") != "function" || !name || !name->is_string()) fail("tool_choice", form);
+        r.tool_choice = "function";
+        r.tool_choice_name = name->get<std::string>();
+    } else {
+        fail("tool_choice", form);
+    }
+    if (r.tool_choice == "none" || r.tool_choice == "auto") return;
+    if (r.tools.empty())
+        fail("tool_choice", "'tool_choice' \"" + r.tool_choice + "\" needs 'tools': the functions the call may name");
+    if (r.tool_choice == "function") {
+        const bool known = std::any_of(r.tools.begin(), r.tools.end(), [&](const auto& t) {
+            return t["function"]["name"].template get<std::string>() == r.tool_choice_name;
+        });
+        if (!known) fail("tool_choice", "'tool_choice' names the function '" + r.tool_choice_name + "', which is not in 'tools'");
+    }
 }
 
 std::vector<chat::Message> parse_messages(const json& body, const nlohmann::ordered_json& ordered) {
@@ -354,12 +372,14 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
         if (!m->is_string()) wrong_type("model", "a string", *m);
         r.model = m->get<std::string>();
     }
+    // Again in the client's key order, for what templates print as JSON (tools,
+    // tool calls) and for the order of the keys a schema makes the model write.
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
     if (endpoint == Endpoint::Chat) {
-        // Again in the client's key order, for what templates print as JSON (tools, tool calls).
-        const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
         r.messages = parse_messages(j, ordered);
         r.tools = parse_tools(ordered);
-        r.tool_choice = parse_tool_choice(j);
+        r.parallel_tool_calls = boolean(j, "parallel_tool_calls", false);
+        parse_tool_choice(j, r);
     } else {
         if (const json* t = field(j, "tools"); t && !(t->is_array() && t->empty()))
             fail("tools", "'tools' are for /v1/chat/completions");
@@ -394,6 +414,7 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
         if (!so->is_object()) wrong_type("stream_options", "an object", *so);
         r.include_usage = boolean(*so, "include_usage", false);
     }
+    r.sampling.grammar = output_grammar(ordered, r);
     return r;
 }
 

@@ -6,8 +6,8 @@
 //
 // Checked like OpenAI's own server: a wrong type or an out-of-range value is a
 // 400 naming the field (`param`); a field that would change the answer but is
-// not supported (n > 1, logprobs, response_format other than text, ...)
-// is a 400 too rather than silently ignored; fields that change nothing here
+// not supported (n > 1, logprobs, a JSON schema keyword the grammar cannot
+// express, ...) is a 400 too rather than silently ignored; fields that change nothing here
 // (user, metadata, store, ...) are accepted and ignored.
 #pragma once
 
@@ -51,10 +51,19 @@ struct CompletionRequest {
     bool stream = false;
     bool include_usage = false;              // stream_options.include_usage
     // Chat: OpenAI function definitions (checked, in the client's key order)
-    // for the template; tool_choice "auto" (the default) or "none".
+    // for the template; tool_choice "auto" (the default), "none", "required"
+    // or "function" (tool_choice_name: that one). With "required" and
+    // "function" the output is constrained to calls (sampling.grammar).
     nlohmann::ordered_json tools = nlohmann::ordered_json::array();
     std::string tool_choice = "auto";
+    std::string tool_choice_name;
+    // Several calls in one constrained reply. Off unless asked, as in
+    // llama-server: a model that never ends its turn would otherwise write
+    // calls until max_tokens cuts one in half.
+    bool parallel_tool_calls = false;
     bool wants_tool_calls() const { return !tools.empty() && tool_choice != "none"; }
+    // sampling.grammar: from response_format json_object / json_schema,
+    // tool_choice "required" / a function, or llama.cpp's "grammar" (GBNF).
 };
 
 // Parses and checks a request body. Throws ApiException. Sampling defaults are

@@ -2,6 +2,7 @@
 // the renderings follow llama.cpp's src/llama-chat.cpp (llm_chat_detect_template,
 // llm_chat_apply_template) for the families Strata renders.
 #include "chat/chat_template.h"
+#include "chat/tool_prompt.h"
 
 #include "chat/jinja/template.h"
 #include "common/error.h"
@@ -227,11 +228,24 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
         t.jinja_ = std::make_shared<const jinja::Template>(std::string(jinja_text));
         t.render_jinja(probe_conversation(), true, nullptr);  // one that renders nothing fails here, not at the first message
         t.hermes_tools_ = jinja_text.find("<tool_call>") != std::string_view::npos;
+        t.renders_tools_ = t.prints_tools();
     } catch (const Error& e) {
         t.jinja_.reset();
         t.jinja_error_ = e.what();
     }
     return t;
+}
+
+// Whether a function given as `tools` shows up in the rendered prompt.
+bool ChatTemplate::prints_tools() const {
+    const auto tools = nlohmann::ordered_json::parse(
+        R"([{"type": "function", "function": {"name": "strata_probe_function", "description": "d", )"
+        R"("parameters": {"type": "object", "properties": {}}}}])");
+    try {
+        return render_jinja({{"user", "Hello"}}, true, &tools).find("strata_probe_function") != std::string::npos;
+    } catch (const Error&) {
+        return false;
+    }
 }
 
 std::string ChatTemplate::describe() const {
@@ -266,12 +280,12 @@ std::string ChatTemplate::render_jinja(const std::vector<Message>& messages, boo
 
 std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_assistant_prefix,
                                  const nlohmann::ordered_json* tools) const {
+    const bool has_tools = tools && tools->is_array() && !tools->empty();
+    const bool tool_turns = std::any_of(messages.begin(), messages.end(),
+                                        [](const Message& m) { return m.role == "tool" || m.extra.contains("tool_calls"); });
+    if (!renders_tools_ && (has_tools || tool_turns))
+        return render(inline_tools(messages, has_tools ? *tools : nlohmann::ordered_json::array()), add_assistant_prefix);
     if (jinja_) return render_jinja(messages, add_assistant_prefix, tools);
-    // (A "tool" role is check_roles' error: an unknown role here.)
-    const bool tool_turns = std::any_of(messages.begin(), messages.end(), [](const Message& m) { return !m.extra.empty(); });
-    if ((tools && tools->is_array() && !tools->empty()) || tool_turns)
-        throw Error("this model's chat template cannot render tools or tool turns: Strata renders it with " + describe() +
-                    ", which has no place for them");
     check_roles(messages, family_, add_assistant_prefix);
 
     const std::string eos = eos_.empty() ? std::string("</s>") : eos_;

@@ -180,8 +180,8 @@ public:
     // with the assistant's opening ("[/INST]"), so there the flag changes nothing.
     //
     // `tools` (OpenAI's function definitions) go to a Jinja template as
-    // `tools`; the marker families cannot render them (nor tool turns) and
-    // throw strata::Error saying so.
+    // `tools`; for a template that has no place for them (renders_tools()),
+    // they and the tool turns are rewritten into plain turns first.
     std::string render(const std::vector<Message>& messages, bool add_assistant_prefix = true,
                        const nlohmann::ordered_json* tools = nullptr) const;
 
@@ -189,6 +189,10 @@ public:
     // ..., "arguments": ...}</tool_call> (Hermes, Qwen 2.5/3/3.5, ...): the
     // format the server parses (serve/tool_calls.h).
     bool hermes_tool_calls() const { return hermes_tools_; }
+    // Whether the template itself renders `tools` (a Jinja template that
+    // prints the definitions it is given). Where it does not, render() writes
+    // tools and tool turns into plain turns (chat/tool_prompt.h) instead.
+    bool renders_tools() const { return renders_tools_; }
 
     // Strings that end an assistant turn in this family (e.g. "<|im_end|>"),
     // to use as stop strings in addition to the vocabulary's end-of-generation tokens.
@@ -201,9 +205,11 @@ private:
     // The Llama 2 variants (see Family::Llama2): Meta's, and llama.cpp's three.
     enum class Llama2Variant { Meta, Sys, SysBos, SysStrip };
 
+    bool prints_tools() const;
     std::string render_jinja(const std::vector<Message>& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json* tools) const;
     bool hermes_tools_ = false;
+    bool renders_tools_ = false;
 
     Family family_ = Family::Fallback;
     Llama2Variant llama2_ = Llama2Variant::Meta;

@@ -44,6 +44,7 @@ GenerationResult generate(model::Context& ctx, const tok::Vocab& vocab, const Sa
     r.tokens = stream.tokens();
     r.text = stream.text();
     r.finish = stream.finish();
+    if (const ConstraintStats* c = stream.constraint_stats()) r.constraint = *c;
     r.decode_seconds = std::chrono::duration<double>(clock::now() - t_first).count();
     return r;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,7 @@ struct GenerationResult {
     int64_t prefix_reused = 0;        // prompt tokens attached from cached KV blocks, not computed
     double prompt_seconds = 0.0;      // prefill wall time (time to first token)
     double decode_seconds = 0.0;      // wall time of the generation after the first token
+    std::optional<ConstraintStats> constraint;  // what a grammar (params.grammar) cost the sampler
     double prompt_tok_s() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
     double decode_tok_s() const {
         return decode_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / decode_seconds : 0.0;

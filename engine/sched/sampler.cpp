@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -298,8 +299,7 @@ size_t Sampler::prepare(const float* logits) {
     return n;
 }
 
-int32_t Sampler::sample(const float* logits) {
-    const size_t n = prepare(logits);
+int32_t Sampler::draw(size_t n) {
     if (n == 1) return cand_[0].id;
     double u = rng_.uniform();  // the p are normalized up to rounding: walk and fall back to the last
     for (size_t i = 0; i < n; ++i) {
@@ -311,7 +311,56 @@ int32_t Sampler::sample(const float* logits) {
     return cand_[0].id;
 }
 
+int32_t Sampler::sample(const float* logits) {
+    const size_t n = prepare(logits);
+    const int32_t t = draw(n);
+    if (!constraint_) return t;
+    const auto t0 = std::chrono::steady_clock::now();
+    ++constraint_stats_.tokens;
+    int32_t out = t;
+    if (!constraint_->allows(t)) {
+        ++constraint_stats_.refused;
+        out = constrained_redraw(logits, n);
+    }
+    constraint_stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+// Among the few kept candidates first: the ones the constraint allows,
+// renormalized (exactly the kept distribution restricted to them). When it
+// allows none of them, or there are many, the constraint's whole answer masks
+// the logits and the chain runs again.
+int32_t Sampler::constrained_redraw(const float* logits, size_t n) {
+    constexpr size_t kCheckFew = 64;
+    if (n > 1 && n <= kCheckFew) {
+        size_t m = 0;
+        double z = 0.0;
+        for (size_t i = 0; i < n; ++i)
+            if (cand_[i].p > 0.f && constraint_->allows(cand_[i].id)) {
+                cand_[m++] = cand_[i];
+                z += cand_[i].p;
+            }
+        if (m > 0) {
+            for (size_t i = 0; i < m; ++i) cand_[i].p = float(cand_[i].p / z);
+            return draw(m);
+        }
+    }
+    ++constraint_stats_.full_passes;
+    constraint_->allowed(allowed_);
+    masked_.resize(size_t(n_vocab_));
+    bool any = false;
+    for (int32_t i = 0; i < n_vocab_; ++i) {
+        const bool ok = size_t(i) < allowed_.size() && allowed_[size_t(i)];
+        masked_[size_t(i)] = ok ? logits[i] : kNegInf;
+        any = any || (ok && !std::isnan(logits[i]));
+    }
+    if (!any)
+        throw Error("sampler: the grammar allows no token here (the vocabulary cannot spell what it requires next)");
+    return draw(prepare(masked_.data()));
+}
+
 void Sampler::distribution(const float* logits, float* probs) {
+    if (constraint_) throw Error("sampler: speculative decoding does not run under a grammar");
     const size_t n = prepare(logits);
     std::fill(probs, probs + n_vocab_, 0.f);
     for (size_t i = 0; i < n; ++i) probs[cand_[i].id] = cand_[i].p;

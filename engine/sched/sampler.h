@@ -15,13 +15,24 @@
 // NaN and -inf logits are never chosen. If some logits are +inf, the choice is uniform
 // among them. A row with nothing finite or +inf in it is an error.
 //
+// With a constraint (set_constraint: a grammar the output must follow), the
+// token drawn is checked first; only when the constraint refuses it is the
+// draw repeated among the kept candidates it allows, and, if it allows none
+// of them, over every token it allows (llama.cpp's order: most tokens cost
+// one check, not a pass over the vocabulary).
+//
 // A Sampler belongs to one sequence and is not thread-safe; sample() and distribution()
 // do not allocate (all scratch is sized at construction).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace strata::grammar {
+class Grammar;
+}
 
 namespace strata::sched {
 
@@ -38,6 +49,8 @@ struct SamplingParams {
     std::vector<std::string> stop; // stop strings (none empty); see StopMatcher
     int32_t max_tokens = 256;      // > 0: the most tokens one request may generate
     bool ignore_eos = false;       // benchmarks: end-of-generation tokens do not end the request
+    // The grammar the generated text must follow (grammar/grammar.h); none: free text.
+    std::shared_ptr<const grammar::Grammar> grammar;
 
     // Empty when valid, else one message naming the field, the value and the allowed
     // range, e.g. "top_p 1.5 is out of range: expected 0 < top_p <= 1".
@@ -60,6 +73,25 @@ public:
 
 private:
     uint64_t s_[4];
+};
+
+// Which tokens may come next (a grammar, sched/constraint.h).
+class TokenConstraint {
+public:
+    virtual ~TokenConstraint() = default;
+    // Whether `token` may come next.
+    virtual bool allows(int32_t token) = 0;
+    // allowed[id] for every token at once (resized to the vocabulary).
+    virtual void allowed(std::vector<uint8_t>& allowed) = 0;
+};
+
+// What a constraint cost a sampler: checks of single tokens, whole-vocabulary
+// passes, and the time spent in both.
+struct ConstraintStats {
+    int64_t tokens = 0;       // tokens sampled under the constraint
+    int64_t refused = 0;      // first draws the constraint refused
+    int64_t full_passes = 0;  // passes over the whole vocabulary
+    double seconds = 0.0;
 };
 
 class Sampler {
@@ -87,6 +119,12 @@ public:
     // normalized) with this sampler's RNG; e.g. the residual max(0, p - q) of speculative
     // decoding. Throws strata::Error if the weights sum to zero or are not finite.
     int32_t sample_from(const float* probs);
+
+    // Restricts sample() to what `c` allows (nullptr: no restriction). Not
+    // owned; it must outlive the sampler's use. distribution() refuses to run
+    // under a constraint.
+    void set_constraint(TokenConstraint* c) { constraint_ = c; }
+    const ConstraintStats& constraint_stats() const { return constraint_stats_; }
 
     // A uniform draw in [0, 1) from this sampler's RNG (speculative acceptance tests).
     double uniform() { return rng_.uniform(); }
@@ -116,6 +154,10 @@ private:
     const float* penalized(const float* logits);
     // Runs the whole chain; on return cand_[0..n) hold the kept tokens with normalized p.
     size_t prepare(const float* logits);
+    // Draws from cand_[0..n) (normalized p).
+    int32_t draw(size_t n);
+    // The draw again, after the constraint refused the first one.
+    int32_t constrained_redraw(const float* logits, size_t n);
     float penalize(float logit, int32_t count) const;
     void count_in(int32_t token);
     void count_out(int32_t token);
@@ -134,6 +176,10 @@ private:
     size_t ring_pos_ = 0;
     size_t ring_size_ = 0;
     std::vector<int32_t> end_tokens_;
+    TokenConstraint* constraint_ = nullptr;
+    ConstraintStats constraint_stats_;
+    std::vector<uint8_t> allowed_;   // the constraint's whole-vocabulary answer
+    std::vector<float> masked_;      // logits with the refused tokens at -inf
 };
 
 }  // namespace strata::sched

@@ -16,12 +16,14 @@ const char* finish_reason_name(FinishReason r) {
 TokenStream::TokenStream(const tok::Vocab& vocab, const SamplingParams& params, int32_t n_vocab,
                          std::span<const int32_t> prompt, TextSink sink)
     : vocab_(vocab),
+      constraint_(params.grammar ? std::make_unique<GrammarConstraint>(params.grammar, vocab) : nullptr),
       sampler_(params, n_vocab),
       stops_(params.stop),
       decoder_(vocab),
       sink_(std::move(sink)),
       max_tokens_(params.max_tokens),
       ignore_eos_(params.ignore_eos) {
+    sampler_.set_constraint(constraint_.get());
     for (int32_t t : prompt) sampler_.accept(t);
 }
 
@@ -46,12 +48,17 @@ bool TokenStream::push(int32_t token) {
         end(FinishReason::EndOfGeneration);
         return false;
     }
+    if (constraint_) constraint_->accept(token);
     tokens_.push_back(token);
     sampler_.accept(token);
     const StopMatcher::Result res = stops_.push(decoder_.push(token));
     emit(res.text);
     if (res.stopped) {
         end(FinishReason::StopString);
+        return false;
+    }
+    if (constraint_ && constraint_->finished()) {  // the grammar is done: nothing may follow
+        end(FinishReason::EndOfGeneration);
         return false;
     }
     if (!sink_wants_more_) {

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sched/constraint.h"
 #include "sched/sampler.h"
 #include "sched/stop_strings.h"
 #include "tokenizer/vocab.h"
@@ -32,6 +34,11 @@ public:
 
     Sampler& sampler() { return sampler_; }
 
+    // Under a grammar (params.grammar): what it cost the sampler; nullptr without.
+    const ConstraintStats* constraint_stats() const {
+        return constraint_ ? &sampler_.constraint_stats() : nullptr;
+    }
+
     // Takes one sampled token. Returns true while generation goes on; false
     // when this token ended it (finish() says why). An end-of-generation token
     // is not kept.
@@ -50,6 +57,7 @@ private:
     void end(FinishReason why);
 
     const tok::Vocab& vocab_;
+    std::unique_ptr<GrammarConstraint> constraint_;  // before sampler_, which points at it
     Sampler sampler_;
     StopMatcher stops_;
     tok::StreamDecoder decoder_;

@@ -588,6 +588,23 @@ std::string Vocab::token_to_piece(int32_t id, bool render_special) const {
     return m.pieces[id];
 }
 
+const Vocab::PieceIndex& Vocab::piece_index() const {
+    Impl& m = *impl_;
+    std::call_once(m.piece_index_once, [&m] {
+        PieceIndex& ix = m.piece_index;
+        ix.pieces.resize(m.pieces.size());
+        for (int32_t id = 0; id < m.n(); ++id) {
+            if (m.tokens[size_t(id)].attr & (kAttrUnknown | kAttrControl)) continue;
+            ix.pieces[size_t(id)] = m.pieces[size_t(id)];
+            if (!m.pieces[size_t(id)].empty()) ix.sorted.push_back(id);
+        }
+        std::sort(ix.sorted.begin(), ix.sorted.end(),
+                  [&ix](int32_t a, int32_t b) { return ix.pieces[size_t(a)] < ix.pieces[size_t(b)]; });
+        for (int32_t id : ix.sorted) ix.max_len = std::max(ix.max_len, ix.pieces[size_t(id)].size());
+    });
+    return m.piece_index;
+}
+
 std::string Vocab::decode(const std::vector<int32_t>& ids, bool render_special) const {
     const Impl& m = *impl_;
     std::string out;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,18 @@ public:
     const std::vector<int32_t>& end_of_generation_ids() const;
 
     std::optional<int32_t> find(std::string_view token_text) const;
+
+    // The tokens that can be generated as text, ordered by their bytes, for
+    // grammar matching (grammar/matcher.h): `pieces` by id (token_to_piece;
+    // "" for control and unknown tokens), `sorted` the ids with a non-empty
+    // piece in byte order (unsigned), `max_len` the longest. Built on first
+    // use (thread-safe), then kept.
+    struct PieceIndex {
+        std::vector<std::string_view> pieces;
+        std::vector<int32_t> sorted;
+        size_t max_len = 0;
+    };
+    const PieceIndex& piece_index() const;
 
     struct Impl;
 

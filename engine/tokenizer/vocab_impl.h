@@ -76,6 +76,8 @@ struct Vocab::Impl {
     std::vector<int32_t> special_tokens;  // control / user-defined / unknown, longest text first
     SpecialTrie special_trie;
     std::vector<std::string> pieces;  // token_to_piece(id, render_special = true)
+    std::once_flag piece_index_once;
+    Vocab::PieceIndex piece_index;    // built by Vocab::piece_index()
 
     // SPM
     std::array<int32_t, 256> byte_token{};  // <0xXX> token per byte, -1 when absent

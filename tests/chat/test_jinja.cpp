@@ -239,9 +239,22 @@ private Q_SLOTS:
                  QStringLiteral(R"(<tools>{"type": "function", "function": {"name": "f", "z": 1, "a": 2}}</tools>)"
                                 R"(<|user|>U<|assistant|><tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call><|tool|>21)"));
         const ChatTemplate markers = ChatTemplate::of(Family::ChatMl);
-        QVERIFY(error_of([&] { markers.render({{"user", "U"}}, true, &tools); }).contains("cannot render tools"));
-        QVERIFY(error_of([&] { markers.render({{"user", "U"}, call}); }).contains("cannot render tools"));
-        QVERIFY(error_of([&] { markers.render({{"user", "U"}, {"tool", "21"}}); }).contains("'tool'"));
+        // Templates without a place for tools get them as plain turns (chat/tool_prompt.h).
+        QVERIFY(t.renders_tools());
+        QVERIFY(!markers.renders_tools());
+        QCOMPARE(QString::fromStdString(markers.render({{"user", "U"}, call, {"tool", "21"}, {"tool", "22"}, {"user", "V"}}, true, &tools)),
+                 QStringLiteral("<|im_start|>system\nYou may call functions to answer. The functions, as JSON schemas:\n<tools>\n"
+                                R"({"type":"function","function":{"name":"f","z":1,"a":2}})"
+                                "\n</tools>\nTo call a function, reply with only this, once per call:\n<tool_call>\n"
+                                R"({"name": <function name>, "arguments": <the arguments as a JSON object>})"
+                                "\n</tool_call><|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
+                                R"({"name": "f", "arguments": {"x":1}})"
+                                "\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n21\n</tool_response>\n"
+                                "<tool_response>\n22\n</tool_response>\n\nV<|im_end|>\n<|im_start|>assistant\n"));
+        // A Jinja template that ignores tools is treated the same way.
+        const ChatTemplate plain = ChatTemplate::load("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}");
+        QVERIFY(plain.uses_jinja() && !plain.renders_tools());
+        QVERIFY(plain.render({{"user", "U"}}, true, &tools).find("<tools>") != std::string::npos);
     }
 
     void real_templates_render_as_jinja2() {

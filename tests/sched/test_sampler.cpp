@@ -641,6 +641,77 @@ private Q_SLOTS:
         }
     }
 
+    // A constraint: the first draw stands when allowed; otherwise the draw is
+    // repeated among the kept candidates it allows (in proportion to their
+    // probabilities), and when it allows none of them, over its whole answer.
+    void constraintRedrawsOnlyWhenRefused() {
+        struct Only : strata::sched::TokenConstraint {
+            std::vector<int32_t> ok;
+            int checks = 0, passes = 0;
+            bool allows(int32_t t) override {
+                ++checks;
+                return std::find(ok.begin(), ok.end(), t) != ok.end();
+            }
+            void allowed(std::vector<uint8_t>& a) override {
+                ++passes;
+                a.assign(8, 0);
+                for (int32_t t : ok) a[size_t(t)] = 1;
+            }
+        };
+        const std::vector<float> logits = {5.f, 4.f, 3.f, 0.f, -1.f, -2.f, -3.f, -9.f};
+        SamplingParams greedy;
+        greedy.temperature = 0.f;
+        Only c;
+        Sampler g(greedy, 8);
+        g.set_constraint(&c);
+        c.ok = {0, 2};
+        QCOMPARE(g.sample(logits.data()), 0);  // the argmax is allowed: one check
+        QCOMPARE(c.checks, 1);
+        QCOMPARE(c.passes, 0);
+        c.ok = {6, 2};
+        QCOMPARE(g.sample(logits.data()), 2);  // the best allowed token
+        QCOMPARE(c.passes, 1);
+        QCOMPARE(g.constraint_stats().tokens, 2);
+        QCOMPARE(g.constraint_stats().refused, 1);
+
+        SamplingParams p;
+        p.temperature = 1.f;
+        p.top_k = 3;
+        p.top_p = 1.f;
+        p.min_p = 0.f;
+        Sampler s(p, 8);
+        s.set_constraint(&c);
+        c.ok = {1, 2};  // two of the three kept: 4 and 3 -> e^1 : 1
+        c.passes = 0;
+        int ones = 0;
+        for (int i = 0; i < 4000; ++i) {
+            const int32_t t = s.sample(logits.data());
+            QVERIFY(t == 1 || t == 2);
+            ones += t == 1;
+        }
+        QCOMPARE(c.passes, 0);
+        QVERIFY(std::fabs(ones / 4000.0 - std::exp(1.0) / (1.0 + std::exp(1.0))) < 0.03);
+        c.ok = {7};  // none kept: the whole answer
+        QCOMPARE(s.sample(logits.data()), 7);
+        QCOMPARE(c.passes, 1);
+        c.ok = {};
+        bool threw = false;
+        try {
+            s.sample(logits.data());
+        } catch (const strata::Error& e) {
+            threw = QString(e.what()).contains("allows no token");
+        }
+        QVERIFY(threw);
+        std::vector<float> probs(8);
+        threw = false;
+        try {
+            s.distribution(logits.data(), probs.data());
+        } catch (const strata::Error&) {
+            threw = true;
+        }
+        QVERIFY(threw);
+    }
+
     void endTokens() {
         Sampler s(SamplingParams{}, 100);
         QVERIFY(!s.is_end_token(2));

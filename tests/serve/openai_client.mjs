@@ -52,6 +52,125 @@ out.embedding_dims = v.length;
 out.embedding_norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 out.embeddings_equal = JSON.stringify(v) === JSON.stringify(emb.data[1].embedding);
 
+// Constrained output: a call that must be made, and JSON that must follow a
+// schema. The demo model never saw a quote mark, so its strings are bounded
+// (maxLength) to end; everything else is what agents send.
+const weather = {
+  type: 'object',
+  properties: {
+    city: { type: 'string', maxLength: 24 },
+    days: { type: 'integer', minimum: 1, maximum: 14 },
+    unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
+    hourly: { type: 'boolean' },
+  },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 16 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    tags: { type: 'array', items: { enum: ['a', 'b', 'c'] }, maxItems: 3 },
+    partner: { anyOf: [{ type: 'null' }, { type: 'object', properties: { name: { type: 'string', maxLength: 8 } }, required: ['name'] }] },
+  },
+  required: ['name', 'age', 'tags', 'partner'],
+  additionalProperties: false,
+};
+// What these two schemas ask, checked here (no schema library in this test).
+function validates(v, s) {
+  if (s.anyOf) return s.anyOf.some((x) => validates(v, x));
+  if (s.enum) return s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v));
+  const chars = (x) => [...x].length;
+  switch (s.type) {
+    case 'null': return v === null;
+    case 'boolean': return typeof v === 'boolean';
+    case 'integer': return Number.isInteger(v) && !(v < s.minimum) && !(v > s.maximum);
+    case 'string': return typeof v === 'string' && !(chars(v) < s.minLength) && !(chars(v) > s.maxLength);
+    case 'array': return Array.isArray(v) && !(v.length > s.maxItems) && v.every((x) => validates(x, s.items));
+    case 'object':
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+      if (!(s.required ?? []).every((k) => k in v)) return false;
+      return Object.entries(v).every(([k, x]) => (k in s.properties ? validates(x, s.properties[k]) : s.additionalProperties !== false));
+    default: return false;
+  }
+}
+function checkCalls(calls) {
+  if (!calls || calls.length !== 1 || calls[0].function.name !== 'get_weather') return `calls: ${JSON.stringify(calls)}`;
+  try {
+    const args = JSON.parse(calls[0].function.arguments);
+    return validates(args, weather) ? 'valid' : `invalid: ${calls[0].function.arguments}`;
+  } catch (e) {
+    return `not JSON: ${calls[0].function.arguments}`;
+  }
+}
+function checkJson(text) {
+  try {
+    return validates(JSON.parse(text), person) ? 'valid' : `invalid: ${text}`;
+  } catch (e) {
+    return `not JSON: ${text}`;
+  }
+}
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'The weather forecast for a city', parameters: weather } },
+  { type: 'function', function: { name: 'search', parameters: { type: 'object', properties: { q: { type: 'string' } } } } },
+];
+const ask = [{ role: 'user', content: 'What will the weather be in Paris tomorrow?' }];
+out.required_calls = [];
+out.required_stream_calls = [];
+out.schema_json = [];
+out.schema_stream_json = [];
+for (const seed of [1, 2, 3]) {
+  const call = await client.chat.completions.create({
+    model, messages: ask, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, seed, max_tokens: 400,
+  });
+  out.required_calls.push(`${call.choices[0].finish_reason} ${checkCalls(call.choices[0].message.tool_calls)}`);
+  const any = await client.chat.completions.create({ model, messages: ask, tools: tools.slice(0, 1), tool_choice: 'required', seed, max_tokens: 400 });
+  out.required_calls.push(`${any.choices[0].finish_reason} ${checkCalls(any.choices[0].message.tool_calls)}`);
+
+  const s = await client.chat.completions.create({
+    model, messages: ask, tools: tools.slice(0, 1), tool_choice: 'required', seed, max_tokens: 400, stream: true,
+  });
+  const calls = [];
+  let finish = '';
+  for await (const chunk of s) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    for (const d of c.delta?.tool_calls ?? []) {
+      calls[d.index] ??= { id: '', function: { name: '', arguments: '' } };
+      if (d.id) calls[d.index].id = d.id;
+      if (d.function?.name) calls[d.index].function.name += d.function.name;
+      if (d.function?.arguments) calls[d.index].function.arguments += d.function.arguments;
+    }
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  out.required_stream_calls.push(`${finish} ${checkCalls(calls)}`);
+
+  const format = { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } };
+  const j = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Describe someone' }], response_format: format, seed, max_tokens: 300 });
+  out.schema_json.push(`${j.choices[0].finish_reason} ${checkJson(j.choices[0].message.content)}`);
+  const js = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Describe someone' }], response_format: format, seed, max_tokens: 300, stream: true,
+  });
+  let text = '';
+  let jfinish = '';
+  for await (const chunk of js) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    text += c.delta?.content ?? '';
+    if (c.finish_reason) jfinish = c.finish_reason;
+  }
+  out.schema_stream_json.push(`${jfinish} ${checkJson(text)}`);
+}
+try {
+  await client.chat.completions.create({
+    model, messages: ask, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } },
+  });
+  out.unsupported_schema = 'accepted';
+} catch (e) {
+  out.unsupported_schema = `${e.status} ${e.error?.param ?? e.param}: ${e.error?.message ?? e.message}`;
+}
+
 try {
   await client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] });
   out.unknown_model = 'accepted';

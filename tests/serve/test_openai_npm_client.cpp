@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -105,6 +106,19 @@ private Q_SLOTS:
         QCOMPARE(got["embedding_dims"].toInt(), 256);  // the demo model's width
         QVERIFY(std::fabs(got["embedding_norm"].toDouble() - 1.0) < 1e-5);
         QVERIFY(got["embeddings_equal"].toBool());
+
+        // Constrained output, streamed and not: every call's arguments and
+        // every JSON reply parse and validate against their schema.
+        for (const char* key : {"required_calls", "required_stream_calls", "schema_json", "schema_stream_json"}) {
+            const QJsonArray runs = got[QLatin1String(key)].toArray();
+            QVERIFY2(runs.size() >= 3, key);
+            const QString want = QString::fromLatin1(key).startsWith(QLatin1String("required")) ? QStringLiteral("tool_calls valid")
+                                                                                             : QStringLiteral("stop valid");
+            for (const QJsonValue& r : runs) QVERIFY2(r.toString() == want, qPrintable(QString(key) + ": " + r.toString()));
+        }
+        const QString refused = got["unsupported_schema"].toString();
+        QVERIFY2(refused.startsWith(QLatin1String("400 response_format: ")) && refused.contains(QLatin1String("'pattern'")),
+                 qPrintable(refused));
     }
 };
 

@@ -1,0 +1,81 @@
+#include "chat/tool_prompt.h"
+
+namespace strata::chat {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string tools_text(const ojson& tools) {
+    std::string t =
+        "You may call functions to answer. The functions, as JSON schemas:\n<tools>\n";
+    for (const auto& tool : tools) t += tool.dump(-1, ' ', false) + "\n";
+    t += "</tools>\nTo call a function, reply with only this, once per call:\n<tool_call>\n"
+         "{\"name\": <function name>, \"arguments\": <the arguments as a JSON object>}\n</tool_call>";
+    return t;
+}
+
+// OpenAI sends arguments as a string of JSON; the call shows them as the object.
+ojson arguments_of(const ojson& fn) {
+    auto it = fn.find("arguments");
+    if (it == fn.end()) return ojson::object();
+    if (it->is_string()) {
+        try {
+            return ojson::parse(it->get<std::string>());
+        } catch (const std::exception&) {
+            return *it;
+        }
+    }
+    return *it;
+}
+
+std::string calls_text(const ojson& calls) {
+    std::string t;
+    for (const auto& c : calls) {
+        const ojson& fn = c.contains("function") ? c["function"] : c;
+        // As the calls the server constrains and parses are written (serve/output_grammar.h).
+        t += "<tool_call>\n{\"name\": " + ojson(fn.value("name", "")).dump(-1, ' ', false) +
+             ", \"arguments\": " + arguments_of(fn).dump(-1, ' ', false) + "}\n</tool_call>\n";
+    }
+    if (!t.empty()) t.pop_back();
+    return t;
+}
+
+}  // namespace
+
+std::vector<Message> inline_tools(const std::vector<Message>& messages, const ojson& tools) {
+    std::vector<Message> out;
+    if (tools.is_array() && !tools.empty()) {
+        if (!messages.empty() && messages[0].role == "system") {
+            out.push_back({"system", messages[0].content + "\n\n" + tools_text(tools)});
+        } else {
+            out.push_back({"system", tools_text(tools)});
+        }
+    } else if (!messages.empty() && messages[0].role == "system") {
+        out.push_back({"system", messages[0].content});
+    }
+    bool after_results = false;  // the last turn out is a user turn holding tool results
+    for (size_t i = (!messages.empty() && messages[0].role == "system") ? 1 : 0; i < messages.size(); ++i) {
+        const Message& m = messages[i];
+        if (m.role == "tool") {
+            const std::string block = "<tool_response>\n" + m.content + "\n</tool_response>";
+            if (after_results) out.back().content += "\n" + block;
+            else out.push_back({"user", block});
+            after_results = true;
+            continue;
+        }
+        if (m.role == "user" && after_results) {
+            out.back().content += "\n\n" + m.content;
+            after_results = false;
+            continue;
+        }
+        after_results = false;
+        Message plain{m.role, m.content};
+        if (auto it = m.extra.find("tool_calls"); it != m.extra.end() && it->is_array() && !it->empty())
+            plain.content += (plain.content.empty() ? "" : "\n") + calls_text(*it);
+        out.push_back(std::move(plain));
+    }
+    return out;
+}
+
+}  // namespace strata::chat

@@ -1,0 +1,24 @@
+// Tools for a template that has no place for them (the marker families, and
+// Jinja templates that ignore `tools`): the conversation is rewritten into
+// plain turns in the Hermes format the server parses (serve/tool_calls.h),
+// as llama.cpp's generic tool format does:
+//  - the function definitions and how to call one go into the system message;
+//  - an assistant's tool_calls become <tool_call>{"name", "arguments"}</tool_call>
+//    blocks after its text;
+//  - tool results become a user turn of <tool_response> blocks (consecutive
+//    results, and a user message right after them, share one turn, so
+//    templates that need user and assistant to alternate accept it).
+#pragma once
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+
+namespace strata::chat {
+
+// `tools`: OpenAI function definitions (may be empty when only tool turns need rewriting).
+std::vector<Message> inline_tools(const std::vector<Message>& messages, const nlohmann::ordered_json& tools);
+
+}  // namespace strata::chat
