@@ -684,9 +684,9 @@ private Q_SLOTS:
         for (Family f : kFamilies) {
             const ChatTemplate t = ChatTemplate::of(f);
             std::vector<Message> m = first(3);
-            m.push_back({"tool", "42"});
+            m.push_back({"robot", "42"});  // ("tool" turns become user turns: chat/tool_prompt.h)
             QString e = error_of([&] { t.render(m); });
-            QVERIFY2(e.contains("message 3") && e.contains("'tool'"), qPrintable(family_name(f) + (": " + e)));
+            QVERIFY2(e.contains("message 3") && e.contains("'robot'"), qPrintable(family_name(f) + (": " + e)));
 
             m = first(3);
             m.push_back({"system", "late"});
