@@ -52,7 +52,13 @@ int64_t EngineCore::submit(std::vector<int32_t> prompt, const sched::SamplingPar
     // The id is known only once submitted; the finish callback looks it up then.
     auto id_box = std::make_shared<int64_t>(-1);
     auto finished = [&s, id_box, done = std::move(cb.finished)](const sched::RequestResult& r) {
-        s.live.erase(*id_box);
+        auto it = s.live.find(*id_box);
+        std::function<void(const std::string&)> failed;
+        if (it != s.live.end()) {
+            failed = std::move(it->second);
+            s.live.erase(it);
+        }
+        if (!r.error.empty() && failed) return failed(r.error);
         if (done) done(r);
     };
     auto text = [t = std::move(cb.text)](int64_t, std::string_view piece) {

@@ -335,9 +335,19 @@ bool Scheduler::step() {
     const int64_t n_vocab = ctx_.model().config().n_vocab;
     for (size_t row = 0; row < batch_owner_.size(); ++row) {
         Request& r = *batch_owner_[row];
-        const int32_t tok = r.stream->sampler().sample(logits + row * n_vocab);
         const bool first = r.stream->tokens().empty();
-        const bool more = r.stream->push(tok);
+        int32_t tok = -1;
+        bool more = false;
+        try {
+            tok = r.stream->sampler().sample(logits + row * n_vocab);
+            more = r.stream->push(tok);
+        } catch (const Error& e) {
+            // A request's own sampling failed (its grammar cannot go on): it
+            // ends with the reason; the batch goes on.
+            r.result.error = e.what();
+            r.stream->stop(FinishReason::Cancelled);
+            continue;
+        }
         if (first) r.result.ttft_s = std::chrono::duration<double>(t1 - r.submitted).count();
         else r.result.itl_s.push_back(std::chrono::duration<double>(t1 - r.last_token).count());
         r.last_token = t1;

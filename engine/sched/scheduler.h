@@ -72,6 +72,9 @@ struct RequestResult {
     double ttft_s = 0.0;                 // submit -> first token
     std::vector<double> itl_s;           // gaps between consecutive tokens
     double total_s = 0.0;                // submit -> finished
+    // Set when this request alone failed (its grammar could not go on): it
+    // ended there; the others in the batch were not disturbed.
+    std::string error;
 };
 
 struct SchedulerStats {

@@ -230,7 +230,10 @@ private:
             /*tight=*/false, kGpuGreedySteps);
     }
 #ifdef STRATA_CUDA_ON_CPU
-    static constexpr int kGpuGreedySteps = 16;
+    // Every decode step is every kernel launch emulated in fibers: 8 greedy
+    // tokens per prompt check the decode path (KV appends, positions) at half
+    // the cost of 16; the real GPU checks them all.
+    static constexpr int kGpuGreedySteps = 8;
 #else
     static constexpr int kGpuGreedySteps = -1;
 #endif

@@ -130,6 +130,32 @@ private Q_SLOTS:
             if (kind[id] == 2) QVERIFY(r.tokens.size() > 0);
         }
     }
+
+    // A grammar that fails mid-reply (here: twice as many ways to read it
+    // with every 'a', past the matcher's limit) ends its own request with the
+    // reason; the request batched with it finishes as if alone.
+    void aFailingGrammarEndsOnlyItsRequest() {
+        kv::KvCache kvc(model::kv_cache_params(m_->config(), 16 * 32));
+        model::Context ctx(*m_, test::context_params(512, 256, 2), nullptr, nullptr, &kvc);
+        sched::Scheduler s(ctx, m_->vocab(), sched::SchedulerConfig{});
+        sched::SamplingParams bad;
+        bad.max_tokens = 100;
+        bad.grammar = std::make_shared<const grammar::Grammar>(
+            grammar::Grammar::parse("root ::= \"a\" root \"b\" | \"a\" root \"c\"\n"));
+        sched::SamplingParams plain;
+        plain.temperature = 0.f;
+        plain.max_tokens = 20;
+        std::map<int64_t, sched::RequestResult> got;
+        auto done = [&](const sched::RequestResult& r) { got[r.id] = r; };
+        const auto prompt = m_->vocab().encode("And", true);
+        const int64_t a = s.submit(prompt, bad, 0, {}, done);
+        const int64_t b = s.submit(prompt, plain, 0, {}, done);
+        s.run();
+        QVERIFY2(got[a].error.find("too ambiguous") != std::string::npos, got[a].error.c_str());
+        QVERIFY(got[b].error.empty());
+        model::Context solo(*m_, test::context_params(512, 64, 2));
+        QCOMPARE(got[b].tokens, sched::generate(solo, m_->vocab(), plain, prompt).tokens);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestConstrainedGeneration)
