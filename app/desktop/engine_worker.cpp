@@ -718,6 +718,7 @@ void EngineWorker::serve_submit(const serve::CompletionRequest& request, std::sh
         const int64_t sid = core_->submit(std::move(p.tokens), p.sampling,
                                           {[ch](std::string_view text) { ch->text(text); }, on_finish, on_failed});
         remote_.push_back({sid, ch});
+        ch->set_tool_syntax(template_->tool_syntax());
         ch->accept(n_prompt);
         ensure_ticking();
     } catch (const serve::ApiException& e) {

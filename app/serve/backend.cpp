@@ -4,6 +4,8 @@
 
 #include "common/error.h"
 #include "chat/prompt.h"
+#include "serve/output_grammar.h"
+#include "serve/tool_calls.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::serve {
@@ -108,6 +110,9 @@ PreparedRequest prepare_request(const CompletionRequest& r, const tok::Vocab& vo
         throw ApiException{ApiError{400, too_long ? std::string(e.what()) + ": shorten it" : std::string(e.what()),
                                     "invalid_request_error", param, too_long ? "context_length_exceeded" : ""}};
     }
+    // A constrained call in the template's own syntax (parse_request chose Hermes, not knowing it).
+    if ((r.tool_choice == "required" || r.tool_choice == "function") && tmpl.tool_syntax() != ToolSyntax::Hermes)
+        p.sampling.grammar = tool_call_grammar(r, tmpl.tool_syntax());
     const int64_t n = static_cast<int64_t>(p.tokens.size());
     const int64_t room = n_ctx - n;
     if (p.sampling.max_tokens <= 0 || p.sampling.max_tokens > room) p.sampling.max_tokens = static_cast<int32_t>(room);

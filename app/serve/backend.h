@@ -34,7 +34,8 @@ class Channel {
 public:
     enum class State { Pending, Running, Done, Failed };
 
-    // Engine side.
+    // Engine side. The tool-call syntax of the model's template, before accept().
+    void set_tool_syntax(chat::ChatTemplate::ToolSyntax s) { tool_syntax_ = s; }
     void accept(int64_t prompt_tokens);
     void reject(const ApiError& e);
     void text(std::string_view piece);
@@ -50,6 +51,8 @@ public:
     State wait_done(std::string* all_text);
 
     bool ended() const;  // Done or Failed
+    // Set before accept(), read after wait_accepted() (the channel's lock orders them).
+    chat::ChatTemplate::ToolSyntax tool_syntax() const { return tool_syntax_; }
     ApiError error() const;
     std::string finish_reason() const;
     int64_t prompt_tokens() const;
@@ -68,6 +71,7 @@ private:
     std::string finish_;
     int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
     std::atomic<bool> cancelled_{false};
+    chat::ChatTemplate::ToolSyntax tool_syntax_ = chat::ChatTemplate::ToolSyntax::Hermes;
 };
 
 struct ModelCard {

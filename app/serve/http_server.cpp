@@ -335,7 +335,7 @@ void HttpServer::routes() {
             if (ch->wait_done(&text) == Channel::State::Failed) return send_error(res, ch->error());
             const Usage usage{ch->prompt_tokens(), ch->completion_tokens()};
             if (r.wants_tool_calls()) {
-                const ParsedReply p = parse_tool_calls(text, call_id_prefix());
+                const ParsedReply p = parse_tool_calls(text, call_id_prefix(), ch->tool_syntax(), &r.tools);
                 if (!p.calls.empty()) {
                     const nlohmann::json tc = tool_calls_json(p.calls, false);
                     return res.set_content(
@@ -353,7 +353,8 @@ void HttpServer::routes() {
         st->id = id;
         st->model = model;
         st->created = created;
-        if (st->request.wants_tool_calls()) st->calls = std::make_unique<ToolCallStream>();
+        if (st->request.wants_tool_calls())
+            st->calls = std::make_unique<ToolCallStream>(ch->tool_syntax(), &st->request.tools);
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
         res.set_chunked_content_provider(

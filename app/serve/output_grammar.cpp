@@ -1,5 +1,7 @@
 #include "serve/output_grammar.h"
 
+#include <set>
+
 #include "grammar/json_schema.h"
 
 namespace strata::serve {
@@ -48,31 +50,78 @@ std::string response_format_gbnf(const ojson& body) {
     }
 }
 
-// One Hermes call of one of the tools (or of tool_choice's function).
-std::string tool_call_gbnf(const CompletionRequest& r) {
-    grammar::JsonGrammar g;
-    std::string calls;
-    for (size_t i = 0; i < r.tools.size(); ++i) {
-        const ojson& fn = r.tools[i]["function"];
-        const std::string name = fn["name"].get<std::string>();
-        if (r.tool_choice == "function" && name != r.tool_choice_name) continue;
-        const ojson params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"]
-                                                                                       : ojson{{"type", "object"}};
-        std::string args;
-        try {
-            args = g.add_schema(params, "args-" + name);
-        } catch (const grammar::SchemaError& e) {
-            fail("tools", "'tools[" + std::to_string(i) + "].function.parameters': " + e.what() +
-                              "; a call constrained by tool_choice needs a schema the grammar can express "
-                              "(or send tool_choice \"auto\")",
-                 "unsupported_schema");
-        }
-        const std::string head = "<tool_call>\n{\"name\": " + ojson(name).dump(-1, ' ', false) + ", \"arguments\": ";
-        calls += std::string(calls.empty() ? "" : " | ") + grammar::gbnf_literal(head) + " " + args + " " +
-                 grammar::gbnf_literal("}\n</tool_call>");
+using Syntax = chat::ChatTemplate::ToolSyntax;
+
+bool string_typed(const ojson& s) {
+    if (!s.is_object()) return false;
+    if (s.contains("type")) return s["type"] == "string";
+    if (!s.contains("enum") || !s["enum"].is_array()) return false;
+    for (const auto& v : s["enum"])
+        if (!v.is_string()) return false;
+    return true;
+}
+
+// An argument's value as the XML syntaxes write it: strings as raw text (no
+// '<', so the closing tag is unambiguous), anything else as its JSON.
+std::string xml_value(grammar::JsonGrammar& g, const ojson& s, const std::string& hint) {
+    if (!string_typed(s)) return g.add_schema(s, hint);
+    if (s.contains("enum")) {
+        std::string alts;
+        for (const auto& v : s["enum"]) alts += (alts.empty() ? "" : " | ") + grammar::gbnf_literal(v.get<std::string>());
+        return g.define(hint, alts);
     }
-    const std::string call = "(" + calls + ")";
-    return g.gbnf(r.parallel_tool_calls ? call + " (\"\\n\" " + call + ")*" : call);
+    if (s.contains("format") || s.contains("pattern")) return g.add_schema(s, hint);  // as JSON: refused or quoted
+    const int64_t lo = s.value("minLength", int64_t(0));
+    const int64_t hi = s.value("maxLength", int64_t(-1));
+    return g.define(hint, "[^<]{" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(hi)) + "}");
+}
+
+// The arguments of one call in an XML syntax: each property in the schema's
+// order, the required ones always, the others optionally.
+std::string xml_arguments(grammar::JsonGrammar& g, const ojson& params, const std::string& fn, Syntax syntax) {
+    std::string out;
+    if (!params.is_object() || !params.contains("properties")) return out;
+    std::set<std::string> required;
+    if (params.contains("required"))
+        for (const auto& r : params["required"])
+            if (r.is_string()) required.insert(r.get<std::string>());
+    for (const auto& [key, schema] : params["properties"].items()) {
+        const std::string v = xml_value(g, schema, "arg-" + fn + "-" + key);
+        std::string one;
+        switch (syntax) {
+            case Syntax::QwenXml:
+                one = grammar::gbnf_literal("<parameter=" + key + ">\n") + " " + v + " " + grammar::gbnf_literal("\n</parameter>\n");
+                break;
+            case Syntax::Glm:
+                one = grammar::gbnf_literal("<arg_key>" + key + "</arg_key>\n<arg_value>") + " " + v + " " +
+                      grammar::gbnf_literal("</arg_value>\n");
+                break;
+            default:
+                one = grammar::gbnf_literal("<parameter name=\"" + key + "\">") + " " + v + " " +
+                      grammar::gbnf_literal("</parameter>\n");
+                break;
+        }
+        out += " " + (required.count(key) ? one : "(" + one + ")?");
+    }
+    return out;
+}
+
+std::string one_call(grammar::JsonGrammar& g, const std::string& name, const ojson& params, Syntax syntax) {
+    switch (syntax) {
+        case Syntax::Hermes:
+            return grammar::gbnf_literal("<tool_call>\n{\"name\": " + ojson(name).dump(-1, ' ', false) + ", \"arguments\": ") +
+                   " " + g.add_schema(params, "args-" + name) + " " + grammar::gbnf_literal("}\n</tool_call>");
+        case Syntax::QwenXml:
+            return grammar::gbnf_literal("<tool_call>\n<function=" + name + ">\n") + xml_arguments(g, params, name, syntax) +
+                   " " + grammar::gbnf_literal("</function>\n</tool_call>");
+        case Syntax::Glm:
+            return grammar::gbnf_literal("<tool_call>" + name + "\n") + xml_arguments(g, params, name, syntax) + " " +
+                   grammar::gbnf_literal("</tool_call>");
+        case Syntax::MiniMax:
+            return grammar::gbnf_literal("<minimax:tool_call>\n<invoke name=\"" + name + "\">\n") +
+                   xml_arguments(g, params, name, syntax) + " " + grammar::gbnf_literal("</invoke>\n</minimax:tool_call>");
+    }
+    return "";
 }
 
 }  // namespace
@@ -83,8 +132,9 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const ojson& body, const 
         if (!gbnf.empty())
             fail("response_format", "'response_format' JSON and 'tool_choice' \"" + r.tool_choice +
                                         "\" both constrain the reply: send one of them");
-        gbnf = tool_call_gbnf(r);
-        param = "tool_choice";
+        if (auto it = body.find("grammar"); it != body.end() && !it->is_null())
+            fail("grammar", "'grammar' and 'tool_choice' \"" + r.tool_choice + "\" both constrain the reply: send one of them");
+        return tool_call_grammar(r, Syntax::Hermes);  // the template's own syntax replaces it in prepare_request
     }
     if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
         if (!it->is_string() || it->get<std::string>().empty()) fail("grammar", "'grammar' must be GBNF text (llama.cpp's)");
@@ -95,6 +145,28 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const ojson& body, const 
     }
     if (gbnf.empty()) return nullptr;
     return compile(gbnf, param);
+}
+
+std::shared_ptr<const grammar::Grammar> tool_call_grammar(const CompletionRequest& r, Syntax syntax) {
+    grammar::JsonGrammar g;
+    std::string calls;
+    for (size_t i = 0; i < r.tools.size(); ++i) {
+        const ojson& fn = r.tools[i]["function"];
+        const std::string name = fn["name"].get<std::string>();
+        if (r.tool_choice == "function" && name != r.tool_choice_name) continue;
+        const ojson params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"]
+                                                                                       : ojson{{"type", "object"}};
+        try {
+            calls += std::string(calls.empty() ? "" : " | ") + one_call(g, name, params, syntax);
+        } catch (const grammar::SchemaError& e) {
+            fail("tools", "'tools[" + std::to_string(i) + "].function.parameters': " + e.what() +
+                              "; a call constrained by tool_choice needs a schema the grammar can express "
+                              "(or send tool_choice \"auto\")",
+                 "unsupported_schema");
+        }
+    }
+    const std::string call = "(" + calls + ")";
+    return compile(g.gbnf(r.parallel_tool_calls ? call + " (\"\\n\" " + call + ")*" : call), "tools");
 }
 
 }  // namespace strata::serve

@@ -163,6 +163,7 @@ void ServeLoop::admit(Incoming& in) {
         };
         const int64_t id = core_->submit(std::move(p.tokens), p.sampling, {on_text, on_finish, on_failed});
         live_.push_back({id, ch});
+        ch->set_tool_syntax(core_->chat_template().tool_syntax());
         ch->accept(n_prompt);
     } catch (const ApiException& e) {
         metrics_.rejected(e.error.status);

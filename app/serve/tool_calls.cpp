@@ -4,8 +4,15 @@ namespace strata::serve {
 
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
+using ojson = nlohmann::ordered_json;
+
+struct Markers {
+    std::string_view open, close;
+};
+Markers markers(ToolSyntax s) {
+    if (s == ToolSyntax::MiniMax) return {"<minimax:tool_call>", "</minimax:tool_call>"};
+    return {"<tool_call>", "</tool_call>"};
+}
 
 std::string trim(std::string_view s) {
     const size_t b = s.find_first_not_of(" \t\r\n");
@@ -14,36 +21,166 @@ std::string trim(std::string_view s) {
     return std::string(s.substr(b, e - b + 1));
 }
 
+// The schema of function `fn`'s parameter `key` in the request's tools, or nullptr.
+const ojson* parameter_schema(const ojson* tools, const std::string& fn, const std::string& key) {
+    if (!tools) return nullptr;
+    for (const auto& t : *tools) {
+        const auto& f = t["function"];
+        if (f.value("name", "") != fn || !f.contains("parameters")) continue;
+        const auto& p = f["parameters"];
+        if (p.is_object() && p.contains("properties") && p["properties"].contains(key)) return &p["properties"][key];
+    }
+    return nullptr;
+}
+
+bool string_schema(const ojson* s) {
+    if (!s || !s->is_object()) return false;
+    if (s->contains("type")) return (*s)["type"] == "string";
+    if (s->contains("enum")) {
+        for (const auto& v : (*s)["enum"])
+            if (!v.is_string()) return false;
+        return true;
+    }
+    return false;
+}
+
+// An XML argument's text as the JSON value it stands for.
+ojson typed_value(const std::string& text, const ojson* schema) {
+    if (string_schema(schema)) return text;
+    try {
+        return ojson::parse(text);
+    } catch (const nlohmann::json::exception&) {
+    }
+    if (text == "True" || text == "False") return text == "True";  // Python's str() of a bool
+    if (text == "None") return nullptr;
+    return text;
+}
+
+// The text between `open` and the next `close` at or after `from`; npos when absent.
+size_t between(std::string_view s, size_t from, std::string_view open, std::string_view close, std::string_view* out,
+               size_t* after) {
+    const size_t a = s.find(open, from);
+    if (a == std::string_view::npos) return std::string_view::npos;
+    const size_t b = s.find(close, a + open.size());
+    if (b == std::string_view::npos) return std::string_view::npos;
+    *out = s.substr(a + open.size(), b - a - open.size());
+    *after = b + close.size();
+    return a;
+}
+
+bool add_call(std::vector<ToolCall>& calls, const std::string& id_prefix, std::string name, const ojson& args) {
+    if (name.empty()) return false;
+    ToolCall c;
+    c.id = id_prefix + std::to_string(calls.size());
+    c.name = std::move(name);
+    c.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+    calls.push_back(std::move(c));
+    return true;
+}
+
+bool parse_hermes(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    ojson j;
+    try {
+        j = ojson::parse(trim(body));
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+    return add_call(calls, id_prefix, j["name"].get<std::string>(), j.contains("arguments") ? j["arguments"] : ojson::object());
+}
+
+// <function=N> <parameter=K>\nV\n</parameter> ... </function>
+bool parse_qwen_xml(std::string_view body, const std::string& id_prefix, const ojson* tools, std::vector<ToolCall>& calls) {
+    const size_t f = body.find("<function=");
+    if (f == std::string_view::npos) return false;
+    const size_t gt = body.find('>', f);
+    if (gt == std::string_view::npos) return false;
+    const std::string name = trim(body.substr(f + 10, gt - f - 10));
+    ojson args = ojson::object();
+    std::string_view v;
+    size_t pos = gt + 1, after = 0;
+    while (between(body, pos, "<parameter=", "</parameter>", &v, &after) != std::string_view::npos) {
+        const size_t k = v.find('>');
+        if (k == std::string_view::npos) return false;
+        const std::string key = trim(v.substr(0, k));
+        std::string_view value = v.substr(k + 1);
+        if (!value.empty() && value.front() == '\n') value.remove_prefix(1);  // the template's own line breaks
+        if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
+        args[key] = typed_value(std::string(value), parameter_schema(tools, name, key));
+        pos = after;
+    }
+    return add_call(calls, id_prefix, name, args);
+}
+
+// N <arg_key>K</arg_key> <arg_value>V</arg_value> ...
+bool parse_glm(std::string_view body, const std::string& id_prefix, const ojson* tools, std::vector<ToolCall>& calls) {
+    const size_t first = body.find("<arg_key>");
+    const std::string name = trim(body.substr(0, first));
+    ojson args = ojson::object();
+    std::string_view k, v;
+    size_t pos = 0, after = 0;
+    while (between(body, pos, "<arg_key>", "</arg_key>", &k, &after) != std::string_view::npos) {
+        if (between(body, after, "<arg_value>", "</arg_value>", &v, &after) == std::string_view::npos) return false;
+        const std::string key = trim(k);
+        args[key] = typed_value(std::string(v), parameter_schema(tools, name, key));
+        pos = after;
+    }
+    return add_call(calls, id_prefix, name, args);
+}
+
+// <invoke name="N"> <parameter name="K">V</parameter> ... </invoke>, several per block
+bool parse_minimax(std::string_view body, const std::string& id_prefix, const ojson* tools, std::vector<ToolCall>& calls) {
+    std::string_view inv;
+    size_t pos = 0, after = 0;
+    bool any = false;
+    while (between(body, pos, "<invoke name=\"", "</invoke>", &inv, &after) != std::string_view::npos) {
+        pos = after;
+        const size_t q = inv.find("\">");
+        if (q == std::string_view::npos) return false;
+        const std::string name(inv.substr(0, q));
+        ojson args = ojson::object();
+        std::string_view p;
+        size_t ppos = q + 2, pafter = 0;
+        while (between(inv, ppos, "<parameter name=\"", "</parameter>", &p, &pafter) != std::string_view::npos) {
+            const size_t e = p.find("\">");
+            if (e == std::string_view::npos) return false;
+            const std::string key(p.substr(0, e));
+            args[key] = typed_value(std::string(p.substr(e + 2)), parameter_schema(tools, name, key));
+            ppos = pafter;
+        }
+        if (!add_call(calls, id_prefix, name, args)) return false;
+        any = true;
+    }
+    return any;
+}
+
 }  // namespace
 
-ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix) {
+ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix, ToolSyntax syntax, const ojson* tools) {
+    const Markers m = markers(syntax);
     ParsedReply r;
-    const size_t first = text.find(kOpen);
+    const size_t first = text.find(m.open);
     if (first == std::string_view::npos) {
         r.content = std::string(text);
         return r;
     }
     size_t p = first;
     while (p != std::string_view::npos) {
-        const size_t body = p + kOpen.size();
-        size_t end = text.find(kClose, body);
+        const size_t body = p + m.open.size();
+        size_t end = text.find(m.close, body);
         const bool closed = end != std::string_view::npos;
         if (!closed) end = text.size();  // a reply cut at max_tokens or the end-of-turn token before the close
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(trim(text.substr(body, end - body)));
-        } catch (const nlohmann::json::exception&) {
-            return ParsedReply{std::string(text), {}};
+        const std::string_view block = text.substr(body, end - body);
+        bool ok = false;
+        switch (syntax) {
+            case ToolSyntax::Hermes: ok = parse_hermes(block, id_prefix, r.calls); break;
+            case ToolSyntax::QwenXml: ok = parse_qwen_xml(block, id_prefix, tools, r.calls); break;
+            case ToolSyntax::Glm: ok = parse_glm(block, id_prefix, tools, r.calls); break;
+            case ToolSyntax::MiniMax: ok = parse_minimax(block, id_prefix, tools, r.calls); break;
         }
-        if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return ParsedReply{std::string(text), {}};
-        ToolCall c;
-        c.id = id_prefix + std::to_string(r.calls.size());
-        c.name = j["name"].get<std::string>();
-        const nlohmann::json args = j.contains("arguments") ? j["arguments"] : nlohmann::json::object();
-        c.arguments = args.is_string() ? args.get<std::string>() : args.dump();
-        r.calls.push_back(std::move(c));
+        if (!ok) return ParsedReply{std::string(text), {}};
         if (!closed) break;
-        p = text.find(kOpen, end + kClose.size());
+        p = text.find(m.open, end + m.close.size());
         // Only whitespace may separate calls; anything else after them is dropped with the markup.
     }
     r.content = trim(text.substr(0, first));
@@ -62,10 +199,13 @@ nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool with_ind
     return a;
 }
 
+ToolCallStream::ToolCallStream(ToolSyntax syntax, const ojson* tools)
+    : syntax_(syntax), tools_(tools), open_(markers(syntax).open) {}
+
 std::string ToolCallStream::feed(std::string_view piece) {
     pending_ += piece;
     if (in_calls_) return {};
-    const size_t at = pending_.find(kOpen);
+    const size_t at = pending_.find(open_);
     if (at != std::string::npos) {
         in_calls_ = true;
         std::string out = pending_.substr(0, at);
@@ -75,8 +215,8 @@ std::string ToolCallStream::feed(std::string_view piece) {
     }
     // Keep back a tail that could begin the marker.
     size_t keep = 0;
-    for (size_t k = std::min(pending_.size(), kOpen.size() - 1); k > 0; --k)
-        if (kOpen.substr(0, k) == std::string_view(pending_).substr(pending_.size() - k)) {
+    for (size_t k = std::min(pending_.size(), open_.size() - 1); k > 0; --k)
+        if (open_.substr(0, k) == std::string_view(pending_).substr(pending_.size() - k)) {
             keep = k;
             break;
         }
@@ -93,7 +233,7 @@ ParsedReply ToolCallStream::finish(const std::string& id_prefix) {
         pending_.clear();
         return r;
     }
-    ParsedReply r = parse_tool_calls(pending_, id_prefix);
+    ParsedReply r = parse_tool_calls(pending_, id_prefix, syntax_, tools_);
     if (r.calls.empty()) r.content = pending_;  // not a call after all: the rest is text
     else r.content.clear();                     // the text before the marker went out already
     pending_.clear();

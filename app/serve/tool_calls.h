@@ -1,9 +1,12 @@
-// Tool calls in a model's reply, as OpenAI's API returns them. The format
-// parsed is Hermes' (Qwen 2.5/3/3.5, Hermes, many fine-tunes: their templates
-// ask for it): <tool_call>{"name": N, "arguments": {...}}</tool_call>, any
-// number of them after optional text. Other models' formats (harmony,
-// DeepSeek, GLM, Llama 3, Mistral, MiniMax) are not parsed yet: their calls
-// come back as text.
+// Tool calls in a model's reply, as OpenAI's API returns them, in the syntax
+// its template asks for (chat::ChatTemplate::ToolSyntax): Hermes' JSON in
+// <tool_call> (Qwen 2.5/3, Hermes, and the plain-turn format), the XML of
+// Qwen3-Coder / Qwen3.5 and GLM-4.5+ in <tool_call>, and MiniMax-M2's
+// <minimax:tool_call>; any number of calls after optional text. The XML
+// syntaxes write argument values as text: a value becomes a JSON string where
+// the function's schema says string, else the JSON it spells (Python's
+// True/False/None too), else a string. Other models' formats (harmony,
+// DeepSeek, Llama 3, Mistral) are not parsed: their calls come back as text.
 #pragma once
 
 #include <string>
@@ -11,6 +14,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
 
 namespace strata::serve {
 
@@ -25,18 +30,24 @@ struct ParsedReply {
     std::vector<ToolCall> calls;    // empty: the reply is text
 };
 
-// The calls in `text`. A <tool_call> block that is not a JSON object with a
-// string "name" makes the whole reply text (nothing is half-parsed).
-ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix);
+using ToolSyntax = chat::ChatTemplate::ToolSyntax;
+
+// The calls in `text`. A block that does not parse (Hermes: not a JSON object
+// with a string "name"; XML: no function name) makes the whole reply text
+// (nothing is half-parsed). `tools`: the request's definitions, for the XML
+// syntaxes' value types (nullptr: values that spell JSON become that JSON).
+ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix, ToolSyntax syntax = ToolSyntax::Hermes,
+                             const nlohmann::ordered_json* tools = nullptr);
 
 // OpenAI's tool_calls array for a message (or, with `index`, for a streamed delta).
 nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index);
 
 // Streams a reply's text while holding back what may be a tool call: text
-// before "<tool_call>" goes out as content as it comes (less a tail that may
+// before the syntax's marker ("<tool_call>", "<minimax:tool_call>") goes out as content as it comes (less a tail that may
 // be the start of the marker); from the marker on it is kept for the calls.
 class ToolCallStream {
 public:
+    explicit ToolCallStream(ToolSyntax syntax = ToolSyntax::Hermes, const nlohmann::ordered_json* tools = nullptr);
     // The content that can be sent now.
     std::string feed(std::string_view piece);
     // At the end: the held text parsed (its content part is what was not
@@ -44,6 +55,9 @@ public:
     ParsedReply finish(const std::string& id_prefix);
 
 private:
+    ToolSyntax syntax_;
+    const nlohmann::ordered_json* tools_;
+    std::string_view open_;  // the marker a call starts with
     std::string sent_;     // content streamed so far
     std::string pending_;  // not yet streamed (a possible marker start, or the calls)
     bool in_calls_ = false;

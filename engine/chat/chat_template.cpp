@@ -227,8 +227,14 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
     try {
         t.jinja_ = std::make_shared<const jinja::Template>(std::string(jinja_text));
         t.render_jinja(probe_conversation(), true, nullptr);  // one that renders nothing fails here, not at the first message
-        t.hermes_tools_ = jinja_text.find("<tool_call>") != std::string_view::npos;
         t.renders_tools_ = t.prints_tools();
+        // Without tools of its own, a template gets the Hermes plain turns (tool_prompt.h).
+        auto has = [&](std::string_view s) { return jinja_text.find(s) != std::string_view::npos; };
+        if (!t.renders_tools_) t.tool_syntax_ = ToolSyntax::Hermes;
+        else if (has("<minimax:tool_call>")) t.tool_syntax_ = ToolSyntax::MiniMax;
+        else if (has("<arg_key>")) t.tool_syntax_ = ToolSyntax::Glm;
+        else if (has("<function=") && has("<parameter=")) t.tool_syntax_ = ToolSyntax::QwenXml;
+        else t.tool_syntax_ = ToolSyntax::Hermes;
     } catch (const Error& e) {
         t.jinja_.reset();
         t.jinja_error_ = e.what();

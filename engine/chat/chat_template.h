@@ -185,10 +185,18 @@ public:
     std::string render(const std::vector<Message>& messages, bool add_assistant_prefix = true,
                        const nlohmann::ordered_json* tools = nullptr) const;
 
-    // Whether the model's template writes tool calls as <tool_call>{"name":
-    // ..., "arguments": ...}</tool_call> (Hermes, Qwen 2.5/3/3.5, ...): the
-    // format the server parses (serve/tool_calls.h).
-    bool hermes_tool_calls() const { return hermes_tools_; }
+    // How the model's template asks for tool calls (what the server parses
+    // and, for tool_choice "required", constrains the reply to):
+    //   Hermes   <tool_call>{"name": N, "arguments": {...}}</tool_call>  (Qwen 2.5/3, Hermes;
+    //            also the plain-turn format for templates without tools, and what is
+    //            used for templates whose own format is none of these: Llama 3, Mistral,
+    //            harmony, DeepSeek — their own calls are not parsed)
+    //   QwenXml  <tool_call><function=N><parameter=K>V</parameter></function></tool_call>
+    //            (Qwen3-Coder, Qwen3.5/3.6, Nemotron 3, Seed-OSS)
+    //   Glm      <tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>  (GLM-4.5..4.7)
+    //   MiniMax  <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...
+    enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax };
+    ToolSyntax tool_syntax() const { return tool_syntax_; }
     // Whether the template itself renders `tools` (a Jinja template that
     // prints the definitions it is given). Where it does not, render() writes
     // tools and tool turns into plain turns (chat/tool_prompt.h) instead.
@@ -208,7 +216,7 @@ private:
     bool prints_tools() const;
     std::string render_jinja(const std::vector<Message>& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json* tools) const;
-    bool hermes_tools_ = false;
+    ToolSyntax tool_syntax_ = ToolSyntax::Hermes;
     bool renders_tools_ = false;
 
     Family family_ = Family::Fallback;

@@ -101,7 +101,11 @@ std::string unsigned_between(int64_t a, int64_t b) {
     const size_t la = sa.size();
     const size_t lb = b < 0 ? std::max<size_t>(la, 16) : std::to_string(b).size();
     for (size_t len = la; len <= lb; ++len) {
-        const std::string lo = len == la ? sa : "1" + std::string(len - 1, '0');
+        std::string lo = sa;
+        if (len != la) {  // 10...0 (built in place: g++ 12 warns wrongly about "1" + string)
+            lo.assign(len, '0');
+            lo[0] = '1';
+        }
         std::string hi = std::string(len, '9');
         if (b >= 0 && len == lb) hi = std::to_string(b);
         alts.push_back(digits_between(lo, hi));

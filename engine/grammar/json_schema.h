@@ -52,6 +52,10 @@ public:
     std::string any_object();
     // The whole grammar: every rule added, and `root ::= root_body`.
     std::string gbnf(const std::string& root_body) const;
+    // Adds `name ::= body` (the name made unique from `hint`) and returns the name.
+    std::string define(const std::string& hint, const std::string& body);
+    // Adds a primitive rule by name ("space", "string", "char", "date", ...).
+    std::string primitive(const std::string& name);
 
 private:
     std::string visit(const nlohmann::ordered_json& s, const std::string& name, const std::string& path);
@@ -62,8 +66,6 @@ private:
     std::string string_rule(const nlohmann::ordered_json& s, const std::string& name, const std::string& path);
     std::string integer_rule(const nlohmann::ordered_json& s, const std::string& name, const std::string& path);
     std::string resolve(const std::string& ref, const std::string& path);
-    std::string primitive(const std::string& name);
-    std::string define(const std::string& hint, const std::string& body);
     std::string fresh(const std::string& hint);
 
     const nlohmann::ordered_json* root_ = nullptr;  // the schema being added (for $ref)

@@ -229,7 +229,7 @@ private Q_SLOTS:
             "{%- for m in messages %}<|{{ m.role }}|>{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>"
             "{{ c.function | tojson }}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}{% endfor %}");
         QVERIFY(t.uses_jinja());
-        QVERIFY(t.hermes_tool_calls());
+        QVERIFY(t.tool_syntax() == ChatTemplate::ToolSyntax::Hermes);
         const auto tools = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f","z":1,"a":2}}])");
         Message call{"assistant", ""};
         call.extra["tool_calls"] = nlohmann::ordered_json::parse(R"([{"function":{"name":"f","arguments":{"x":1}}}])");

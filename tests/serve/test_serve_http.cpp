@@ -325,7 +325,7 @@ private Q_SLOTS:
         es.threads = 2;
         auto eng = core::Engine::load(path, es);
         QVERIFY(eng->chat_template().uses_jinja());
-        QVERIFY(eng->chat_template().hermes_tool_calls());
+        QVERIFY(eng->chat_template().tool_syntax() == chat::ChatTemplate::ToolSyntax::Hermes);
         Served s = start(*eng);
         int status = 0;
         const json user = {{"role", "user"}, {"content", "What is the weather in Paris?"}};

@@ -1,0 +1,178 @@
+// Tool calls in each template syntax (chat::ChatTemplate::ToolSyntax): parsed
+// from replies with their values typed by the function's schema, the calls a
+// constrained reply can contain parse back and fit the schema, and (with
+// STRATA_LLAMA_CPP) the real templates' own renderings of a call parse back
+// to that call.
+#include <QtTest>
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "grammar/matcher.h"
+#include "serve/openai_api.h"
+#include "serve/output_grammar.h"
+#include "serve/tool_calls.h"
+#include "tool_syntax_data.h"
+
+using namespace strata;
+using namespace strata::serve;
+using ojson = nlohmann::ordered_json;
+using Syntax = chat::ChatTemplate::ToolSyntax;
+
+namespace {
+
+CompletionRequest request_with_tools(const std::string& choice) {
+    CompletionRequest r;
+    r.tools = ojson::parse(kTools);
+    r.tool_choice = choice;
+    if (choice == "function") r.tool_choice_name = "get_weather";
+    return r;
+}
+
+// A random text under the grammar from a vocabulary of printable ASCII and a
+// few words; stops at the first point where the grammar is complete.
+std::string random_call(const std::shared_ptr<const grammar::Grammar>& g, std::mt19937& rng) {
+    static const std::vector<std::string> pieces = [] {
+        std::vector<std::string> p;
+        for (int c = 0x20; c < 0x7F; ++c) p.push_back(std::string(1, char(c)));
+        for (const char* w : {"\n", "<tool_call>", "</parameter>\n", "true", "12", "celsius", "<arg_value>", "\"", "é"})
+            p.push_back(w);
+        return p;
+    }();
+    static const grammar::TokenTable table(pieces);
+    grammar::Matcher m(g);
+    std::string out;
+    std::vector<uint8_t> allowed;
+    for (int step = 0; step < 4000 && !m.complete(); ++step) {
+        m.allowed_tokens(table.index(), allowed);
+        std::vector<size_t> ok;
+        for (size_t i = 0; i < allowed.size(); ++i)
+            if (allowed[i]) ok.push_back(i);
+        if (ok.empty()) return {};
+        const size_t t = ok[rng() % ok.size()];
+        m.accept(pieces[t]);
+        out += pieces[t];
+    }
+    return m.complete() ? out : std::string();
+}
+
+bool fits_weather(const nlohmann::json& a) {
+    if (!a.is_object() || !a.contains("city") || !a["city"].is_string() || !a.contains("days") ||
+        !a["days"].is_number_integer() || a["days"] < 1 || a["days"] > 14)
+        return false;
+    if (a.contains("unit") && a["unit"] != "celsius" && a["unit"] != "fahrenheit") return false;
+    if (a.contains("hourly") && !a["hourly"].is_boolean()) return false;
+    if (a.contains("spots") && (!a["spots"].is_array() || a["spots"].size() > 2)) return false;
+    return a.size() <= 5;
+}
+
+QString read_template(const QString& name) {
+    QFile f(qEnvironmentVariable("STRATA_LLAMA_CPP") + "/models/templates/" + name);
+    return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+
+}  // namespace
+
+class TestToolSyntax : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void xmlRepliesParseWithTypedValues() {
+        const ojson tools = ojson::parse(kTools);
+        ParsedReply q = parse_tool_calls(kQwenXmlReply, "c", Syntax::QwenXml, &tools);
+        QCOMPARE(q.content, std::string("I'll look."));
+        QCOMPARE(q.calls.size(), size_t(2));
+        QCOMPARE(q.calls[0].name, std::string("get_weather"));
+        QCOMPARE(q.calls[0].arguments, std::string("{\"city\":\"San Jose\",\"days\":12,\"hourly\":true,\"spots\":[1,2.5]}"));
+        QCOMPARE(q.calls[1].arguments, std::string("{\"text\":\"42\"}"));  // a string, as the schema says
+        // Without the schema a value that spells JSON is that JSON.
+        QCOMPARE(parse_tool_calls(kQwenXmlReply, "c", Syntax::QwenXml).calls[1].arguments, std::string("{\"text\":42}"));
+        ParsedReply g = parse_tool_calls(kGlmReply, "c", Syntax::Glm, &tools);
+        QCOMPARE(g.calls.size(), size_t(1));
+        QCOMPARE(g.calls[0].arguments, std::string("{\"city\":\"San Jose\",\"days\":12,\"hourly\":true}"));
+        ParsedReply m = parse_tool_calls(kMiniMaxReply, "c", Syntax::MiniMax, &tools);
+        QCOMPARE(m.content, std::string("Checking."));
+        QCOMPARE(m.calls.size(), size_t(2));
+        QCOMPARE(m.calls[1].name, std::string("note"));
+        // Not a call: the whole reply stays text.
+        for (auto [syntax, text] : std::vector<std::pair<Syntax, const char*>>{
+                 {Syntax::QwenXml, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>"},
+                 {Syntax::Glm, "<tool_call>\n<arg_key>k</arg_key></tool_call>"},
+                 {Syntax::MiniMax, "<minimax:tool_call>nothing</minimax:tool_call>"}}) {
+            const ParsedReply r = parse_tool_calls(text, "c", syntax, &tools);
+            QVERIFY2(r.calls.empty(), text);
+            QCOMPARE(r.content, std::string(text));
+        }
+        // Streaming holds back MiniMax's own marker.
+        ToolCallStream st(Syntax::MiniMax, &tools);
+        std::string out;
+        for (const char* piece : {"Checking.\n<mini", "max:tool_call>\n<invoke name=\"note\">", "<parameter name=\"text\">x</parameter></invoke></minimax:tool_call>"})
+            out += st.feed(piece);
+        QCOMPARE(out, std::string("Checking.\n"));
+        QCOMPARE(st.finish("c").calls.size(), size_t(1));
+    }
+
+    // Whatever a constrained reply contains, it parses back into one call
+    // whose arguments fit the function's schema, in every syntax.
+    void constrainedCallsParseBack() {
+        std::mt19937 rng(5);
+        for (Syntax syntax : {Syntax::Hermes, Syntax::QwenXml, Syntax::Glm, Syntax::MiniMax}) {
+            for (const char* choice : {"required", "function"}) {
+                const CompletionRequest r = request_with_tools(choice);
+                const auto g = tool_call_grammar(r, syntax);
+                int seen = 0;
+                for (int i = 0; i < 40; ++i) {
+                    const std::string text = random_call(g, rng);
+                    if (text.empty()) continue;
+                    ++seen;
+                    const ParsedReply p = parse_tool_calls(text, "c", syntax, &r.tools);
+                    QVERIFY2(p.calls.size() == 1, text.c_str());
+                    const auto args = nlohmann::json::parse(p.calls[0].arguments);
+                    if (p.calls[0].name == "get_weather") {
+                        QVERIFY2(fits_weather(args), (text + "\n-> " + p.calls[0].arguments).c_str());
+                    } else {
+                        QVERIFY2(std::string(choice) == "required", text.c_str());
+                        QVERIFY2(args.is_object() && args["text"].is_string(), p.calls[0].arguments.c_str());
+                    }
+                }
+                QVERIFY(seen >= 20);
+            }
+        }
+    }
+
+    // The real templates' renderings of a call parse back to it.
+    void realTemplatesRenderCallsThatParseBack_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<int>("syntax");
+        QTest::newRow("Qwen3.5") << "Qwen3.5-4B.jinja" << int(Syntax::QwenXml);
+        QTest::newRow("Qwen3-Coder") << "Qwen3-Coder.jinja" << int(Syntax::QwenXml);
+        QTest::newRow("GLM-4.6") << "GLM-4.6.jinja" << int(Syntax::Glm);
+        QTest::newRow("GLM-4.7-Flash") << "GLM-4.7-Flash.jinja" << int(Syntax::Glm);
+        QTest::newRow("MiniMax-M2") << "MiniMax-M2.jinja" << int(Syntax::MiniMax);
+        QTest::newRow("Qwen3") << "Qwen-Qwen3-0.6B.jinja" << int(Syntax::Hermes);
+    }
+    void realTemplatesRenderCallsThatParseBack() {
+        QFETCH(QString, file);
+        QFETCH(int, syntax);
+        if (qEnvironmentVariable("STRATA_LLAMA_CPP").isEmpty())
+            QSKIP("STRATA_LLAMA_CPP is not set (a llama.cpp 2026-09 checkout, whose models/templates/ holds the templates)");
+        const QString text = read_template(file);
+        QVERIFY2(!text.isEmpty(), qPrintable(file));
+        const chat::ChatTemplate t = chat::ChatTemplate::load(text.toStdString(), "<s>", "</s>");
+        QVERIFY2(t.uses_jinja(), t.describe().c_str());
+        QCOMPARE(int(t.tool_syntax()), syntax);
+        chat::Message call{"assistant", ""};
+        call.extra["tool_calls"] = ojson::array(
+            {{{"id", "c0"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", ojson::parse(kCallArguments)}}}}});
+        const ojson tools = ojson::parse(kTools);
+        const std::string rendered = t.render({{"user", "Weather?"}, call}, false);
+        const ParsedReply p = parse_tool_calls(rendered, "c", Syntax(syntax), &tools);
+        QVERIFY2(p.calls.size() == 1, rendered.c_str());
+        QCOMPARE(p.calls[0].name, std::string("get_weather"));
+        QCOMPARE(nlohmann::json::parse(p.calls[0].arguments), nlohmann::json::parse(kCallArguments));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestToolSyntax)
+#include "test_tool_syntax.moc"

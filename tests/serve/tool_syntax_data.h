@@ -1,0 +1,28 @@
+// Test data for test_tool_syntax, kept out of the file moc reads.
+#pragma once
+
+// One function whose arguments use every kind of value the XML syntaxes write.
+static const char* const kTools = R"([
+ {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+   "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                  "unit": {"enum": ["celsius", "fahrenheit"]}, "hourly": {"type": "boolean"},
+                  "spots": {"type": "array", "items": {"type": "number"}, "maxItems": 2}},
+   "required": ["city", "days"]}}},
+ {"type": "function", "function": {"name": "note", "parameters": {"type": "object",
+   "properties": {"text": {"type": "string", "maxLength": 20}}, "required": ["text"]}}}
+])";
+
+// An assistant turn with a call, for the real templates to render.
+static const char* const kCallArguments = R"({"city": "Paris", "days": 3, "unit": "celsius", "hourly": true, "spots": [1.5, 2]})";
+
+static const char* const kQwenXmlReply =
+    "I'll look.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n"
+    "<parameter=days>\n12\n</parameter>\n<parameter=hourly>\nTrue\n</parameter>\n<parameter=spots>\n[1, 2.5]\n</parameter>\n"
+    "</function>\n</tool_call>\n<tool_call>\n<function=note>\n<parameter=text>\n42\n</parameter>\n</function>\n</tool_call>";
+static const char* const kGlmReply =
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>San Jose</arg_value>\n<arg_key>days</arg_key>\n"
+    "<arg_value>12</arg_value>\n<arg_key>hourly</arg_key>\n<arg_value>true</arg_value>\n</tool_call>";
+static const char* const kMiniMaxReply =
+    "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">San Jose</parameter>\n"
+    "<parameter name=\"days\">12</parameter>\n</invoke>\n<invoke name=\"note\">\n<parameter name=\"text\">42</parameter>\n"
+    "</invoke>\n</minimax:tool_call>";
