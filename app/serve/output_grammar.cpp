@@ -120,6 +120,11 @@ std::string one_call(grammar::JsonGrammar& g, const std::string& name, const ojs
         case Syntax::MiniMax:
             return grammar::gbnf_literal("<minimax:tool_call>\n<invoke name=\"" + name + "\">\n") +
                    xml_arguments(g, params, name, syntax) + " " + grammar::gbnf_literal("</invoke>\n</minimax:tool_call>");
+        case Syntax::Harmony:
+            // The prompt ends with "<|start|>assistant"; the template writes calls this way. The
+            // end token that follows (<|call|>) is allowed once the arguments are complete.
+            return grammar::gbnf_literal(" to=functions." + name + "<|channel|>commentary json<|message|>") + " " +
+                   g.add_schema(params, "args-" + name);
     }
     return "";
 }
@@ -166,7 +171,8 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const CompletionReques
         }
     }
     const std::string call = "(" + calls + ")";
-    return compile(g.gbnf(r.parallel_tool_calls ? call + " (\"\\n\" " + call + ")*" : call), "tools");
+    // Harmony ends its turn after one call (<|call|>).
+    return compile(g.gbnf(r.parallel_tool_calls && syntax != Syntax::Harmony ? call + " (\"\\n\" " + call + ")*" : call), "tools");
 }
 
 }  // namespace strata::serve

@@ -11,6 +11,7 @@ struct Markers {
 };
 Markers markers(ToolSyntax s) {
     if (s == ToolSyntax::MiniMax) return {"<minimax:tool_call>", "</minimax:tool_call>"};
+    if (s == ToolSyntax::Harmony) return {"to=functions.", "<|call|>"};  // <|call|> ends the turn: rarely in the text
     return {"<tool_call>", "</tool_call>"};
 }
 
@@ -154,6 +155,35 @@ bool parse_minimax(std::string_view body, const std::string& id_prefix, const oj
     return any;
 }
 
+// After "to=functions.": N, then (<|channel|>commentary [<|constrain|>]json) <|message|>ARGS.
+bool parse_harmony(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    size_t n = 0;
+    while (n < body.size() && body[n] != ' ' && body[n] != '<' && body[n] != '\n') ++n;
+    const size_t msg = body.find("<|message|>", n);
+    if (n == 0 || msg == std::string_view::npos) return false;
+    std::string_view args = body.substr(msg + 11);
+    if (const size_t end = args.find("<|"); end != std::string_view::npos) args = args.substr(0, end);  // <|end|>, <|call|>
+    ojson a;
+    try {
+        a = ojson::parse(trim(args));
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+    return add_call(calls, id_prefix, std::string(body.substr(0, n)), a);
+}
+
+// Harmony's text before a call's message header ("<|start|>assistant", "<|channel|>commentary ") is markup.
+size_t harmony_message_start(std::string_view text, size_t marker) {
+    // The earliest <|start|> or <|channel|> with no message begun between it and the marker.
+    size_t at = marker;
+    for (std::string_view tag : {std::string_view("<|start|>"), std::string_view("<|channel|>")}) {
+        const size_t p = text.rfind(tag, marker);
+        if (p != std::string_view::npos && p < at && text.substr(p, marker - p).find("<|message|>") == std::string_view::npos)
+            at = p;
+    }
+    return at;
+}
+
 }  // namespace
 
 ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix, ToolSyntax syntax, const ojson* tools) {
@@ -177,13 +207,14 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             case ToolSyntax::QwenXml: ok = parse_qwen_xml(block, id_prefix, tools, r.calls); break;
             case ToolSyntax::Glm: ok = parse_glm(block, id_prefix, tools, r.calls); break;
             case ToolSyntax::MiniMax: ok = parse_minimax(block, id_prefix, tools, r.calls); break;
+            case ToolSyntax::Harmony: ok = parse_harmony(block, id_prefix, r.calls); break;
         }
         if (!ok) return ParsedReply{std::string(text), {}};
         if (!closed) break;
         p = text.find(m.open, end + m.close.size());
         // Only whitespace may separate calls; anything else after them is dropped with the markup.
     }
-    r.content = trim(text.substr(0, first));
+    r.content = trim(text.substr(0, syntax == ToolSyntax::Harmony ? harmony_message_start(text, first) : first));
     return r;
 }
 

@@ -1,12 +1,13 @@
 // Tool calls in a model's reply, as OpenAI's API returns them, in the syntax
 // its template asks for (chat::ChatTemplate::ToolSyntax): Hermes' JSON in
 // <tool_call> (Qwen 2.5/3, Hermes, and the plain-turn format), the XML of
-// Qwen3-Coder / Qwen3.5 and GLM-4.5+ in <tool_call>, and MiniMax-M2's
-// <minimax:tool_call>; any number of calls after optional text. The XML
+// Qwen3-Coder / Qwen3.5 and GLM-4.5+ in <tool_call>, MiniMax-M2's
+// <minimax:tool_call>, and gpt-oss's harmony (to=functions.N ... <|message|>{...});
+// any number of calls after optional text (harmony: one, its turn ends). The XML
 // syntaxes write argument values as text: a value becomes a JSON string where
 // the function's schema says string, else the JSON it spells (Python's
-// True/False/None too), else a string. Other models' formats (harmony,
-// DeepSeek, Llama 3, Mistral) are not parsed: their calls come back as text.
+// True/False/None too), else a string. Other models' formats (DeepSeek,
+// Llama 3, Mistral) are not parsed: their calls come back as text.
 #pragma once
 
 #include <string>

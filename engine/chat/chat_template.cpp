@@ -232,6 +232,7 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
         auto has = [&](std::string_view s) { return jinja_text.find(s) != std::string_view::npos; };
         if (!t.renders_tools_) t.tool_syntax_ = ToolSyntax::Hermes;
         else if (has("<minimax:tool_call>")) t.tool_syntax_ = ToolSyntax::MiniMax;
+        else if (has("<|channel|>") && has("to=") && has("functions.")) t.tool_syntax_ = ToolSyntax::Harmony;
         else if (has("<arg_key>")) t.tool_syntax_ = ToolSyntax::Glm;
         else if (has("<function=") && has("<parameter=")) t.tool_syntax_ = ToolSyntax::QwenXml;
         else t.tool_syntax_ = ToolSyntax::Hermes;

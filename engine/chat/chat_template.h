@@ -190,12 +190,13 @@ public:
     //   Hermes   <tool_call>{"name": N, "arguments": {...}}</tool_call>  (Qwen 2.5/3, Hermes;
     //            also the plain-turn format for templates without tools, and what is
     //            used for templates whose own format is none of these: Llama 3, Mistral,
-    //            harmony, DeepSeek — their own calls are not parsed)
+    //            DeepSeek — their own calls are not parsed)
     //   QwenXml  <tool_call><function=N><parameter=K>V</parameter></function></tool_call>
     //            (Qwen3-Coder, Qwen3.5/3.6, Nemotron 3, Seed-OSS)
     //   Glm      <tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>  (GLM-4.5..4.7)
     //   MiniMax  <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...
-    enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax };
+    //   Harmony  (gpt-oss) to=functions.N<|channel|>commentary json<|message|>{...}<|call|>
+    enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax, Harmony };
     ToolSyntax tool_syntax() const { return tool_syntax_; }
     // Whether the template itself renders `tools` (a Jinja template that
     // prints the definitions it is given). Where it does not, render() writes

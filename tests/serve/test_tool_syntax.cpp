@@ -104,6 +104,14 @@ private Q_SLOTS:
             QVERIFY2(r.calls.empty(), text);
             QCOMPARE(r.content, std::string(text));
         }
+        // gpt-oss: the recipient in either place, after its reasoning; the header is not content.
+        for (const char* text : {kHarmonyReply, kHarmonyReply2}) {
+            const ParsedReply h = parse_tool_calls(text, "c", Syntax::Harmony, &tools);
+            QVERIFY2(h.calls.size() == 1, text);
+            QCOMPARE(h.calls[0].name, std::string("get_weather"));
+            QCOMPARE(h.calls[0].arguments, std::string("{\"city\":\"Oslo\",\"days\":2}"));
+            QCOMPARE(h.content, std::string("<|channel|>analysis<|message|>Need weather.<|end|>"));
+        }
         // Streaming holds back MiniMax's own marker.
         ToolCallStream st(Syntax::MiniMax, &tools);
         std::string out;
@@ -117,7 +125,7 @@ private Q_SLOTS:
     // whose arguments fit the function's schema, in every syntax.
     void constrainedCallsParseBack() {
         std::mt19937 rng(5);
-        for (Syntax syntax : {Syntax::Hermes, Syntax::QwenXml, Syntax::Glm, Syntax::MiniMax}) {
+        for (Syntax syntax : {Syntax::Hermes, Syntax::QwenXml, Syntax::Glm, Syntax::MiniMax, Syntax::Harmony}) {
             for (const char* choice : {"required", "function"}) {
                 const CompletionRequest r = request_with_tools(choice);
                 const auto g = tool_call_grammar(r, syntax);
@@ -151,6 +159,7 @@ private Q_SLOTS:
         QTest::newRow("GLM-4.7-Flash") << "GLM-4.7-Flash.jinja" << int(Syntax::Glm);
         QTest::newRow("MiniMax-M2") << "MiniMax-M2.jinja" << int(Syntax::MiniMax);
         QTest::newRow("Qwen3") << "Qwen-Qwen3-0.6B.jinja" << int(Syntax::Hermes);
+        QTest::newRow("gpt-oss") << "openai-gpt-oss-120b.jinja" << int(Syntax::Harmony);
     }
     void realTemplatesRenderCallsThatParseBack() {
         QFETCH(QString, file);

@@ -26,3 +26,9 @@ static const char* const kMiniMaxReply =
     "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">San Jose</parameter>\n"
     "<parameter name=\"days\">12</parameter>\n</invoke>\n<invoke name=\"note\">\n<parameter name=\"text\">42</parameter>\n"
     "</invoke>\n</minimax:tool_call>";
+static const char* const kHarmonyReply =
+    "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json"
+    "<|message|>{\"city\": \"Oslo\", \"days\": 2}";
+static const char* const kHarmonyReply2 =
+    "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+    "<|constrain|>json<|message|>{\"city\": \"Oslo\", \"days\": 2}<|call|>";
