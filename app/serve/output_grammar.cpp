@@ -120,6 +120,23 @@ std::string one_call(grammar::JsonGrammar& g, const std::string& name, const ojs
         case Syntax::MiniMax:
             return grammar::gbnf_literal("<minimax:tool_call>\n<invoke name=\"" + name + "\">\n") +
                    xml_arguments(g, params, name, syntax) + " " + grammar::gbnf_literal("</invoke>\n</minimax:tool_call>");
+        case Syntax::Llama3:
+            return grammar::gbnf_literal("{\"name\": " + ojson(name).dump(-1, ' ', false) + ", \"parameters\": ") + " " +
+                   g.add_schema(params, "args-" + name) + " \"}\"";
+        case Syntax::Mistral:
+            return grammar::gbnf_literal("[TOOL_CALLS][{\"name\": " + ojson(name).dump(-1, ' ', false) + ", \"arguments\": ") +
+                   " " + g.add_schema(params, "args-" + name) + " " + grammar::gbnf_literal(", \"id\": \"") +
+                   " [a-zA-Z0-9]{9} " + grammar::gbnf_literal("\"}]");
+        case Syntax::MistralArgs:
+            return grammar::gbnf_literal("[TOOL_CALLS]" + name + "[ARGS]") + " " + g.add_schema(params, "args-" + name);
+        case Syntax::DeepSeek:
+            return grammar::gbnf_literal("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>") + " " +
+                   g.add_schema(params, "args-" + name) + " " + grammar::gbnf_literal("<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+        case Syntax::DeepSeekR1:
+            return grammar::gbnf_literal("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>" + name +
+                                         "\n```json\n") +
+                   " " + g.add_schema(params, "args-" + name) + " " +
+                   grammar::gbnf_literal("\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
         case Syntax::Harmony:
             // The prompt ends with "<|start|>assistant"; the template writes calls this way. The
             // end token that follows (<|call|>) is allowed once the arguments are complete.
@@ -171,8 +188,14 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const CompletionReques
         }
     }
     const std::string call = "(" + calls + ")";
-    // Harmony ends its turn after one call (<|call|>).
-    return compile(g.gbnf(r.parallel_tool_calls && syntax != Syntax::Harmony ? call + " (\"\\n\" " + call + ")*" : call), "tools");
+    // Several calls where the syntax strings them together; harmony ends its turn
+    // after one (<|call|>); Llama 3's reply is one call; Mistral's array and
+    // DeepSeek's block hold one here.
+    const bool several = r.parallel_tool_calls && (syntax == Syntax::Hermes || syntax == Syntax::QwenXml ||
+                                                   syntax == Syntax::Glm || syntax == Syntax::MiniMax ||
+                                                   syntax == Syntax::MistralArgs);
+    const std::string sep = syntax == Syntax::MistralArgs ? "" : "\"\\n\" ";
+    return compile(g.gbnf(several ? call + " (" + sep + call + ")*" : call), "tools");
 }
 
 }  // namespace strata::serve

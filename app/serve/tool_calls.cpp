@@ -12,6 +12,10 @@ struct Markers {
 Markers markers(ToolSyntax s) {
     if (s == ToolSyntax::MiniMax) return {"<minimax:tool_call>", "</minimax:tool_call>"};
     if (s == ToolSyntax::Harmony) return {"to=functions.", "<|call|>"};  // <|call|> ends the turn: rarely in the text
+    // Each call opens with the marker and runs to the next one (no close).
+    if (s == ToolSyntax::Mistral || s == ToolSyntax::MistralArgs) return {"[TOOL_CALLS]", ""};
+    if (s == ToolSyntax::DeepSeek || s == ToolSyntax::DeepSeekR1) return {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"};
+    if (s == ToolSyntax::Llama3) return {"{", ""};  // the whole reply, when it begins with it
     return {"<tool_call>", "</tool_call>"};
 }
 
@@ -67,6 +71,29 @@ size_t between(std::string_view s, size_t from, std::string_view open, std::stri
     *out = s.substr(a + open.size(), b - a - open.size());
     *after = b + close.size();
     return a;
+}
+
+// The first JSON object or array in `s` (after leading whitespace), by its
+// brackets (strings' contents skipped); the whole of `s` when it is not one.
+std::string_view json_prefix(std::string_view s) {
+    const size_t b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string_view::npos || (s[b] != '{' && s[b] != '[')) return s;
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = b; i < s.size(); ++i) {
+        const char c = s[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return s.substr(b, i + 1 - b);
+        }
+    }
+    return s;
 }
 
 bool add_call(std::vector<ToolCall>& calls, const std::string& id_prefix, std::string name, const ojson& args) {
@@ -172,6 +199,83 @@ bool parse_harmony(std::string_view body, const std::string& id_prefix, std::vec
     return add_call(calls, id_prefix, std::string(body.substr(0, n)), a);
 }
 
+// [{"name": N, "arguments": {...}, "id": ...}, ...]
+bool parse_mistral(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    ojson a;
+    try {
+        a = ojson::parse(json_prefix(body));
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+    if (!a.is_array() || a.empty()) return false;
+    for (const auto& c : a) {
+        if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return false;
+        add_call(calls, id_prefix, c["name"].get<std::string>(), c.contains("arguments") ? c["arguments"] : ojson::object());
+    }
+    return true;
+}
+
+// N[CALL_ID]id[ARGS]{...} or N[ARGS]{...}
+bool parse_mistral_args(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    const size_t args = body.find("[ARGS]");
+    if (args == std::string_view::npos) return false;
+    const std::string name = trim(body.substr(0, std::min(args, body.find("[CALL_ID]"))));
+    ojson a;
+    try {
+        a = ojson::parse(json_prefix(body.substr(args + 6)));
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+    return add_call(calls, id_prefix, name, a);
+}
+
+// {"name": N, "parameters": {...}} (or "arguments")
+bool parse_llama3(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    ojson j;
+    try {
+        j = ojson::parse(json_prefix("{" + std::string(body)));
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+    const ojson args = j.contains("parameters") ? j["parameters"] : j.contains("arguments") ? j["arguments"] : ojson::object();
+    return add_call(calls, id_prefix, j["name"].get<std::string>(), args);
+}
+
+// <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (V3.1), or
+// <｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜> (R1), several per block
+bool parse_deepseek(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    constexpr std::string_view kSep = "<｜tool▁sep｜>";
+    std::string_view c;
+    size_t pos = 0, after = 0;
+    bool any = false;
+    while (between(body, pos, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", &c, &after) != std::string_view::npos) {
+        pos = after;
+        const size_t sep = c.find(kSep);
+        if (sep == std::string_view::npos) return false;
+        std::string_view rest = c.substr(sep + kSep.size());
+        std::string name;
+        std::string_view args = rest;
+        const size_t fence = rest.find("```json");
+        if (fence != std::string_view::npos) {  // R1: the name after the separator, the arguments fenced
+            name = trim(rest.substr(0, fence));
+            args = rest.substr(fence + 7);
+            if (const size_t close = args.rfind("```"); close != std::string_view::npos) args = args.substr(0, close);
+        } else {
+            name = trim(c.substr(0, sep));
+        }
+        ojson a;
+        try {
+            a = ojson::parse(trim(args));
+        } catch (const nlohmann::json::exception&) {
+            return false;
+        }
+        if (!add_call(calls, id_prefix, name, a)) return false;
+        any = true;
+    }
+    return any;
+}
+
 // Harmony's text before a call's message header ("<|start|>assistant", "<|channel|>commentary ") is markup.
 size_t harmony_message_start(std::string_view text, size_t marker) {
     // The earliest <|start|> or <|channel|> with no message begun between it and the marker.
@@ -189,7 +293,10 @@ size_t harmony_message_start(std::string_view text, size_t marker) {
 ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix, ToolSyntax syntax, const ojson* tools) {
     const Markers m = markers(syntax);
     ParsedReply r;
-    const size_t first = text.find(m.open);
+    size_t first = text.find(m.open);
+    // Llama 3: a call is the whole reply, not a marker within it.
+    if (syntax == ToolSyntax::Llama3 && first != std::string_view::npos && !trim(text.substr(0, first)).empty())
+        first = std::string_view::npos;
     if (first == std::string_view::npos) {
         r.content = std::string(text);
         return r;
@@ -197,9 +304,23 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
     size_t p = first;
     while (p != std::string_view::npos) {
         const size_t body = p + m.open.size();
-        size_t end = text.find(m.close, body);
-        const bool closed = end != std::string_view::npos;
-        if (!closed) end = text.size();  // a reply cut at max_tokens or the end-of-turn token before the close
+        size_t end, next;
+        bool closed;
+        if (syntax == ToolSyntax::Llama3) {
+            end = text.size();
+            closed = false;
+            next = std::string_view::npos;
+        } else if (m.close.empty()) {  // runs to the next marker
+            end = text.find(m.open, body);
+            closed = end != std::string_view::npos;
+            if (!closed) end = text.size();
+            next = end;
+        } else {
+            end = text.find(m.close, body);
+            closed = end != std::string_view::npos;
+            if (!closed) end = text.size();  // a reply cut at max_tokens or the end-of-turn token before the close
+            next = closed ? text.find(m.open, end + m.close.size()) : std::string_view::npos;
+        }
         const std::string_view block = text.substr(body, end - body);
         bool ok = false;
         switch (syntax) {
@@ -208,10 +329,15 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             case ToolSyntax::Glm: ok = parse_glm(block, id_prefix, tools, r.calls); break;
             case ToolSyntax::MiniMax: ok = parse_minimax(block, id_prefix, tools, r.calls); break;
             case ToolSyntax::Harmony: ok = parse_harmony(block, id_prefix, r.calls); break;
+            case ToolSyntax::Llama3: ok = parse_llama3(block, id_prefix, r.calls); break;
+            case ToolSyntax::Mistral: ok = parse_mistral(block, id_prefix, r.calls); break;
+            case ToolSyntax::MistralArgs: ok = parse_mistral_args(block, id_prefix, r.calls); break;
+            case ToolSyntax::DeepSeek:
+            case ToolSyntax::DeepSeekR1: ok = parse_deepseek(block, id_prefix, r.calls); break;
         }
         if (!ok) return ParsedReply{std::string(text), {}};
         if (!closed) break;
-        p = text.find(m.open, end + m.close.size());
+        p = next;
         // Only whitespace may separate calls; anything else after them is dropped with the markup.
     }
     r.content = trim(text.substr(0, syntax == ToolSyntax::Harmony ? harmony_message_start(text, first) : first));
@@ -236,6 +362,21 @@ ToolCallStream::ToolCallStream(ToolSyntax syntax, const ojson* tools)
 std::string ToolCallStream::feed(std::string_view piece) {
     pending_ += piece;
     if (in_calls_) return {};
+    if (syntax_ == ToolSyntax::Llama3) {  // a call is the whole reply: its first character decides
+        if (!text_only_) {
+            const size_t c = pending_.find_first_not_of(" \t\r\n");
+            if (c == std::string::npos) return {};
+            if (pending_[c] == '{') {
+                in_calls_ = true;
+                return {};
+            }
+            text_only_ = true;
+        }
+        sent_ += pending_;
+        std::string out;
+        out.swap(pending_);
+        return out;
+    }
     const size_t at = pending_.find(open_);
     if (at != std::string::npos) {
         in_calls_ = true;

@@ -2,12 +2,13 @@
 // its template asks for (chat::ChatTemplate::ToolSyntax): Hermes' JSON in
 // <tool_call> (Qwen 2.5/3, Hermes, and the plain-turn format), the XML of
 // Qwen3-Coder / Qwen3.5 and GLM-4.5+ in <tool_call>, MiniMax-M2's
-// <minimax:tool_call>, and gpt-oss's harmony (to=functions.N ... <|message|>{...});
-// any number of calls after optional text (harmony: one, its turn ends). The XML
+// <minimax:tool_call>, gpt-oss's harmony (to=functions.N ... <|message|>{...}),
+// Llama 3's {"name", "parameters"} reply, Mistral's [TOOL_CALLS] (array or
+// N[ARGS]{...}) and DeepSeek's <｜tool▁calls▁begin｜> blocks; any number of
+// calls after optional text (harmony and Llama 3: one, the whole turn). The XML
 // syntaxes write argument values as text: a value becomes a JSON string where
 // the function's schema says string, else the JSON it spells (Python's
-// True/False/None too), else a string. Other models' formats (DeepSeek,
-// Llama 3, Mistral) are not parsed: their calls come back as text.
+// True/False/None too), else a string.
 #pragma once
 
 #include <string>
@@ -62,6 +63,7 @@ private:
     std::string sent_;     // content streamed so far
     std::string pending_;  // not yet streamed (a possible marker start, or the calls)
     bool in_calls_ = false;
+    bool text_only_ = false;  // Llama 3: the reply began as text, so it is not a call
 };
 
 }  // namespace strata::serve

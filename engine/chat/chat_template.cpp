@@ -235,6 +235,11 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
         else if (has("<|channel|>") && has("to=") && has("functions.")) t.tool_syntax_ = ToolSyntax::Harmony;
         else if (has("<arg_key>")) t.tool_syntax_ = ToolSyntax::Glm;
         else if (has("<function=") && has("<parameter=")) t.tool_syntax_ = ToolSyntax::QwenXml;
+        else if (has("[TOOL_CALLS]")) t.tool_syntax_ = has("[ARGS]") ? ToolSyntax::MistralArgs : ToolSyntax::Mistral;
+        else if (has("tool▁calls▁begin"))  // <｜tool▁calls▁begin｜>
+            t.tool_syntax_ = has("```json") ? ToolSyntax::DeepSeekR1 : ToolSyntax::DeepSeek;
+        else if (has("<tool_call>")) t.tool_syntax_ = ToolSyntax::Hermes;
+        else if (has("<|start_header_id|>") && has("\"parameters\"")) t.tool_syntax_ = ToolSyntax::Llama3;
         else t.tool_syntax_ = ToolSyntax::Hermes;
     } catch (const Error& e) {
         t.jinja_.reset();

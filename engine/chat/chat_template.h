@@ -189,14 +189,20 @@ public:
     // and, for tool_choice "required", constrains the reply to):
     //   Hermes   <tool_call>{"name": N, "arguments": {...}}</tool_call>  (Qwen 2.5/3, Hermes;
     //            also the plain-turn format for templates without tools, and what is
-    //            used for templates whose own format is none of these: Llama 3, Mistral,
-    //            DeepSeek — their own calls are not parsed)
+    //            used for templates whose own format is none of these)
     //   QwenXml  <tool_call><function=N><parameter=K>V</parameter></function></tool_call>
     //            (Qwen3-Coder, Qwen3.5/3.6, Nemotron 3, Seed-OSS)
     //   Glm      <tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>  (GLM-4.5..4.7)
     //   MiniMax  <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...
     //   Harmony  (gpt-oss) to=functions.N<|channel|>commentary json<|message|>{...}<|call|>
-    enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax, Harmony };
+    //   Llama3   the reply is {"name": N, "parameters": {...}}
+    //   Mistral  [TOOL_CALLS][{"name": N, "arguments": {...}, "id": "..."}]  (Nemo)
+    //   MistralArgs  [TOOL_CALLS]N[ARGS]{...}  (Small 3.2, Devstral, Ministral 3)
+    //   DeepSeek     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>... (V3.1+)
+    //   DeepSeekR1   ...<｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>...
+    // Mistral's and DeepSeek's markers are special tokens: a call is parsed only
+    // where the vocabulary renders them as text.
+    enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax, Harmony, Llama3, Mistral, MistralArgs, DeepSeek, DeepSeekR1 };
     ToolSyntax tool_syntax() const { return tool_syntax_; }
     // Whether the template itself renders `tools` (a Jinja template that
     // prints the definitions it is given). Where it does not, render() writes

@@ -37,6 +37,7 @@ std::string random_call(const std::shared_ptr<const grammar::Grammar>& g, std::m
     static const std::vector<std::string> pieces = [] {
         std::vector<std::string> p;
         for (int c = 0x20; c < 0x7F; ++c) p.push_back(std::string(1, char(c)));
+        for (int c = 0x80; c < 0x100; ++c) p.push_back(std::string(1, char(c)));  // any UTF-8, byte by byte
         for (const char* w : {"\n", "<tool_call>", "</parameter>\n", "true", "12", "celsius", "<arg_value>", "\"", "é"})
             p.push_back(w);
         return p;
@@ -112,6 +113,17 @@ private Q_SLOTS:
             QCOMPARE(h.calls[0].arguments, std::string("{\"city\":\"Oslo\",\"days\":2}"));
             QCOMPARE(h.content, std::string("<|channel|>analysis<|message|>Need weather.<|end|>"));
         }
+        // Llama 3: a call is the whole reply; a reply that begins as text stays text as it streams.
+        ToolCallStream text(Syntax::Llama3, &tools);
+        QCOMPARE(text.feed("Hello "), std::string("Hello "));
+        QCOMPARE(text.feed("{not a call}"), std::string("{not a call}"));
+        QVERIFY(text.finish("c").calls.empty());
+        ToolCallStream call(Syntax::Llama3, &tools);
+        QCOMPARE(call.feed("  {\"name\": \"note\", "), std::string());
+        QCOMPARE(call.feed("\"parameters\": {\"text\": \"x\"}}"), std::string());
+        const ParsedReply l = call.finish("c");
+        QCOMPARE(l.calls.size(), size_t(1));
+        QCOMPARE(l.calls[0].arguments, std::string("{\"text\":\"x\"}"));
         // Streaming holds back MiniMax's own marker.
         ToolCallStream st(Syntax::MiniMax, &tools);
         std::string out;
@@ -125,7 +137,8 @@ private Q_SLOTS:
     // whose arguments fit the function's schema, in every syntax.
     void constrainedCallsParseBack() {
         std::mt19937 rng(5);
-        for (Syntax syntax : {Syntax::Hermes, Syntax::QwenXml, Syntax::Glm, Syntax::MiniMax, Syntax::Harmony}) {
+        for (Syntax syntax : {Syntax::Hermes, Syntax::QwenXml, Syntax::Glm, Syntax::MiniMax, Syntax::Harmony, Syntax::Llama3,
+                              Syntax::Mistral, Syntax::MistralArgs, Syntax::DeepSeek, Syntax::DeepSeekR1}) {
             for (const char* choice : {"required", "function"}) {
                 const CompletionRequest r = request_with_tools(choice);
                 const auto g = tool_call_grammar(r, syntax);
@@ -160,6 +173,14 @@ private Q_SLOTS:
         QTest::newRow("MiniMax-M2") << "MiniMax-M2.jinja" << int(Syntax::MiniMax);
         QTest::newRow("Qwen3") << "Qwen-Qwen3-0.6B.jinja" << int(Syntax::Hermes);
         QTest::newRow("gpt-oss") << "openai-gpt-oss-120b.jinja" << int(Syntax::Harmony);
+        QTest::newRow("Llama-3.3") << "meta-llama-Llama-3.3-70B-Instruct.jinja" << int(Syntax::Llama3);
+        QTest::newRow("Llama-3.1") << "meta-llama-Llama-3.1-8B-Instruct.jinja" << int(Syntax::Llama3);
+        QTest::newRow("Mistral-Nemo") << "mistralai-Mistral-Nemo-Instruct-2407.jinja" << int(Syntax::Mistral);
+        QTest::newRow("Mistral-Small-3.2") << "Mistral-Small-3.2-24B-Instruct-2506.jinja" << int(Syntax::MistralArgs);
+        QTest::newRow("Ministral-3") << "mistralai-Ministral-3-14B-Reasoning-2512.jinja" << int(Syntax::MistralArgs);
+        // DeepSeek's own templates print no tools: they get the Hermes plain turns.
+        QTest::newRow("DeepSeek-V3.1") << "deepseek-ai-DeepSeek-V3.1.jinja" << int(Syntax::Hermes);
+        QTest::newRow("DeepSeek-R1-Distill") << "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja" << int(Syntax::Hermes);
     }
     void realTemplatesRenderCallsThatParseBack() {
         QFETCH(QString, file);
@@ -173,11 +194,14 @@ private Q_SLOTS:
         QCOMPARE(int(t.tool_syntax()), syntax);
         chat::Message call{"assistant", ""};
         call.extra["tool_calls"] = ojson::array(
-            {{{"id", "c0"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", ojson::parse(kCallArguments)}}}}});
+            {{{"id", "abc123def"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", ojson::parse(kCallArguments)}}}}});
         const ojson tools = ojson::parse(kTools);
         const std::string rendered = t.render({{"user", "Weather?"}, call}, false);
-        const ParsedReply p = parse_tool_calls(rendered, "c", Syntax(syntax), &tools);
-        QVERIFY2(p.calls.size() == 1, rendered.c_str());
+        // The assistant's part: after the question (Llama 3: after its header too).
+        std::string reply = rendered.substr(rendered.rfind("Weather?") + 8);
+        if (Syntax(syntax) == Syntax::Llama3) reply = reply.substr(reply.rfind("<|end_header_id|>") + 17);
+        const ParsedReply p = parse_tool_calls(reply, "c", Syntax(syntax), &tools);
+        QVERIFY2(p.calls.size() == 1, reply.c_str());
         QCOMPARE(p.calls[0].name, std::string("get_weather"));
         QCOMPARE(nlohmann::json::parse(p.calls[0].arguments), nlohmann::json::parse(kCallArguments));
     }
