@@ -43,6 +43,8 @@ std::string response_format_gbnf(const ojson& body) {
         fail("response_format", "'response_format.json_schema.schema' must be a JSON schema object");
     try {
         return g.gbnf(g.add_schema(*schema, "schema"));
+    } catch (const nlohmann::json::exception& e) {
+        fail("response_format", std::string("'response_format.json_schema.schema' is not a valid schema: ") + e.what());
     } catch (const grammar::SchemaError& e) {
         fail("response_format", std::string("'response_format.json_schema.schema': ") + e.what() +
                                     "; change the schema, or leave response_format out and validate the reply yourself",
@@ -62,7 +64,7 @@ bool string_typed(const ojson& s) {
 }
 
 // An argument's value as the XML syntaxes write it: strings as raw text (no
-// '<', so the closing tag is unambiguous), anything else as its JSON.
+// closing tag can begin inside: no "</"), anything else as its JSON.
 std::string xml_value(grammar::JsonGrammar& g, const ojson& s, const std::string& hint) {
     if (!string_typed(s)) return g.add_schema(s, hint);
     if (s.contains("enum")) {
@@ -70,9 +72,22 @@ std::string xml_value(grammar::JsonGrammar& g, const ojson& s, const std::string
         for (const auto& v : s["enum"]) alts += (alts.empty() ? "" : " | ") + grammar::gbnf_literal(v.get<std::string>());
         return g.define(hint, alts);
     }
-    if (s.contains("format") || s.contains("pattern")) return g.add_schema(s, hint);  // as JSON: refused or quoted
-    const int64_t lo = s.value("minLength", int64_t(0));
-    const int64_t hi = s.value("maxLength", int64_t(-1));
+    if (s.contains("format")) {  // the format's text itself, unquoted
+        const std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
+        if (f == "date" || f == "time" || f == "uuid") return g.primitive(f);
+        if (f == "date-time") return g.define(hint, g.primitive("date") + " \"T\" " + g.primitive("time"));
+        return g.add_schema(s, hint);  // refused, naming the format
+    }
+    if (s.contains("pattern")) return g.add_schema(s, hint);  // refused, naming the keyword
+    auto count = [&](const char* key, int64_t dflt) {
+        if (!s.contains(key)) return dflt;
+        if (!s[key].is_number_integer() || s[key].get<int64_t>() < 0 || s[key].get<int64_t>() > 10000)
+            throw grammar::SchemaError(key, "/properties", "must be an integer from 0 to 10000");
+        return s[key].get<int64_t>();
+    };
+    const int64_t lo = count("minLength", 0), hi = count("maxLength", -1);
+    if (lo == 0 && hi < 0) return g.define(hint, "([^<] | \"<\" [^/<])*");
+    if (hi >= 0 && hi < lo) throw grammar::SchemaError("maxLength", "/properties", "is smaller than minLength");
     return g.define(hint, "[^<]{" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(hi)) + "}");
 }
 
@@ -185,6 +200,8 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const CompletionReques
                               "; a call constrained by tool_choice needs a schema the grammar can express "
                               "(or send tool_choice \"auto\")",
                  "unsupported_schema");
+        } catch (const nlohmann::json::exception& e) {  // a keyword with a value of the wrong type
+            fail("tools", "'tools[" + std::to_string(i) + "].function.parameters' is not a valid schema: " + e.what());
         }
     }
     const std::string call = "(" + calls + ")";

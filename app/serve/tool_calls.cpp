@@ -96,6 +96,12 @@ std::string_view json_prefix(std::string_view s) {
     return s;
 }
 
+// Where json_prefix(s) ends in s (0 when s does not begin with an object or array).
+size_t json_end(std::string_view s) {
+    const std::string_view j = json_prefix(s);
+    return j.size() == s.size() && j.data() == s.data() ? 0 : size_t(j.data() - s.data()) + j.size();
+}
+
 bool add_call(std::vector<ToolCall>& calls, const std::string& id_prefix, std::string name, const ojson& args) {
     if (name.empty()) return false;
     ToolCall c;
@@ -188,11 +194,9 @@ bool parse_harmony(std::string_view body, const std::string& id_prefix, std::vec
     while (n < body.size() && body[n] != ' ' && body[n] != '<' && body[n] != '\n') ++n;
     const size_t msg = body.find("<|message|>", n);
     if (n == 0 || msg == std::string_view::npos) return false;
-    std::string_view args = body.substr(msg + 11);
-    if (const size_t end = args.find("<|"); end != std::string_view::npos) args = args.substr(0, end);  // <|end|>, <|call|>
     ojson a;
     try {
-        a = ojson::parse(trim(args));
+        a = ojson::parse(json_prefix(body.substr(msg + 11)));  // up to its closing brace: <|call|> or <|end|> follows
     } catch (const nlohmann::json::exception&) {
         return false;
     }
@@ -233,7 +237,9 @@ bool parse_mistral_args(std::string_view body, const std::string& id_prefix, std
 bool parse_llama3(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
     ojson j;
     try {
-        j = ojson::parse(json_prefix("{" + std::string(body)));
+        std::string object(1, '{');  // (not "{" + ...: g++ 12 warns wrongly about that)
+        object.append(body);
+        j = ojson::parse(json_prefix(object));
     } catch (const nlohmann::json::exception&) {
         return false;
     }
@@ -244,7 +250,7 @@ bool parse_llama3(std::string_view body, const std::string& id_prefix, std::vect
 
 // <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (V3.1), or
 // <｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜> (R1), several per block
-bool parse_deepseek(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+bool parse_deepseek(std::string_view body, const std::string& id_prefix, bool r1, std::vector<ToolCall>& calls) {
     constexpr std::string_view kSep = "<｜tool▁sep｜>";
     std::string_view c;
     size_t pos = 0, after = 0;
@@ -256,7 +262,7 @@ bool parse_deepseek(std::string_view body, const std::string& id_prefix, std::ve
         std::string_view rest = c.substr(sep + kSep.size());
         std::string name;
         std::string_view args = rest;
-        const size_t fence = rest.find("```json");
+        const size_t fence = r1 ? rest.find("```json") : std::string_view::npos;
         if (fence != std::string_view::npos) {  // R1: the name after the separator, the arguments fenced
             name = trim(rest.substr(0, fence));
             args = rest.substr(fence + 7);
@@ -316,7 +322,9 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             if (!closed) end = text.size();
             next = end;
         } else {
-            end = text.find(m.close, body);
+            // Hermes: after the JSON object, so a string in it may hold the close tag.
+            const size_t from = syntax == ToolSyntax::Hermes ? body + json_end(text.substr(body)) : body;
+            end = text.find(m.close, from);
             closed = end != std::string_view::npos;
             if (!closed) end = text.size();  // a reply cut at max_tokens or the end-of-turn token before the close
             next = closed ? text.find(m.open, end + m.close.size()) : std::string_view::npos;
@@ -333,7 +341,7 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             case ToolSyntax::Mistral: ok = parse_mistral(block, id_prefix, r.calls); break;
             case ToolSyntax::MistralArgs: ok = parse_mistral_args(block, id_prefix, r.calls); break;
             case ToolSyntax::DeepSeek:
-            case ToolSyntax::DeepSeekR1: ok = parse_deepseek(block, id_prefix, r.calls); break;
+            case ToolSyntax::DeepSeekR1: ok = parse_deepseek(block, id_prefix, syntax == ToolSyntax::DeepSeekR1, r.calls); break;
         }
         if (!ok) return ParsedReply{std::string(text), {}};
         if (!closed) break;

@@ -11,6 +11,8 @@ namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kUnbounded = UINT32_MAX;
+constexpr size_t kMaxNameLength = 256;
+constexpr int kMaxNesting = 256;  // groups within groups
 
 void append_utf8(std::string& out, uint32_t cp) {
     if (cp < 0x80) {
@@ -117,6 +119,7 @@ private:
     std::vector<ByteSet> sets_;
     size_t elements_ = 0;
     uint32_t any_char_ = UINT32_MAX;
+    int nesting_ = 0;
 };
 
 void Builder::fail(size_t at, const std::string& what) const {
@@ -157,6 +160,8 @@ void Builder::skip_space(bool newline_ok) {
 std::string Builder::parse_name() {
     const size_t start = pos_;
     while (!eof() && is_name_char(text_[pos_])) ++pos_;
+    if (pos_ - start > kMaxNameLength)
+        fail(start, "a rule name longer than " + std::to_string(kMaxNameLength) + " characters");
     return std::string(text_.substr(start, pos_ - start));
 }
 
@@ -170,10 +175,8 @@ uint32_t Builder::anonymous(const std::string& parent, std::vector<std::vector<E
     size_t n = 0;
     for (const auto& a : alts) n += a.size() + 1;
     count(n);
-    std::string name;
-    do name = parent + "-" + std::to_string(rules_.size());
-    while (ids_.count(name));
-    const uint32_t id = rule_id(name);
+    // '#' cannot appear in a rule name the grammar text gives: no clash.
+    const uint32_t id = rule_id(parent + "#" + std::to_string(rules_.size()));
     rules_[id].alts = std::move(alts);
     rules_[id].defined = true;
     rules_[id].parent = parent;
@@ -234,6 +237,9 @@ uint32_t Builder::parse_char() {
         if ((b & 0xC0) != 0x80) fail(pos_, "the grammar text is not valid UTF-8");
         cp = (cp << 6) | (b & 0x3F);
     }
+    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF))
+        fail(pos_, "the grammar text is not valid UTF-8 (an overlong form, a surrogate or beyond U+10FFFF)");
     pos_ += size_t(len);
     return cp;
 }
@@ -376,8 +382,10 @@ Builder::Sequence Builder::parse_sequence(const std::string& rule, bool nested) 
             seq.push_back(Element{Element::Kind::Rule, any_char_});
         } else if (c == '(') {
             const size_t open = pos_++;
+            if (++nesting_ > kMaxNesting) fail(open, "groups nest more than " + std::to_string(kMaxNesting) + " deep");
             skip_space(true);
             auto alts = parse_alternatives(rule, true);
+            --nesting_;
             if (peek() != ')') fail(open, "this '(' is not closed");
             ++pos_;
             seq.push_back(Element{Element::Kind::Rule, anonymous(rule, std::move(alts))});
@@ -446,19 +454,41 @@ std::vector<std::vector<Element>> Builder::parse_alternatives(const std::string&
 void Builder::check_left_recursion(const Grammar& g) const {
     const size_t n = g.rule_count();
     const auto& el = g.elements();
+    // Nullable rules by a worklist: an alternative is nullable once every
+    // element in it is a nullable rule (linear in the grammar's size).
     std::vector<uint8_t> nullable(n, 0);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t r = 0; r < n; ++r) {
-            if (nullable[r]) continue;
-            for (uint32_t a : g.alternatives(r)) {
-                uint32_t p = a;
-                while (el[p].kind == Element::Kind::Rule && nullable[el[p].value]) ++p;
-                if (el[p].kind == Element::Kind::End) {
-                    nullable[r] = 1;
-                    changed = true;
-                    break;
-                }
+    struct Alt {
+        uint32_t rule;
+        uint32_t pending;  // elements not known nullable
+    };
+    std::vector<Alt> alts;
+    std::vector<std::vector<uint32_t>> used_in(n);  // rule -> alternatives it occurs in (once per occurrence)
+    std::vector<uint32_t> work;
+    for (uint32_t r = 0; r < n; ++r)
+        for (uint32_t a : g.alternatives(r)) {
+            uint32_t pending = 0;
+            bool has_bytes = false;
+            for (uint32_t p = a; el[p].kind != Element::Kind::End; ++p) {
+                if (el[p].kind == Element::Kind::Bytes) has_bytes = true;
+                else used_in[el[p].value].push_back(uint32_t(alts.size()));
+                ++pending;
+            }
+            if (has_bytes) pending = UINT32_MAX;  // never nullable
+            alts.push_back({r, pending});
+            if (pending == 0 && !nullable[r]) {
+                nullable[r] = 1;
+                work.push_back(r);
+            }
+        }
+    while (!work.empty()) {
+        const uint32_t s = work.back();
+        work.pop_back();
+        for (uint32_t ai : used_in[s]) {
+            Alt& a = alts[ai];
+            if (a.pending == UINT32_MAX || a.pending == 0) continue;
+            if (--a.pending == 0 && !nullable[a.rule]) {
+                nullable[a.rule] = 1;
+                work.push_back(a.rule);
             }
         }
     }

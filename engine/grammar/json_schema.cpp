@@ -126,8 +126,11 @@ std::string JsonGrammar::fresh(const std::string& hint) {
         name.push_back((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ? c : '-');
     if (name.empty()) name = "schema";
     if (primitives().count(name) || name == "root") name += "-x";
-    const int n = used_names_[name]++;
-    return n == 0 ? name : name + "-" + std::to_string(n);
+    // Unique among every name given out (a hint may itself look like "a-1").
+    std::string out = name;
+    for (int n = used_names_[name]; taken_.count(out); n = ++used_names_[name]) out = name + "-" + std::to_string(n);
+    taken_.insert(out);
+    return out;
 }
 
 std::string JsonGrammar::define(const std::string& hint, const std::string& body) {
@@ -140,6 +143,7 @@ std::string JsonGrammar::primitive(const std::string& name) {
     for (const auto& [n, body] : rules_)
         if (n == name) return name;
     rules_.push_back({name, primitives().at(name)});
+    taken_.insert(name);
     if (auto it = primitive_deps().find(name); it != primitive_deps().end())
         for (const std::string& d : it->second) primitive(d);
     return name;
@@ -185,6 +189,12 @@ std::string JsonGrammar::resolve(const std::string& ref, const std::string& path
 }
 
 std::string JsonGrammar::visit(const ojson& s, const std::string& name, const std::string& path) {
+    if (depth_ >= kMaxDepth) throw SchemaError("$ref", path, "schemas nest more than " + std::to_string(kMaxDepth) + " deep");
+    ++depth_;
+    struct Leave {
+        int& d;
+        ~Leave() { --d; }
+    } leave{depth_};
     if (s.is_boolean()) {
         if (s.get<bool>()) return any_value();
         throw SchemaError("false", path, "the schema false accepts nothing");
@@ -208,9 +218,19 @@ std::string JsonGrammar::visit(const ojson& s, const std::string& name, const st
     for (const char* key : {"anyOf", "oneOf"}) {
         if (auto it = s.find(key); it != s.end()) {
             if (!it->is_array() || it->empty()) throw SchemaError(key, path, "must be a non-empty array of schemas");
+            // Keywords beside anyOf apply to every branch: each branch is visited with them.
+            ojson siblings = s;
+            siblings.erase(key);
+            for (const char* other : {"anyOf", "oneOf"}) siblings.erase(other);
             std::vector<std::string> alts;
-            for (size_t i = 0; i < it->size(); ++i)
-                alts.push_back(visit((*it)[i], name + "-" + std::to_string(i), path + "/" + key + "/" + std::to_string(i)));
+            for (size_t i = 0; i < it->size(); ++i) {
+                const ojson& branch = (*it)[i];
+                ojson merged = branch;
+                if (branch.is_object() && !branch.contains("$ref"))
+                    for (const auto& [k, v] : siblings.items())
+                        if (!merged.contains(k)) merged[k] = v;
+                alts.push_back(visit(merged, name + "-" + std::to_string(i), path + "/" + key + "/" + std::to_string(i)));
+            }
             return define(name, join_alternatives(alts));
         }
     }
@@ -282,10 +302,17 @@ std::string JsonGrammar::object_rule(const ojson& s, const std::string& name, co
     }
     // Keys in the schema's order; required keys the properties do not describe take any value.
     std::vector<std::pair<std::string, const ojson*>> keys;
-    for (const auto& [k, v] : props.items()) keys.push_back({k, &v});
+    for (const auto& [k, v] : props.items()) {
+        if (v.is_boolean() && !v.get<bool>()) {  // a key that may not appear: never written
+            if (required.count(k)) throw SchemaError("required", path, "'" + k + "' is required but its schema is false");
+            continue;
+        }
+        keys.push_back({k, &v});
+    }
     static const ojson any = true;
     for (const auto& r : required)
         if (!props.contains(r)) keys.push_back({r, &any});
+    // (An additional key could repeat a declared one: the grammar's keys are any string there.)
 
     std::string extra;  // the rule for one additional key-value pair, "" when none
     auto add = s.find("additionalProperties");

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ private:
     std::map<std::string, std::string> refs_;        // $ref -> rule
     std::vector<std::pair<std::string, std::string>> rules_;
     std::map<std::string, int> used_names_;
+    std::set<std::string> taken_;
+    int depth_ = 0;
+    static constexpr int kMaxDepth = 128;
 };
 
 // GBNF whose root matches the JSON texts `schema` accepts. Throws SchemaError.

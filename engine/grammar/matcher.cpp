@@ -7,7 +7,7 @@ namespace strata::grammar {
 namespace {
 
 constexpr uint32_t kEmptySlot = UINT32_MAX;
-constexpr int kMaxExpandDepth = 10000;
+constexpr int kMaxExpandDepth = 4000;
 
 inline uint64_t mix(uint64_t k) {
     k ^= k >> 33;

@@ -199,6 +199,43 @@ private Q_SLOTS:
         QVERIFY(error_of(big + "\n").find("too large") != std::string::npos);
     }
 
+    // From a review: names, nesting, UTF-8 and long chains.
+    void hostileGrammarsAreRefusedQuickly() {
+        // A rule named like a generated one neither hangs nor clashes.
+        QVERIFY(matches("root ::= root-2 \"x\"*\nroot-2 ::= \"a\"\n", "axx"));
+        QVERIFY(error_of("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')')).find("nest more than 256") != std::string::npos);
+        QVERIFY(error_of(std::string(300, 'r') + " ::= \"a\"\n").find("longer than 256") != std::string::npos);
+        QVERIFY(error_of("root ::= \"\xC0\x80\"\n").find("not valid UTF-8") != std::string::npos);
+        QVERIFY(error_of("root ::= \"\xED\xA0\x80\"\n").find("not valid UTF-8") != std::string::npos);
+        // A long chain of rules that can be empty: linear work, then matched.
+        std::string chain = "root ::= a0 \"!\"\n";
+        for (int i = 0; i < 200000; ++i) ((chain += 'a') += std::to_string(i) + " ::= a") += std::to_string(i + 1) + "\n";
+        chain += "a200000 ::= \"\"\n";
+        QVERIFY(error_of(chain).empty());
+    }
+
+    void schemaEdgesFromAReview() {
+        // Many optional properties: no generated name clashes.
+        std::string props;
+        for (int i = 0; i < 60; ++i) props += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":{\"type\":\"string\"}";
+        QVERIFY(schema_error("{\"type\":\"object\",\"properties\":{" + props + "}}").empty());
+        // Keywords beside anyOf apply to every branch.
+        const auto g = compile(json_schema_gbnf(ojson::parse(
+            "{\"properties\":{\"a\":{\"type\":\"integer\"}},\"anyOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}")));
+        Matcher m(g);
+        QVERIFY(!m.allows("{\"a\": \"x"));
+        QVERIFY(m.allows("{\"a\": 5}"));
+        // A property whose schema is false is never written.
+        Matcher f(compile(json_schema_gbnf(ojson::parse("{\"properties\":{\"a\":false,\"b\":{\"type\":\"null\"}}}"))));
+        QVERIFY(!f.allows("{\"a\""));
+        QVERIFY(f.allows("{\"b\": null}"));
+        QVERIFY(schema_error("{\"properties\":{\"a\":false},\"required\":[\"a\"]}").find("schema is false") != std::string::npos);
+        // Deep nesting is refused, not recursed into.
+        std::string deep = "true";
+        for (int i = 0; i < 300; ++i) deep = "{\"items\":" + deep + "}";
+        QVERIFY(schema_error(deep).find("nest more than 128") != std::string::npos);
+    }
+
     void ambiguityIsBounded() {
         // Each 'a' doubles the ways to read it: refused once past the limit, not exhausting memory.
         Matcher m(compile("root ::= x*\nx ::= \"a\" | \"a\" y\ny ::= \"a\"*\n"));
@@ -304,7 +341,8 @@ private Q_SLOTS:
                 QVERIFY2(ok == (x >= lo && x <= hi), qPrintable(QString::fromStdString(s + " " + std::to_string(x))));
             }
             Matcher m(g);
-            QVERIFY(!(m.accept("0" + std::to_string(std::abs(lo))) && m.complete() && lo != 0));  // no leading zeros
+            const std::string padded = std::string(1, '0').append(std::to_string(std::abs(lo)));
+            QVERIFY(!(m.accept(padded) && m.complete() && lo != 0));  // no leading zeros
         }
     }
 

@@ -66,7 +66,8 @@ bool fits_weather(const nlohmann::json& a) {
     if (a.contains("unit") && a["unit"] != "celsius" && a["unit"] != "fahrenheit") return false;
     if (a.contains("hourly") && !a["hourly"].is_boolean()) return false;
     if (a.contains("spots") && (!a["spots"].is_array() || a["spots"].size() > 2)) return false;
-    return a.size() <= 5;
+    if (a.contains("when") && (!a["when"].is_string() || a["when"].get<std::string>().size() != 10)) return false;  // unquoted
+    return a.size() <= 6;
 }
 
 QString read_template(const QString& name) {
@@ -113,6 +114,10 @@ private Q_SLOTS:
             QCOMPARE(h.calls[0].arguments, std::string("{\"city\":\"Oslo\",\"days\":2}"));
             QCOMPARE(h.content, std::string("<|channel|>analysis<|message|>Need weather.<|end|>"));
         }
+        // A string may hold the close tag (Hermes reads the JSON first).
+        const ParsedReply tag = parse_tool_calls("<tool_call>{\"name\": \"note\", \"arguments\": {\"text\": \"a</tool_call>b\"}}</tool_call>", "c");
+        QCOMPARE(tag.calls.size(), size_t(1));
+        QCOMPARE(tag.calls[0].arguments, std::string("{\"text\":\"a</tool_call>b\"}"));
         // Llama 3: a call is the whole reply; a reply that begins as text stays text as it streams.
         ToolCallStream text(Syntax::Llama3, &tools);
         QCOMPARE(text.feed("Hello "), std::string("Hello "));

@@ -6,7 +6,8 @@ static const char* const kTools = R"([
  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
    "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 14},
                   "unit": {"enum": ["celsius", "fahrenheit"]}, "hourly": {"type": "boolean"},
-                  "spots": {"type": "array", "items": {"type": "number"}, "maxItems": 2}},
+                  "spots": {"type": "array", "items": {"type": "number"}, "maxItems": 2},
+                  "when": {"type": "string", "format": "date"}},
    "required": ["city", "days"]}}},
  {"type": "function", "function": {"name": "note", "parameters": {"type": "object",
    "properties": {"text": {"type": "string", "maxLength": 20}}, "required": ["text"]}}}
