@@ -71,8 +71,10 @@ std::vector<Message> inline_tools(const std::vector<Message>& messages, const oj
         }
         after_results = false;
         Message plain{m.role, m.content};
-        if (auto it = m.extra.find("tool_calls"); it != m.extra.end() && it->is_array() && !it->empty())
-            plain.content += (plain.content.empty() ? "" : "\n") + calls_text(*it);
+        if (auto it = m.extra.find("tool_calls"); it != m.extra.end() && it->is_array() && !it->empty()) {
+            if (!plain.content.empty()) plain.content += '\n';
+            plain.content += calls_text(*it);
+        }
         out.push_back(std::move(plain));
     }
     return out;
