@@ -113,6 +113,12 @@ PreparedRequest prepare_request(const CompletionRequest& r, const tok::Vocab& vo
     // A constrained call in the template's own syntax (parse_request chose Hermes, not knowing it).
     if ((r.tool_choice == "required" || r.tool_choice == "function") && tmpl.tool_syntax() != ToolSyntax::Hermes)
         p.sampling.grammar = tool_call_grammar(r, tmpl.tool_syntax());
+    // Its markers where the vocabulary has them as control tokens: shown, so the call can be read.
+    if (r.wants_tool_calls()) {
+        for (std::string_view marker : special_markers(tmpl.tool_syntax()))
+            if (const auto id = vocab.find(marker); id && vocab.is_control(*id)) p.sampling.render_tokens.push_back(*id);
+        std::sort(p.sampling.render_tokens.begin(), p.sampling.render_tokens.end());
+    }
     const int64_t n = static_cast<int64_t>(p.tokens.size());
     const int64_t room = n_ctx - n;
     if (p.sampling.max_tokens <= 0 || p.sampling.max_tokens > room) p.sampling.max_tokens = static_cast<int32_t>(room);

@@ -352,6 +352,18 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
     return r;
 }
 
+std::vector<std::string_view> special_markers(ToolSyntax syntax) {
+    switch (syntax) {
+        case ToolSyntax::Mistral:
+        case ToolSyntax::MistralArgs: return {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"};
+        case ToolSyntax::DeepSeek:
+        case ToolSyntax::DeepSeekR1:
+            return {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+                    "<｜tool▁sep｜>"};
+        default: return {};
+    }
+}
+
 nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
     nlohmann::json a = nlohmann::json::array();
     for (size_t i = 0; i < calls.size(); ++i) {

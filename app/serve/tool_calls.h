@@ -41,6 +41,12 @@ using ToolSyntax = chat::ChatTemplate::ToolSyntax;
 ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix, ToolSyntax syntax = ToolSyntax::Hermes,
                              const nlohmann::ordered_json* tools = nullptr);
 
+// The syntax's markers that are special tokens in the models that use it
+// (Mistral's [TOOL_CALLS] / [ARGS] / [CALL_ID], DeepSeek's tool tokens): a
+// request with tools renders them (SamplingParams::render_tokens) so its
+// calls can be read; empty for the other syntaxes.
+std::vector<std::string_view> special_markers(ToolSyntax syntax);
+
 // OpenAI's tool_calls array for a message (or, with `index`, for a streamed delta).
 nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index);
 

@@ -200,8 +200,8 @@ public:
     //   MistralArgs  [TOOL_CALLS]N[ARGS]{...}  (Small 3.2, Devstral, Ministral 3)
     //   DeepSeek     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>... (V3.1+)
     //   DeepSeekR1   ...<｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>...
-    // Mistral's and DeepSeek's markers are special tokens: a call is parsed only
-    // where the vocabulary renders them as text.
+    // Mistral's and DeepSeek's markers are control tokens: a request with tools
+    // renders them (serve/tool_calls.h special_markers).
     enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax, Harmony, Llama3, Mistral, MistralArgs, DeepSeek, DeepSeekR1 };
     ToolSyntax tool_syntax() const { return tool_syntax_; }
     // Whether the template itself renders `tools` (a Jinja template that

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/matcher.h"
@@ -19,7 +21,9 @@ namespace strata::sched {
 class GrammarConstraint : public TokenConstraint {
 public:
     // Throws grammar::GrammarError when the grammar is too ambiguous to follow.
-    GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, const tok::Vocab& vocab);
+    // `markers`: control tokens the grammar may use by their text (SamplingParams::render_tokens).
+    GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, const tok::Vocab& vocab,
+                      std::vector<int32_t> markers = {});
 
     bool allows(int32_t token) override;
     void allowed(std::vector<uint8_t>& allowed) override;
@@ -33,10 +37,13 @@ public:
 
 private:
     bool is_end(int32_t token) const;
+    std::string_view text_of(int32_t token) const;  // "" for a token that cannot be text here
 
     grammar::Matcher matcher_;
     const tok::Vocab& vocab_;
     grammar::TokenIndex index_;
+    std::vector<int32_t> markers_;
+    std::vector<std::string> marker_text_;
 };
 
 }  // namespace strata::sched

@@ -51,6 +51,10 @@ struct SamplingParams {
     bool ignore_eos = false;       // benchmarks: end-of-generation tokens do not end the request
     // The grammar the generated text must follow (grammar/grammar.h); none: free text.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // Control tokens whose text the reply shows (and the grammar may use):
+    // tool-call markers such as Mistral's [TOOL_CALLS], as llama-server's
+    // preserved tokens. Sorted.
+    std::vector<int32_t> render_tokens;
 
     // Empty when valid, else one message naming the field, the value and the allowed
     // range, e.g. "top_p 1.5 is out of range: expected 0 < top_p <= 1".

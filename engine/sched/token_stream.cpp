@@ -1,5 +1,7 @@
 #include "sched/token_stream.h"
 
+#include <algorithm>
+
 namespace strata::sched {
 
 const char* finish_reason_name(FinishReason r) {
@@ -16,7 +18,9 @@ const char* finish_reason_name(FinishReason r) {
 TokenStream::TokenStream(const tok::Vocab& vocab, const SamplingParams& params, int32_t n_vocab,
                          std::span<const int32_t> prompt, TextSink sink)
     : vocab_(vocab),
-      constraint_(params.grammar ? std::make_unique<GrammarConstraint>(params.grammar, vocab) : nullptr),
+      constraint_(params.grammar ? std::make_unique<GrammarConstraint>(params.grammar, vocab, params.render_tokens)
+                                 : nullptr),
+      render_tokens_(params.render_tokens),
       sampler_(params, n_vocab),
       stops_(params.stop),
       decoder_(vocab),
@@ -51,7 +55,8 @@ bool TokenStream::push(int32_t token) {
     if (constraint_) constraint_->accept(token);
     tokens_.push_back(token);
     sampler_.accept(token);
-    const StopMatcher::Result res = stops_.push(decoder_.push(token));
+    const bool render = std::binary_search(render_tokens_.begin(), render_tokens_.end(), token);
+    const StopMatcher::Result res = stops_.push(decoder_.push(token, render));
     emit(res.text);
     if (res.stopped) {
         end(FinishReason::StopString);

@@ -58,6 +58,7 @@ private:
 
     const tok::Vocab& vocab_;
     std::unique_ptr<GrammarConstraint> constraint_;  // before sampler_, which points at it
+    std::vector<int32_t> render_tokens_;             // SamplingParams::render_tokens
     Sampler sampler_;
     StopMatcher stops_;
     tok::StreamDecoder decoder_;

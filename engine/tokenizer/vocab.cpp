@@ -680,6 +680,11 @@ std::string StreamDecoder::push(int32_t id) {
     return drain(false);
 }
 
+std::string StreamDecoder::push(int32_t id, bool render) {
+    pending_ += vocab_.token_to_piece(id, render_special_ || render);
+    return drain(false);
+}
+
 std::string StreamDecoder::flush() { return drain(true); }
 
 std::string StreamDecoder::drain(bool final) {

@@ -127,6 +127,9 @@ class StreamDecoder {
 public:
     explicit StreamDecoder(const Vocab& vocab, bool render_special = false);
     std::string push(int32_t id);
+    // `render`: this token's text even if it is a control token (a tool-call
+    // marker the request needs to see, as llama-server's preserved tokens).
+    std::string push(int32_t id, bool render);
     std::string flush();
     // Bytes held back, waiting for the rest of a character.
     size_t pending() const { return pending_.size(); }

@@ -19,6 +19,8 @@
 #include "model/model.h"
 #include "sched/generator.h"
 #include "sched/scheduler.h"
+#include "sched/token_stream.h"
+#include "tokenizer/vocab.h"
 #include "test_support.h"
 
 using namespace strata;
@@ -129,6 +131,35 @@ private Q_SLOTS:
             }
             if (kind[id] == 2) QVERIFY(r.tokens.size() > 0);
         }
+    }
+
+    // A control token the request asks to see (a tool-call marker such as
+    // Mistral's [TOOL_CALLS]) is text in the reply and may be used by the grammar.
+    void controlMarkersAreTextWhenAsked() {
+        const tok::Vocab& v = m_->vocab();
+        int32_t id = -1;
+        for (int32_t t = 0; t < v.n_tokens() && id < 0; ++t)
+            if (v.is_control(t) && !v.is_end_of_generation(t) && !v.token_to_piece(t, true).empty()) id = t;
+        QVERIFY(id >= 0);
+        const std::string text = v.token_to_piece(id, true);
+        auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse("root ::= " + grammar::gbnf_literal(text) + " [a-z]+\n"));
+        sched::GrammarConstraint plain(g, v);
+        QVERIFY(!plain.allows(id));
+        sched::GrammarConstraint marked(g, v, {id});
+        QVERIFY(marked.allows(id));
+        std::vector<uint8_t> allowed;
+        marked.allowed(allowed);
+        QVERIFY(allowed[size_t(id)]);
+        marked.accept(id);
+        QVERIFY(!marked.allows(id));
+        sched::SamplingParams p;
+        p.render_tokens = {id};
+        sched::TokenStream shown(v, p, int32_t(v.n_tokens()), {});
+        shown.push(id);
+        QCOMPARE(shown.text(), text);
+        sched::TokenStream hidden(v, sched::SamplingParams{}, int32_t(v.n_tokens()), {});
+        hidden.push(id);
+        QCOMPARE(hidden.text(), std::string());
     }
 
     // A grammar that fails mid-reply (here: twice as many ways to read it
