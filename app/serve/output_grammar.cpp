@@ -3,6 +3,7 @@
 #include <set>
 
 #include "grammar/json_schema.h"
+#include "serve/tool_calls.h"
 
 namespace strata::serve {
 
@@ -54,19 +55,10 @@ std::string response_format_gbnf(const ojson& body) {
 
 using Syntax = chat::ChatTemplate::ToolSyntax;
 
-bool string_typed(const ojson& s) {
-    if (!s.is_object()) return false;
-    if (s.contains("type")) return s["type"] == "string";
-    if (!s.contains("enum") || !s["enum"].is_array()) return false;
-    for (const auto& v : s["enum"])
-        if (!v.is_string()) return false;
-    return true;
-}
-
 // An argument's value as the XML syntaxes write it: strings as raw text (no
 // closing tag can begin inside: no "</"), anything else as its JSON.
 std::string xml_value(grammar::JsonGrammar& g, const ojson& s, const std::string& hint) {
-    if (!string_typed(s)) return g.add_schema(s, hint);
+    if (!is_string_schema(&s)) return g.add_schema(s, hint);
     if (s.contains("enum")) {
         std::string alts;
         for (const auto& v : s["enum"]) alts += (alts.empty() ? "" : " | ") + grammar::gbnf_literal(v.get<std::string>());
@@ -79,13 +71,8 @@ std::string xml_value(grammar::JsonGrammar& g, const ojson& s, const std::string
         return g.add_schema(s, hint);  // refused, naming the format
     }
     if (s.contains("pattern")) return g.add_schema(s, hint);  // refused, naming the keyword
-    auto count = [&](const char* key, int64_t dflt) {
-        if (!s.contains(key)) return dflt;
-        if (!s[key].is_number_integer() || s[key].get<int64_t>() < 0 || s[key].get<int64_t>() > 10000)
-            throw grammar::SchemaError(key, "/properties", "must be an integer from 0 to 10000");
-        return s[key].get<int64_t>();
-    };
-    const int64_t lo = count("minLength", 0), hi = count("maxLength", -1);
+    const int64_t lo = grammar::schema_count(s, "minLength", 0, "/properties/" + hint),
+                  hi = grammar::schema_count(s, "maxLength", -1, "/properties/" + hint);
     if (lo == 0 && hi < 0) return g.define(hint, "([^<] | \"<\" [^/<])*");
     if (hi >= 0 && hi < lo) throw grammar::SchemaError("maxLength", "/properties", "is smaller than minLength");
     return g.define(hint, "[^<]{" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(hi)) + "}");

@@ -1,5 +1,7 @@
 #include "serve/tool_calls.h"
 
+#include <optional>
+
 namespace strata::serve {
 
 namespace {
@@ -38,7 +40,9 @@ const ojson* parameter_schema(const ojson* tools, const std::string& fn, const s
     return nullptr;
 }
 
-bool string_schema(const ojson* s) {
+}  // namespace
+
+bool is_string_schema(const ojson* s) {
     if (!s || !s->is_object()) return false;
     if (s->contains("type")) return (*s)["type"] == "string";
     if (s->contains("enum")) {
@@ -49,13 +53,21 @@ bool string_schema(const ojson* s) {
     return false;
 }
 
-// An XML argument's text as the JSON value it stands for.
-ojson typed_value(const std::string& text, const ojson* schema) {
-    if (string_schema(schema)) return text;
+namespace {
+
+// The JSON value `text` spells, or nothing.
+std::optional<ojson> parse_json(std::string_view text) {
     try {
         return ojson::parse(text);
     } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
     }
+}
+
+// An XML argument's text as the JSON value it stands for.
+ojson typed_value(const std::string& text, const ojson* schema) {
+    if (is_string_schema(schema)) return text;
+    if (auto v = parse_json(text)) return *v;
     if (text == "True" || text == "False") return text == "True";  // Python's str() of a bool
     if (text == "None") return nullptr;
     return text;
@@ -113,12 +125,9 @@ bool add_call(std::vector<ToolCall>& calls, const std::string& id_prefix, std::s
 }
 
 bool parse_hermes(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
-    ojson j;
-    try {
-        j = ojson::parse(trim(body));
-    } catch (const nlohmann::json::exception&) {
-        return false;
-    }
+    const std::optional<ojson> j_json = parse_json(trim(body));
+    if (!j_json) return false;
+    const ojson& j = *j_json;
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     return add_call(calls, id_prefix, j["name"].get<std::string>(), j.contains("arguments") ? j["arguments"] : ojson::object());
 }
@@ -194,23 +203,17 @@ bool parse_harmony(std::string_view body, const std::string& id_prefix, std::vec
     while (n < body.size() && body[n] != ' ' && body[n] != '<' && body[n] != '\n') ++n;
     const size_t msg = body.find("<|message|>", n);
     if (n == 0 || msg == std::string_view::npos) return false;
-    ojson a;
-    try {
-        a = ojson::parse(json_prefix(body.substr(msg + 11)));  // up to its closing brace: <|call|> or <|end|> follows
-    } catch (const nlohmann::json::exception&) {
-        return false;
-    }
+    const std::optional<ojson> a_json = parse_json(json_prefix(body.substr(msg + 11)));  // up to its closing brace: <|call|> or <|end|> follows
+    if (!a_json) return false;
+    const ojson& a = *a_json;
     return add_call(calls, id_prefix, std::string(body.substr(0, n)), a);
 }
 
 // [{"name": N, "arguments": {...}, "id": ...}, ...]
 bool parse_mistral(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
-    ojson a;
-    try {
-        a = ojson::parse(json_prefix(body));
-    } catch (const nlohmann::json::exception&) {
-        return false;
-    }
+    const std::optional<ojson> a_json = parse_json(json_prefix(body));
+    if (!a_json) return false;
+    const ojson& a = *a_json;
     if (!a.is_array() || a.empty()) return false;
     for (const auto& c : a) {
         if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return false;
@@ -224,25 +227,19 @@ bool parse_mistral_args(std::string_view body, const std::string& id_prefix, std
     const size_t args = body.find("[ARGS]");
     if (args == std::string_view::npos) return false;
     const std::string name = trim(body.substr(0, std::min(args, body.find("[CALL_ID]"))));
-    ojson a;
-    try {
-        a = ojson::parse(json_prefix(body.substr(args + 6)));
-    } catch (const nlohmann::json::exception&) {
-        return false;
-    }
+    const std::optional<ojson> a_json = parse_json(json_prefix(body.substr(args + 6)));
+    if (!a_json) return false;
+    const ojson& a = *a_json;
     return add_call(calls, id_prefix, name, a);
 }
 
 // {"name": N, "parameters": {...}} (or "arguments")
 bool parse_llama3(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
-    ojson j;
-    try {
-        std::string object(1, '{');  // (not "{" + ...: g++ 12 warns wrongly about that)
-        object.append(body);
-        j = ojson::parse(json_prefix(object));
-    } catch (const nlohmann::json::exception&) {
-        return false;
-    }
+    std::string object(1, '{');  // (not "{" + ...: g++ 12 warns wrongly about that)
+    object.append(body);
+    const std::optional<ojson> j_json = parse_json(json_prefix(object));
+    if (!j_json) return false;
+    const ojson& j = *j_json;
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     const ojson args = j.contains("parameters") ? j["parameters"] : j.contains("arguments") ? j["arguments"] : ojson::object();
     return add_call(calls, id_prefix, j["name"].get<std::string>(), args);
@@ -270,12 +267,9 @@ bool parse_deepseek(std::string_view body, const std::string& id_prefix, bool r1
         } else {
             name = trim(c.substr(0, sep));
         }
-        ojson a;
-        try {
-            a = ojson::parse(trim(args));
-        } catch (const nlohmann::json::exception&) {
-            return false;
-        }
+        const std::optional<ojson> a_json = parse_json(trim(args));
+        if (!a_json) return false;
+        const ojson& a = *a_json;
         if (!add_call(calls, id_prefix, name, a)) return false;
         any = true;
     }

@@ -41,6 +41,10 @@ using ToolSyntax = chat::ChatTemplate::ToolSyntax;
 ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix, ToolSyntax syntax = ToolSyntax::Hermes,
                              const nlohmann::ordered_json* tools = nullptr);
 
+// Whether a value of this schema is a string (type "string", or an enum of
+// strings): the XML syntaxes write such a value as raw text.
+bool is_string_schema(const nlohmann::ordered_json* schema);
+
 // The syntax's markers that are special tokens in the models that use it
 // (Mistral's [TOOL_CALLS] / [ARGS] / [CALL_ID], DeepSeek's tool tokens): a
 // request with tools renders them (SamplingParams::render_tokens) so its

@@ -115,6 +115,15 @@ std::string unsigned_between(int64_t a, int64_t b) {
 
 }  // namespace
 
+int64_t schema_count(const ojson& s, const char* key, int64_t absent, const std::string& path) {
+    auto it = s.find(key);
+    if (it == s.end()) return absent;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) throw SchemaError(key, path, "must be a non-negative integer");
+    if (it->get<int64_t>() > int64_t(Grammar::kMaxRepeat))
+        throw SchemaError(key, path, "counts above " + std::to_string(Grammar::kMaxRepeat) + " are not supported");
+    return it->get<int64_t>();
+}
+
 SchemaError::SchemaError(const std::string& keyword, const std::string& path, const std::string& why)
     : Error("JSON schema keyword '" + keyword + "' at " + (path.empty() ? std::string("/") : path) + ": " + why),
       keyword_(keyword),
@@ -376,15 +385,7 @@ std::string JsonGrammar::array_rule(const ojson& s, const std::string& name, con
     }
     std::string item = any_value();
     if (auto it = s.find("items"); it != s.end()) item = visit(*it, name + "-item", path + "/items");
-    auto count = [&](const char* key, int64_t dflt) {
-        auto it = s.find(key);
-        if (it == s.end()) return dflt;
-        if (!it->is_number_integer() || it->get<int64_t>() < 0) throw SchemaError(key, path, "must be a non-negative integer");
-        if (it->get<int64_t>() > int64_t(Grammar::kMaxRepeat))
-            throw SchemaError(key, path, "more than " + std::to_string(Grammar::kMaxRepeat) + " items are not supported");
-        return it->get<int64_t>();
-    };
-    const int64_t lo = count("minItems", 0), hi = count("maxItems", -1);
+    const int64_t lo = schema_count(s, "minItems", 0, path), hi = schema_count(s, "maxItems", -1, path);
     if (hi >= 0 && hi < lo) throw SchemaError("maxItems", path, "is smaller than minItems");
     if (hi == 0) return define(name, "\"[\" space \"]\" space");
     const std::string more = "(\",\" space " + item + ")";
@@ -405,15 +406,7 @@ std::string JsonGrammar::string_rule(const ojson& s, const std::string& name, co
         else throw SchemaError("format", path, "format '" + f + "' is not supported (date, time, date-time and uuid are)");
         return define(name, "\"\\\"\" " + inner + " \"\\\"\" space");
     }
-    auto len = [&](const char* key, int64_t dflt) {
-        auto it = s.find(key);
-        if (it == s.end()) return dflt;
-        if (!it->is_number_integer() || it->get<int64_t>() < 0) throw SchemaError(key, path, "must be a non-negative integer");
-        if (it->get<int64_t>() > int64_t(Grammar::kMaxRepeat))
-            throw SchemaError(key, path, "lengths above " + std::to_string(Grammar::kMaxRepeat) + " are not supported");
-        return it->get<int64_t>();
-    };
-    const int64_t lo = len("minLength", 0), hi = len("maxLength", -1);
+    const int64_t lo = schema_count(s, "minLength", 0, path), hi = schema_count(s, "maxLength", -1, path);
     if (hi >= 0 && hi < lo) throw SchemaError("maxLength", path, "is smaller than minLength");
     if (lo == 0 && hi < 0) return primitive("string");
     const std::string c = primitive("char");

@@ -78,6 +78,10 @@ private:
     static constexpr int kMaxDepth = 128;
 };
 
+// A count keyword (minLength, maxItems, ...) of schema `s`: `absent` when it
+// is not there; SchemaError unless it is an integer from 0 to Grammar::kMaxRepeat.
+int64_t schema_count(const nlohmann::ordered_json& s, const char* key, int64_t absent, const std::string& path);
+
 // GBNF whose root matches the JSON texts `schema` accepts. Throws SchemaError.
 std::string json_schema_gbnf(const nlohmann::ordered_json& schema);
 
