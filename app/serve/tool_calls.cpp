@@ -40,6 +40,13 @@ const ojson* parameter_schema(const ojson* tools, const std::string& fn, const s
     return nullptr;
 }
 
+// The length of the longest end of `text` that begins `marker` (not all of it).
+size_t partial_tail(std::string_view text, std::string_view marker) {
+    for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k)
+        if (marker.substr(0, k) == text.substr(text.size() - k)) return k;
+    return 0;
+}
+
 }  // namespace
 
 bool is_string_schema(const ojson* s) {
@@ -394,18 +401,21 @@ std::string ToolCallStream::feed(std::string_view piece) {
     const size_t at = pending_.find(open_);
     if (at != std::string::npos) {
         in_calls_ = true;
-        std::string out = pending_.substr(0, at);
-        pending_.erase(0, at);
+        // Harmony: the call's message header before the marker is markup (held back below).
+        const size_t cut = syntax_ == ToolSyntax::Harmony ? harmony_message_start(pending_, at) : at;
+        std::string out = pending_.substr(0, cut);
+        pending_.erase(0, cut);
         sent_ += out;
         return out;
     }
-    // Keep back a tail that could begin the marker.
-    size_t keep = 0;
-    for (size_t k = std::min(pending_.size(), open_.size() - 1); k > 0; --k)
-        if (open_.substr(0, k) == std::string_view(pending_).substr(pending_.size() - k)) {
-            keep = k;
-            break;
-        }
+    // Keep back a tail that could begin the marker (harmony: also an open
+    // message header, which may turn out to be a call's).
+    size_t keep = partial_tail(pending_, open_);
+    if (syntax_ == ToolSyntax::Harmony) {
+        keep = std::max(keep, pending_.size() - harmony_message_start(pending_, pending_.size()));
+        for (std::string_view tag : {std::string_view("<|start|>"), std::string_view("<|channel|>")})
+            keep = std::max(keep, partial_tail(pending_, tag));
+    }
     std::string out = pending_.substr(0, pending_.size() - keep);
     pending_.erase(0, pending_.size() - keep);
     sent_ += out;

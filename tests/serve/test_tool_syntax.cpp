@@ -5,6 +5,8 @@
 // to that call.
 #include <QtTest>
 
+#include <cstring>
+
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -113,7 +115,21 @@ private Q_SLOTS:
             QCOMPARE(h.calls[0].name, std::string("get_weather"));
             QCOMPARE(h.calls[0].arguments, std::string("{\"city\":\"Oslo\",\"days\":2}"));
             QCOMPARE(h.content, std::string("<|channel|>analysis<|message|>Need weather.<|end|>"));
+            // Streamed in pieces of every size, the header is held back too.
+            for (size_t piece = 1; piece <= 7; ++piece) {
+                ToolCallStream st(Syntax::Harmony, &tools);
+                std::string sent;
+                for (size_t at = 0; at < std::strlen(text); at += piece)
+                    sent += st.feed(std::string_view(text).substr(at, piece));
+                const ParsedReply rest = st.finish("c");
+                QVERIFY2(sent + rest.content == h.content, (sent + " | " + rest.content).c_str());
+                QCOMPARE(rest.calls.size(), size_t(1));
+            }
         }
+        // A message that is not a call streams whole once its header is complete.
+        ToolCallStream final_answer(Syntax::Harmony, &tools);
+        QCOMPARE(final_answer.feed("<|start|>assistant<|channel|>final"), std::string());
+        QCOMPARE(final_answer.feed("<|message|>Hi"), std::string("<|start|>assistant<|channel|>final<|message|>Hi"));
         // A string may hold the close tag (Hermes reads the JSON first).
         const ParsedReply tag = parse_tool_calls("<tool_call>{\"name\": \"note\", \"arguments\": {\"text\": \"a</tool_call>b\"}}</tool_call>", "c");
         QCOMPARE(tag.calls.size(), size_t(1));
