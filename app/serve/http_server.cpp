@@ -1,5 +1,6 @@
 #include "serve/http_server.h"
 
+#include "serve/responses_api.h"
 #include "serve/tool_calls.h"
 
 #include <httplib.h>
@@ -37,7 +38,8 @@ void send_error(httplib::Response& res, const ApiError& e) {
 ApiError status_error(int status) {
     switch (status) {
         case 404:
-            return {404, "no such endpoint: see /v1/models, /v1/chat/completions, /v1/completions, /health, /metrics",
+            return {404, "no such endpoint: see /v1/models, /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings, /health, "
+                    "/metrics",
                     "invalid_request_error", "", "not_found"};
         case 405:
             return {405, "method not allowed for this endpoint", "invalid_request_error", "", ""};
@@ -52,11 +54,11 @@ ApiError status_error(int status) {
     }
 }
 
-std::string request_id(const char* prefix) {
+std::string request_id(const char* prefix, char separator = '-') {
     static std::atomic<uint64_t> counter{0};
     thread_local std::mt19937_64 rng(std::random_device{}());
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%s-%016llx%04llx", prefix, static_cast<unsigned long long>(rng()),
+    std::snprintf(buf, sizeof buf, "%s%c%016llx%04llx", prefix, separator, static_cast<unsigned long long>(rng()),
                   static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
     return buf;
 }
@@ -67,17 +69,23 @@ std::string call_id_prefix() { return request_id("call") + "_"; }
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // Streams one request's channel as server-sent events. Called by cpp-httplib
-// on the connection's thread until it returns false or the sink is done.
-struct StreamState {
-    CompletionRequest request;
+// on the connection's thread until it returns false or the sink is done. The
+// API's event format is the subclass's.
+struct EventStream {
     std::shared_ptr<Channel> ch;
     Backend* backend = nullptr;
     std::string id, model;
     int64_t created = 0;
-    bool first = true;
     // With tools: text that may be a call is held back (ToolCallStream).
     std::unique_ptr<ToolCallStream> calls;
     Clock::time_point last_write = Clock::now();
+
+    virtual ~EventStream() = default;
+    // The events for new text ("" when nothing is to be sent yet); `running`:
+    // the request has started (the chat stream greets with the role then).
+    virtual std::string on_text(const std::string& text, bool running) = 0;
+    virtual std::string on_done(const ParsedReply& rest, const std::string& finish, const Usage& usage) = 0;
+    virtual std::string on_failed(const ApiError& e) = 0;
 
     void gone() {
         ch->cancel();
@@ -101,42 +109,80 @@ struct StreamState {
             return false;
         }
         if (calls) text = calls->feed(text);
-        if (!text.empty() || (first && st == Channel::State::Running)) {
-            if (!write(sink, sse_event(stream_chunk(request, id, created, model, text, "", first)))) return false;
-            first = false;
+        if (const std::string events = on_text(text, st == Channel::State::Running); !events.empty()) {
+            if (!write(sink, events)) return false;
         } else if (Clock::now() - last_write >= kKeepAlive) {
             if (!write(sink, ": keep-alive\n\n")) return false;
         }
         if (st == Channel::State::Done) {
-            std::string finish = ch->finish_reason();
-            std::string out;
-            if (calls) {
-                const ParsedReply rest = calls->finish(call_id_prefix());
-                if (!rest.content.empty()) {
-                    out += sse_event(stream_chunk(request, id, created, model, rest.content, "", first));
-                    first = false;
-                }
-                if (!rest.calls.empty()) {
-                    const nlohmann::json tc = tool_calls_json(rest.calls, /*with_index=*/true);
-                    out += sse_event(stream_chunk(request, id, created, model, "", "", first, &tc));
-                    first = false;
-                    finish = "tool_calls";
-                }
-            }
-            out += sse_event(stream_chunk(request, id, created, model, "", finish, first));
-            if (request.include_usage)
-                out += sse_event(usage_chunk(request, id, created, model,
-                                             Usage{ch->prompt_tokens(), ch->completion_tokens()}));
-            out += "data: [DONE]\n\n";
-            if (!write(sink, out)) return false;
+            const ParsedReply rest = calls ? calls->finish(call_id_prefix()) : ParsedReply{};
+            if (!write(sink, on_done(rest, ch->finish_reason(), Usage{ch->prompt_tokens(), ch->completion_tokens()})))
+                return false;
             sink.done();
         } else if (st == Channel::State::Failed) {
             // Headers are gone already: the error travels as an event, as
             // OpenAI's own streams report a failure mid-answer.
-            if (!write(sink, sse_event(error_json(ch->error())) + "data: [DONE]\n\n")) return false;
+            if (!write(sink, on_failed(ch->error()))) return false;
             sink.done();
         }
         return true;
+    }
+};
+
+// /v1/chat/completions and /v1/completions: chunks, then "data: [DONE]".
+struct ChunkStream : EventStream {
+    CompletionRequest request;
+    bool first = true;
+
+    std::string on_text(const std::string& text, bool running) override {
+        if (text.empty() && !(first && running)) return {};
+        std::string out = sse_event(stream_chunk(request, id, created, model, text, "", first));
+        first = false;
+        return out;
+    }
+
+    std::string on_done(const ParsedReply& rest, const std::string& finish_reason, const Usage& usage) override {
+        std::string finish = finish_reason;
+        std::string out;
+        if (!rest.content.empty()) {
+            out += sse_event(stream_chunk(request, id, created, model, rest.content, "", first));
+            first = false;
+        }
+        if (!rest.calls.empty()) {
+            const nlohmann::json tc = tool_calls_json(rest.calls, /*with_index=*/true);
+            out += sse_event(stream_chunk(request, id, created, model, "", "", first, &tc));
+            first = false;
+            finish = "tool_calls";
+        }
+        out += sse_event(stream_chunk(request, id, created, model, "", finish, first));
+        if (request.include_usage) out += sse_event(usage_chunk(request, id, created, model, usage));
+        return out + "data: [DONE]\n\n";
+    }
+
+    std::string on_failed(const ApiError& e) override { return sse_event(error_json(e)) + "data: [DONE]\n\n"; }
+};
+
+// /v1/responses: typed events (response.created ... response.completed).
+struct ResponseStream : EventStream {
+    ResponsesRequest request;
+    std::unique_ptr<ResponseEvents> events;
+    bool started = false;
+
+    std::string on_text(const std::string& text, bool running) override {
+        std::string out;
+        if (!started && (running || !text.empty())) {
+            started = true;
+            out = events->start();
+        }
+        return out + events->text(text);
+    }
+    std::string on_done(const ParsedReply& rest, const std::string& finish, const Usage& usage) override {
+        std::string out = on_text("", true);  // (sequenced: the events are numbered)
+        return out + events->finish(rest, rest.calls.empty() ? finish : "tool_calls", usage);
+    }
+    std::string on_failed(const ApiError& e) override {
+        std::string out = on_text("", true);
+        return out + events->failed(e);
     }
 };
 
@@ -308,7 +354,45 @@ void HttpServer::routes() {
                                  "model", "model_not_found"});
     });
 
-    auto completion = [this](Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    // Checks the model and queues the request; nullptr once an error was sent.
+    auto admit = [this](const CompletionRequest& r, httplib::Response& res, std::string* model) -> std::shared_ptr<Channel> {
+        if (!model_known(backend_, r.model, model)) {
+            const bool none = backend_.models().empty();
+            send_error(res, none ? ApiError{503, "no model is loaded", "server_error", "", "model_not_loaded"}
+                                 : ApiError{404,
+                                            "the model '" + r.model + "' does not exist; GET /v1/models lists "
+                                                                      "what this server has",
+                                            "invalid_request_error", "model", "model_not_found"});
+            return nullptr;
+        }
+        auto ch = std::make_shared<Channel>();
+        backend_.submit(r, ch);
+        if (ch->wait_accepted() == Channel::State::Failed) {
+            send_error(res, ch->error());
+            return nullptr;
+        }
+        return ch;
+    };
+    // The whole reply, split into content and calls where the request has tools.
+    auto whole_reply = [](const CompletionRequest& r, Channel& ch, const std::string& text) {
+        if (!r.wants_tool_calls()) return ParsedReply{text, {}};
+        return parse_tool_calls(text, call_id_prefix(), ch.tool_syntax(), &r.tools);
+    };
+    auto stream = [this](EventStream* st, const CompletionRequest& r, httplib::Response& res) {
+        std::shared_ptr<EventStream> owned(st);
+        owned->backend = &backend_;
+        if (r.wants_tool_calls()) owned->calls = std::make_unique<ToolCallStream>(owned->ch->tool_syntax(), &r.tools);
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");
+        res.set_chunked_content_provider(
+            "text/event-stream", [owned](size_t, httplib::DataSink& sink) { return owned->pump(sink); },
+            [owned](bool success) {
+                if (!success && !owned->ch->ended()) owned->gone();
+            });
+    };
+
+    auto completion = [admit, whole_reply, stream](Endpoint endpoint, const httplib::Request& req,
+                                                   httplib::Response& res) {
         CompletionRequest r;
         try {
             r = parse_request(endpoint, req.body);
@@ -316,53 +400,63 @@ void HttpServer::routes() {
             return send_error(res, e.error);
         }
         std::string model;
-        if (!model_known(backend_, r.model, &model)) {
-            const bool none = backend_.models().empty();
-            return send_error(res, none ? ApiError{503, "no model is loaded", "server_error", "", "model_not_loaded"}
-                                        : ApiError{404,
-                                                   "the model '" + r.model + "' does not exist; GET /v1/models lists "
-                                                                             "what this server has",
-                                                   "invalid_request_error", "model", "model_not_found"});
-        }
-        auto ch = std::make_shared<Channel>();
-        backend_.submit(r, ch);
-        if (ch->wait_accepted() == Channel::State::Failed) return send_error(res, ch->error());
-
+        const std::shared_ptr<Channel> ch = admit(r, res, &model);
+        if (!ch) return;
         const std::string id = request_id(endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl");
         const int64_t created = unix_now();
         if (!r.stream) {
             std::string text;
             if (ch->wait_done(&text) == Channel::State::Failed) return send_error(res, ch->error());
             const Usage usage{ch->prompt_tokens(), ch->completion_tokens()};
-            if (r.wants_tool_calls()) {
-                const ParsedReply p = parse_tool_calls(text, call_id_prefix(), ch->tool_syntax(), &r.tools);
-                if (!p.calls.empty()) {
-                    const nlohmann::json tc = tool_calls_json(p.calls, false);
-                    return res.set_content(
-                        dump(completion_response(r, id, created, model, p.content, "tool_calls", usage, &tc)),
-                        "application/json");
-                }
+            const ParsedReply p = whole_reply(r, *ch, text);
+            if (!p.calls.empty()) {
+                const nlohmann::json tc = tool_calls_json(p.calls, false);
+                return res.set_content(dump(completion_response(r, id, created, model, p.content, "tool_calls", usage, &tc)),
+                                       "application/json");
             }
             return res.set_content(dump(completion_response(r, id, created, model, text, ch->finish_reason(), usage)),
                                    "application/json");
         }
-        auto st = std::make_shared<StreamState>();
+        auto* st = new ChunkStream;
         st->request = std::move(r);
         st->ch = ch;
-        st->backend = &backend_;
         st->id = id;
         st->model = model;
         st->created = created;
-        if (st->request.wants_tool_calls())
-            st->calls = std::make_unique<ToolCallStream>(ch->tool_syntax(), &st->request.tools);
-        res.set_header("Cache-Control", "no-cache");
-        res.set_header("X-Accel-Buffering", "no");
-        res.set_chunked_content_provider(
-            "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->pump(sink); },
-            [st](bool success) {
-                if (!success && !st->ch->ended()) st->gone();
-            });
+        stream(st, st->request, res);
     };
+    s.Post("/v1/responses", [admit, whole_reply, stream](const httplib::Request& req, httplib::Response& res) {
+        ResponsesRequest r;
+        try {
+            r = parse_responses_request(req.body);
+        } catch (const ApiException& e) {
+            return send_error(res, e.error);
+        }
+        std::string model;
+        const std::shared_ptr<Channel> ch = admit(r.chat, res, &model);
+        if (!ch) return;
+        const std::string id = request_id("resp", '_');  // OpenAI's form
+        const int64_t created = unix_now();
+        if (!r.chat.stream) {
+            std::string text;
+            if (ch->wait_done(&text) == Channel::State::Failed) return send_error(res, ch->error());
+            const ParsedReply p = whole_reply(r.chat, *ch, text);
+            const std::string finish = p.calls.empty() ? ch->finish_reason() : "tool_calls";
+            const Usage usage{ch->prompt_tokens(), ch->completion_tokens()};
+            return res.set_content(
+                response_object(r, id, created, model, p, finish, usage).dump(-1, ' ', false,
+                                                                              nlohmann::json::error_handler_t::replace),
+                "application/json");
+        }
+        auto* st = new ResponseStream;
+        st->request = std::move(r);
+        st->events = std::make_unique<ResponseEvents>(st->request, id, created, model);
+        st->ch = ch;
+        st->id = id;
+        st->model = model;
+        st->created = created;
+        stream(st, st->request.chat, res);
+    });
     s.Post("/v1/chat/completions", [completion](const httplib::Request& req, httplib::Response& res) {
         completion(Endpoint::Chat, req, res);
     });

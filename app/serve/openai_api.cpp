@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& param, const std::string& message, const std::string& code = {}) {
-    throw ApiException{ApiError{400, message, "invalid_request_error", param, code}};
+    bad_request(param, message, code);
 }
 
 // JSON's own type names, for messages ("expected a number, got a string").
@@ -268,6 +268,10 @@ json usage_json(const Usage& u) {
 json finish_value(const std::string& finish) { return finish.empty() ? json(nullptr) : json(finish); }
 
 }  // namespace
+
+void bad_request(const std::string& param, const std::string& message, const std::string& code) {
+    throw ApiException{ApiError{400, message, "invalid_request_error", param, code}};
+}
 
 EmbeddingRequest parse_embedding_request(const std::string& body) {
     json j;

@@ -38,6 +38,9 @@ struct ApiException {
     ApiError error;
 };
 
+// Throws the 400 of a bad field (`param`: the field, "" for the whole body).
+[[noreturn]] void bad_request(const std::string& param, const std::string& message, const std::string& code = {});
+
 enum class Endpoint { Chat, Completion };
 
 struct CompletionRequest {

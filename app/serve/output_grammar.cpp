@@ -11,15 +11,11 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-[[noreturn]] void fail(const std::string& param, const std::string& message, const std::string& code = {}) {
-    throw ApiException{ApiError{400, message, "invalid_request_error", param, code}};
-}
-
 std::shared_ptr<const grammar::Grammar> compile(const std::string& gbnf, const std::string& param) {
     try {
         return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
     } catch (const grammar::GrammarError& e) {
-        fail(param, std::string("'") + param + "': " + e.what());
+        bad_request(param, std::string("'") + param + "': " + e.what());
     }
 }
 
@@ -30,24 +26,24 @@ std::string response_format_gbnf(const ojson& body) {
     const char* form =
         "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
-    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) fail("response_format", form);
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) bad_request("response_format", form);
     const std::string type = (*it)["type"].get<std::string>();
     if (type == "text") return "";
     grammar::JsonGrammar g;
     if (type == "json_object") return g.gbnf(g.any_object());
-    if (type != "json_schema") fail("response_format", form);
+    if (type != "json_schema") bad_request("response_format", form);
     const auto js = it->find("json_schema");
-    if (js == it->end() || !js->is_object()) fail("response_format", form);
+    if (js == it->end() || !js->is_object()) bad_request("response_format", form);
     const auto schema = js->find("schema");
     if (schema == js->end()) return g.gbnf(g.any_value());  // OpenAI: no schema is any JSON
     if (!schema->is_object() && !schema->is_boolean())
-        fail("response_format", "'response_format.json_schema.schema' must be a JSON schema object");
+        bad_request("response_format", "'response_format.json_schema.schema' must be a JSON schema object");
     try {
         return g.gbnf(g.add_schema(*schema, "schema"));
     } catch (const nlohmann::json::exception& e) {
-        fail("response_format", std::string("'response_format.json_schema.schema' is not a valid schema: ") + e.what());
+        bad_request("response_format", std::string("'response_format.json_schema.schema' is not a valid schema: ") + e.what());
     } catch (const grammar::SchemaError& e) {
-        fail("response_format", std::string("'response_format.json_schema.schema': ") + e.what() +
+        bad_request("response_format", std::string("'response_format.json_schema.schema': ") + e.what() +
                                     "; change the schema, or leave response_format out and validate the reply yourself",
              "unsupported_schema");
     }
@@ -154,16 +150,16 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const ojson& body, const 
     std::string gbnf = response_format_gbnf(body), param = "response_format";
     if (r.tool_choice == "required" || r.tool_choice == "function") {
         if (!gbnf.empty())
-            fail("response_format", "'response_format' JSON and 'tool_choice' \"" + r.tool_choice +
+            bad_request("response_format", "'response_format' JSON and 'tool_choice' \"" + r.tool_choice +
                                         "\" both constrain the reply: send one of them");
         if (auto it = body.find("grammar"); it != body.end() && !it->is_null())
-            fail("grammar", "'grammar' and 'tool_choice' \"" + r.tool_choice + "\" both constrain the reply: send one of them");
+            bad_request("grammar", "'grammar' and 'tool_choice' \"" + r.tool_choice + "\" both constrain the reply: send one of them");
         return tool_call_grammar(r, Syntax::Hermes);  // the template's own syntax replaces it in prepare_request
     }
     if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
-        if (!it->is_string() || it->get<std::string>().empty()) fail("grammar", "'grammar' must be GBNF text (llama.cpp's)");
+        if (!it->is_string() || it->get<std::string>().empty()) bad_request("grammar", "'grammar' must be GBNF text (llama.cpp's)");
         if (!gbnf.empty())
-            fail("grammar", "'grammar' and '" + param + "' both constrain the reply: send one of them");
+            bad_request("grammar", "'grammar' and '" + param + "' both constrain the reply: send one of them");
         gbnf = it->get<std::string>();
         param = "grammar";
     }
@@ -183,12 +179,12 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const CompletionReques
         try {
             calls += std::string(calls.empty() ? "" : " | ") + one_call(g, name, params, syntax);
         } catch (const grammar::SchemaError& e) {
-            fail("tools", "'tools[" + std::to_string(i) + "].function.parameters': " + e.what() +
+            bad_request("tools", "'tools[" + std::to_string(i) + "].function.parameters': " + e.what() +
                               "; a call constrained by tool_choice needs a schema the grammar can express "
                               "(or send tool_choice \"auto\")",
                  "unsupported_schema");
         } catch (const nlohmann::json::exception& e) {  // a keyword with a value of the wrong type
-            fail("tools", "'tools[" + std::to_string(i) + "].function.parameters' is not a valid schema: " + e.what());
+            bad_request("tools", "'tools[" + std::to_string(i) + "].function.parameters' is not a valid schema: " + e.what());
         }
     }
     const std::string call = "(" + calls + ")";

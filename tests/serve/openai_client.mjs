@@ -162,6 +162,47 @@ for (const seed of [1, 2, 3]) {
   }
   out.schema_stream_json.push(`${jfinish} ${checkJson(text)}`);
 }
+
+// The Responses API: the same greedy text as chat, whole and streamed through
+// the client's own event accumulator; constrained calls and JSON as above.
+const greedy = await client.responses.create({ model, input: prompt, temperature: 0, max_output_tokens: maxTokens });
+out.responses_text = greedy.output_text;
+out.responses_usage = greedy.usage;
+const greedyStream = client.responses.stream({ model, input: prompt, temperature: 0, max_output_tokens: maxTokens });
+out.responses_stream_deltas = 0;
+greedyStream.on('response.output_text.delta', () => out.responses_stream_deltas++);
+// (openai-node 4.x sets output_text on create()'s result only: read the items.)
+const textOf = (r) => r.output.filter((o) => o.type === 'message').flatMap((o) => o.content).map((c) => c.text).join('');
+out.responses_stream_text = textOf(await greedyStream.finalResponse());
+const flatTools = tools.map((t) => ({ type: 'function', ...t.function }));
+const asCalls = (r) => r.output.filter((o) => o.type === 'function_call').map((o) => ({ function: { name: o.name, arguments: o.arguments } }));
+out.responses_calls = [];
+out.responses_stream_calls = [];
+out.responses_json = [];
+out.responses_stream_json = [];
+const textFormat = { format: { type: 'json_schema', name: 'person', schema: person, strict: true } };
+for (const seed of [1, 2, 3]) {
+  const call = await client.responses.create({
+    model, input: ask, tools: flatTools, tool_choice: { type: 'function', name: 'get_weather' }, seed, max_output_tokens: 400,
+  });
+  out.responses_calls.push(`${call.status} ${checkCalls(asCalls(call))}`);
+  const s = client.responses.stream({ model, input: ask, tools: flatTools.slice(0, 1), tool_choice: 'required', seed, max_output_tokens: 400 });
+  const sr = await s.finalResponse();
+  out.responses_stream_calls.push(`${sr.status} ${checkCalls(asCalls(sr))}`);
+  const j = await client.responses.create({ model, input: 'Describe someone', text: textFormat, seed, max_output_tokens: 300 });
+  out.responses_json.push(`${j.status} ${checkJson(j.output_text)}`);
+  const js = client.responses.stream({ model, input: 'Describe someone', text: textFormat, seed, max_output_tokens: 300 });
+  const jr = await js.finalResponse();
+  out.responses_stream_json.push(`${jr.status} ${checkJson(textOf(jr))}`);
+}
+// A call and its output sent back, as an agent's second turn.
+const turn = await client.responses.create({
+  model, tools: flatTools, max_output_tokens: 4, input: [
+    ...ask, { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris","days":1}' },
+    { type: 'function_call_output', call_id: 'call_1', output: '21 C, clear' }],
+});
+out.responses_tool_turn = `${turn.status} ${turn.usage.input_tokens > greedy.usage.input_tokens}`;
+
 try {
   await client.chat.completions.create({
     model, messages: ask, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } },

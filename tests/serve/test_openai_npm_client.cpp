@@ -106,14 +106,24 @@ private Q_SLOTS:
         QCOMPARE(got["embedding_dims"].toInt(), 256);  // the demo model's width
         QVERIFY(std::fabs(got["embedding_norm"].toDouble() - 1.0) < 1e-5);
         QVERIFY(got["embeddings_equal"].toBool());
+        // /v1/responses: the chat's greedy text, whole and streamed (the client's accumulator).
+        QCOMPARE(got["responses_text"].toString(), chat);
+        QCOMPARE(got["responses_stream_text"].toString(), chat);
+        QVERIFY(got["responses_stream_deltas"].toInt() > 2);
+        QCOMPARE(got["responses_usage"].toObject()["output_tokens"].toInt(),
+                 got["full_usage"].toObject()["completion_tokens"].toInt());
+        QCOMPARE(got["responses_tool_turn"].toString(), QStringLiteral("incomplete true"));
 
         // Constrained output, streamed and not: every call's arguments and
         // every JSON reply parse and validate against their schema.
-        for (const char* key : {"required_calls", "required_stream_calls", "schema_json", "schema_stream_json"}) {
+        for (const char* key : {"required_calls", "required_stream_calls", "schema_json", "schema_stream_json",
+                                 "responses_calls", "responses_stream_calls", "responses_json", "responses_stream_json"}) {
             const QJsonArray runs = got[QLatin1String(key)].toArray();
             QVERIFY2(runs.size() >= 3, key);
-            const QString want = QString::fromLatin1(key).startsWith(QLatin1String("required")) ? QStringLiteral("tool_calls valid")
-                                                                                             : QStringLiteral("stop valid");
+            const QString k = QString::fromLatin1(key);
+            const QString want = k.startsWith(QLatin1String("responses")) ? QStringLiteral("completed valid")
+                                 : k.startsWith(QLatin1String("required")) ? QStringLiteral("tool_calls valid")
+                                                                           : QStringLiteral("stop valid");
             for (const QJsonValue& r : runs) QVERIFY2(r.toString() == want, qPrintable(QString(key) + ": " + r.toString()));
         }
         const QString refused = got["unsupported_schema"].toString();

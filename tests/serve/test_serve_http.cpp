@@ -347,6 +347,20 @@ private Q_SLOTS:
                                      json{{"messages", turns}, {"tools", tools}, {"max_tokens", 2}}.dump(), &status);
         QCOMPARE(status, 200);
         QVERIFY(after["usage"]["prompt_tokens"].get<int64_t>() > p1);
+
+        // The same conversation through /v1/responses (flat tools, call and
+        // output items) renders to the same prompt.
+        const json items = {user,
+                            {{"type", "function_call"}, {"call_id", "c1"}, {"name", "get_weather"},
+                             {"arguments", "{\"city\": \"Paris\"}"}},
+                            {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "21 C, clear"}}};
+        json flat = tools[0]["function"];
+        flat["type"] = "function";
+        const json resp = post_json(s.port(), "/v1/responses",
+                                    json{{"input", items}, {"tools", {flat}}, {"max_output_tokens", 2}}.dump(), &status);
+        QCOMPARE(status, 200);
+        QCOMPARE(resp["object"].get<std::string>(), std::string("response"));
+        QCOMPARE(resp["usage"]["input_tokens"].get<int64_t>(), after["usage"]["prompt_tokens"].get<int64_t>());
     }
 
     void sixty_four_concurrent_streams_each_equal_alone() {
