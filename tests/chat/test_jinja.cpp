@@ -87,6 +87,13 @@ b' | indent(2, true) }})J", R"J({})J", R"J(a
 
   c|  a
   b)J"},
+        {"unicode_strings", R"J({{ 'héllo✓'[1] }}|{{ 'héllo✓'[-1] }}|{{ 'héllo✓'[1:3] }}|{{ 'héllo✓'[::-1] }}|{{ 'héllo✓'|reverse }}|{{ 'héllo✓'.find('l') }}|{{ 'héllo✓'.rfind('✓') }}|{{ 'héllo✓'|length }}|{{ 'héllo✓'|list|length }}|{{ 'é✓'|first }}{{ 'é✓'|last }})J", R"J({})J", R"J(é|✓|él|✓olléh|✓olléh|2|5|6|6|é✓)J"},
+        {"raw_lstrip", R"J({% raw %}a
+    {% endraw %}b|{% raw %}  {% endraw %}|{% raw %}x
+  {%+ endraw %}y|{% raw %}p
+  {%- endraw %}q)J", R"J({})J", R"J(a
+b|  |x
+  y|pq)J"},
         {"format", R"J({{ '{}-{}'.format(1, 'x') }}|{{ '{b}{a}'.format(a=1, b=2) }})J", R"J({})J", R"J(1-x|21)J"},
 };
 

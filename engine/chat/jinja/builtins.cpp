@@ -165,6 +165,28 @@ std::string format(Interpreter& in, const std::string& s, const Args& a) {
     return r;
 }
 
+// A string's characters (Python's str is indexed by code point, not byte):
+// each UTF-8 sequence, a stray byte alone.
+std::vector<std::string_view> chars_of(std::string_view s) {
+    std::vector<std::string_view> out;
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        len = std::min(len, s.size() - i);
+        out.push_back(s.substr(i, len));
+        i += len;
+    }
+    return out;
+}
+
+// Characters before byte `p` (Python's find() counts characters).
+int64_t char_index(std::string_view s, size_t p) {
+    int64_t n = 0;
+    for (size_t i = 0; i < p; ++i) n += (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+    return n;
+}
+
+
 Value string_method(Interpreter& in, const std::string& s, const std::string& name, const Args& a) {
     const Value* a0 = a.get(0, "");
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -222,7 +244,7 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
         }
         const size_t p = name == "rfind" ? s.rfind(sub) : s.find(sub);
         if (p == std::string::npos && name == "index") in.fail("substring not found");
-        return Value(p == std::string::npos ? int64_t{-1} : static_cast<int64_t>(p));
+        return Value(p == std::string::npos ? int64_t{-1} : char_index(s, p));
     }
     if (name == "join") {
         if (!a0) in.fail("join() needs a list");
@@ -270,7 +292,8 @@ Array dict_items(const Object& o) {
 
 Value slice(Interpreter& in, const Value& obj, const Value& lo, const Value& hi, const Value& st) {
     int64_t n;
-    if (obj.is_string()) n = static_cast<int64_t>(obj.as_string().size());
+    const std::vector<std::string_view> chars = obj.is_string() ? chars_of(obj.as_string()) : std::vector<std::string_view>();
+    if (obj.is_string()) n = static_cast<int64_t>(chars.size());
     else if (obj.is_array()) n = static_cast<int64_t>(obj.as_array().size());
     else in.fail("cannot slice a " + std::string(obj.type_name()));
     const int64_t step = st.is_none() ? 1 : to_int(in, st, "a slice step");
@@ -291,7 +314,7 @@ Value slice(Interpreter& in, const Value& obj, const Value& lo, const Value& hi,
     };
     if (obj.is_string()) {
         std::string r;
-        for (uint64_t k = 0; k < count; ++k) r += obj.as_string()[at(k)];
+        for (uint64_t k = 0; k < count; ++k) r += chars[at(k)];
         return Value(std::move(r));
     }
     Array r;
@@ -389,16 +412,7 @@ Array iterate(Interpreter& in, const Value& v) {
         }
         case Value::Kind::String: {
             Array chars;
-            const std::string& s = v.as_string();
-            for (size_t i = 0; i < s.size();) {  // by UTF-8 character
-                size_t len = 1;
-                const unsigned char c = static_cast<unsigned char>(s[i]);
-                if (c >= 0xF0) len = 4;
-                else if (c >= 0xE0) len = 3;
-                else if (c >= 0xC0) len = 2;
-                chars.push_back(Value(s.substr(i, len)));
-                i += len;
-            }
+            for (std::string_view c : chars_of(v.as_string())) chars.push_back(Value(std::string(c)));
             return chars;
         }
         default: in.fail("a " + std::string(v.type_name()) + " is not iterable");
@@ -464,11 +478,12 @@ Value get_item(Interpreter& in, const Value& obj, const Value& key) {
             if (obj.is_generator()) in.fail("'generator' object is not subscriptable");
             if (key.is_string()) return get_attr(in, obj, key.as_string());
             if (!key.is_int() && !key.is_bool()) in.fail("list indices must be integers, not " + std::string(key.type_name()));
-            const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.as_array().size()) : static_cast<int64_t>(obj.as_string().size());
+            const std::vector<std::string_view> chars = obj.is_string() ? chars_of(obj.as_string()) : std::vector<std::string_view>();
+            const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.as_array().size()) : static_cast<int64_t>(chars.size());
             int64_t i = key.is_bool() ? key.as_bool() : key.as_int();
             if (i < 0) i += n;
             if (i < 0 || i >= n) return Value();
-            return obj.is_array() ? obj.as_array()[static_cast<size_t>(i)] : Value(obj.as_string().substr(static_cast<size_t>(i), 1));
+            return obj.is_array() ? obj.as_array()[static_cast<size_t>(i)] : Value(std::string(chars[static_cast<size_t>(i)]));
         }
         default: return Value();
     }
@@ -669,7 +684,12 @@ Value filter(Interpreter& in, const std::string& name, const Value& v, const Arg
         return Value::generator(std::move(out));
     }
     if (name == "reverse") {
-        if (v.is_string()) return Value(std::string(v.as_string().rbegin(), v.as_string().rend()));
+        if (v.is_string()) {
+            std::string r;
+            const std::vector<std::string_view> chars = chars_of(v.as_string());
+            for (auto c = chars.rbegin(); c != chars.rend(); ++c) r += *c;
+            return Value(std::move(r));
+        }
         Array items = iterate(in, v);
         std::reverse(items.begin(), items.end());
         // reversed(list) is an iterator; a generator has no reversed(): jinja2 then makes a list.

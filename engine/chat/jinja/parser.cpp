@@ -47,11 +47,7 @@ public:
                 const size_t e = text.find_last_not_of(" \t\r\n");
                 text.erase(e == std::string::npos ? 0 : e + 1);
             } else if (kind != '{' && sign != '+') {
-                // lstrip_blocks: only spaces and tabs between the line's start and the tag.
-                const size_t nl = text.rfind('\n');
-                const size_t from = nl == std::string::npos ? 0 : nl + 1;
-                if ((nl != std::string::npos || line_start) && text.find_first_not_of(" \t", from) == std::string::npos)
-                    text.erase(from);
+                lstrip_block(text, line_start);
             }
             push_text(text, text_at);
             pos_ = open + 2 + ((sign == '-' || sign == '+') ? 1 : 0);
@@ -84,6 +80,14 @@ private:
         for (size_t p = s_.find('{', from); p != std::string::npos; p = s_.find('{', p + 1))
             if (p + 1 < s_.size() && (s_[p + 1] == '{' || s_[p + 1] == '%' || s_[p + 1] == '#')) return p;
         return s_.size();
+    }
+
+    // lstrip_blocks: the spaces and tabs between a line's start and a block tag go.
+    static void lstrip_block(std::string& text, bool line_start) {
+        const size_t nl = text.rfind('\n');
+        const size_t from = nl == std::string::npos ? 0 : nl + 1;
+        if ((nl != std::string::npos || line_start) && text.find_first_not_of(" \t", from) == std::string::npos)
+            text.erase(from);
     }
 
     // The text after a tag: trim_blocks' one newline gone where the tag was a
@@ -250,6 +254,9 @@ private:
             if (minus) {
                 const size_t e = text.find_last_not_of(" \t\r\n");
                 text.erase(e == std::string::npos ? 0 : e + 1);
+            } else if (s_[open + 2] != '+') {
+                // jinja2 lstrips before endraw too, where a newline in the raw text starts its line.
+                lstrip_block(text, false);
             }
             push_text(text, at(pos_));
             pos_ = q + 2;
