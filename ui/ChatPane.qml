@@ -186,6 +186,7 @@ Rectangle {
                     required property int reasoningWords
                     required property int promptDone
                     required property int promptTotal
+                    required property var toolCalls
                     width: ListView.view.width
                     maxContentWidth: 820
                     bubbleId: messageId
@@ -204,6 +205,7 @@ Rectangle {
                     bubbleReasoningWords: reasoningWords
                     bubblePromptDone: promptDone
                     bubblePromptTotal: promptTotal
+                    bubbleToolCalls: toolCalls
                     canAct: !chat.generating && pane.ready
                     onRegenerateRequested: chat.regenerate()
                     onVersionRequested: (delta) => chat.showAnswerVersion(delta)

@@ -34,6 +34,7 @@ Item {
     property bool reasoningShown: false
     property int bubblePromptDone: 0      // a long prompt being read: tokens so far ...
     property int bubblePromptTotal: 0     // ... of this many (0: not reading one)
+    property var bubbleToolCalls: []      // the tools the answer called: [{name, arguments, result}]
     property bool canAct: true
     property real maxContentWidth: 820
     property bool editing: false
@@ -97,6 +98,34 @@ Item {
                 visible: !bubble.isUser
                 width: parent.width
                 spacing: 10
+                // The tools the model called before answering, each with what it returned.
+                Repeater {
+                    model: bubble.isUser ? [] : bubble.bubbleToolCalls
+                    delegate: Rectangle {
+                        required property var modelData
+                        objectName: "toolCall"
+                        Layout.fillWidth: true
+                        implicitHeight: callText.implicitHeight + 12
+                        radius: 8
+                        color: Theme.surface
+                        border.color: Theme.border
+                        TextEdit {
+                            id: callText
+                            x: 10; y: 6
+                            width: parent.width - 20
+                            readOnly: true
+                            selectByMouse: true
+                            wrapMode: TextEdit.Wrap
+                            textFormat: TextEdit.PlainText
+                            font.family: Theme.mono
+                            font.pixelSize: Theme.small
+                            color: Theme.textDim
+                            selectionColor: Theme.accent
+                            text: "⚙ " + modelData.name + " " + modelData.arguments + "  →  " + modelData.result
+                            Accessible.name: "Tool " + modelData.name + " returned " + modelData.result
+                        }
+                    }
+                }
                 // One item per piece: as an answer streams only the last
                 // piece's text changes, and pieces are added, never rebuilt.
                 Repeater {

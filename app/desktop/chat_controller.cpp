@@ -426,8 +426,10 @@ bool ChatController::start_generation(const QString&) {
     const QString system = systemPrompt();
     if (!system.isEmpty()) turns.append({QStringLiteral("system"), system});
     for (const app::Message& m : messages_.messages()) {
-        if (m.role == QLatin1String("assistant") && m.content.isEmpty()) continue;
-        turns.append({m.role, m.content});
+        const QList<ToolRound> rounds = tool_rounds_from_json(m.stats.tool_turns.toUtf8());
+        if (m.role == QLatin1String("assistant") && m.content.isEmpty() && rounds.isEmpty()) continue;
+        if (m.role == QLatin1String("assistant")) append_answer_turns(turns, rounds, m.content);
+        else turns.append({m.role, m.content});
     }
     try {
         // The conversation's model: written when it changes (not on every message).
@@ -448,14 +450,15 @@ bool ChatController::start_generation(const QString&) {
         st.message = a.id;
         st.conversation = current_;
         st.saved.start();
-        messages_.set_streaming(a.id);
-        if (remote_active_) {
-            remote_.generate(id, turns, sp);
-        } else {
-            const DraftSettings draft = settings_->draft_settings();
-            EngineWorker* w = worker_;
-            w->post([w, id, turns, sp, draft] { w->generate(id, turns, sp, draft); });
+        st.turns = turns;
+        st.params = sp;
+        if (settings_->value(QStringLiteral("tools")).toBool()) {
+            st.tools = chat_tool_definitions();
+            st.tool_defs = std::make_shared<const nlohmann::ordered_json>(nlohmann::ordered_json::parse(st.tools.toStdString()));
+            st.calls = call_reader(st);
         }
+        messages_.set_streaming(a.id);
+        submit_round(id, st);
     } catch (const std::exception& e) {
         set_error(QString::fromUtf8(e.what()));
         return false;
@@ -464,6 +467,57 @@ bool ChatController::start_generation(const QString&) {
     streams_changed();
     refresh_conversations();
     return true;
+}
+
+void ChatController::submit_round(quint64 id, const Stream& s) {
+    sched::SamplingParams sp = s.params;
+    if (sampling_hook_) sampling_hook_(sp, int(s.rounds.size()));
+    if (remote_active_) {
+        remote_.generate(id, s.turns, sp, s.tools);
+        return;
+    }
+    const DraftSettings draft = settings_->draft_settings();
+    EngineWorker* w = worker_;
+    w->post([w, id, turns = s.turns, sp, draft, tools = s.tools] { w->generate(id, turns, sp, draft, tools); });
+}
+
+std::shared_ptr<serve::ToolCallStream> ChatController::call_reader(const Stream& s) const {
+    if (remote_active_ || s.tools.isEmpty()) return nullptr;  // a server returns the calls parsed
+    const auto syntax = serve::ToolSyntax(model_info_.value(QStringLiteral("toolSyntax")).toInt());
+    return std::make_shared<serve::ToolCallStream>(syntax, s.tool_defs.get());
+}
+
+void ChatController::continue_with_tools(Stream s, const QVariantList& calls, const QVariantMap& stats) {
+    ToolRound round;
+    round.content = s.text.trimmed();
+    for (const QVariant& v : calls) {
+        const QVariantMap c = v.toMap();
+        ToolCallRecord r;
+        r.id = c.value(QStringLiteral("id")).toString();
+        if (r.id.isEmpty()) r.id = QStringLiteral("call_%1_%2").arg(s.rounds.size()).arg(round.calls.size());
+        r.name = c.value(QStringLiteral("name")).toString();
+        r.arguments = c.value(QStringLiteral("arguments")).toString();
+        r.result = run_chat_tool(r.name, r.arguments);
+        round.calls.append(r);
+    }
+    s.rounds.append(round);
+    append_answer_turns(s.turns, {round}, QString());
+    s.tokens_before += stats.value(QStringLiteral("tokens")).toLongLong();
+    s.seconds_before += stats.value(QStringLiteral("seconds")).toDouble();
+    s.text.clear();
+    s.unshown.clear();
+    s.calls = call_reader(s);
+    // The calls are shown (and saved) above the answer, which starts afresh.
+    if (const app::Message* old = messages_.find(s.message)) {
+        app::Message m = *old;
+        m.content.clear();
+        m.stats.tool_turns = QString::fromUtf8(tool_rounds_json(s.rounds));
+        messages_.update(m);
+    }
+    save_streaming(s, false, nullptr, QString());
+    const quint64 next = ++next_request_;
+    streams_.insert(next, s);
+    submit_round(next, s);
 }
 
 void ChatController::save_streaming(Stream& s, bool final_commit, const QVariantMap* stats, const QString& finish) {
@@ -479,7 +533,10 @@ void ChatController::save_streaming(Stream& s, bool final_commit, const QVariant
         if (stats->contains(QStringLiteral("model"))) st.model = stats->value(QStringLiteral("model")).toString();
         st.cached_tokens = stats->value(QStringLiteral("reusedTokens")).toLongLong();
         st.spec_acceptance = stats->value(QStringLiteral("specAcceptance"), -1.0).toDouble();
+        st.tokens += s.tokens_before;  // the answer's, over its tool rounds
+        st.seconds += s.seconds_before;
     }
+    st.tool_turns = QString::fromUtf8(tool_rounds_json(s.rounds));
     st.finish = finish;
     const bool partial = !final_commit || finish == QLatin1String("cancelled") || finish == QLatin1String("error");
     try {
@@ -530,8 +587,11 @@ void ChatController::on_token(quint64 id, const QString& text) {
     if (it == streams_.end()) return;
     Stream& s = *it;
     const bool first = s.text.isEmpty();
-    s.text += text;
-    if (s.conversation == current_ && s.message) s.unshown += text;
+    // A tool call's text is held back (it is shown as a call once it is read).
+    const QString shown = s.calls ? QString::fromStdString(s.calls->feed(text.toStdString())) : text;
+    if (shown.isEmpty()) return;
+    s.text += shown;
+    if (s.conversation == current_ && s.message) s.unshown += shown;
     if (s.saved.elapsed() >= 500) save_streaming(s, false, nullptr, QString());
     // An answer's first words are shown at once, even while another answer's
     // interval runs: the time to the first token is what the user waits.
@@ -566,7 +626,28 @@ void ChatController::on_finished(quint64 id, const QVariantMap& stats) {
     if (stats.value(QStringLiteral("remote")).toBool())
         telemetry_->record_answer(stats.value(QStringLiteral("tokS")).toDouble(), stats.value(QStringLiteral("ttftMs")).toDouble(),
                                   stats.value(QStringLiteral("tokens")).toLongLong());
-    if (stats.contains(QStringLiteral("text"))) s.text = stats.value(QStringLiteral("text")).toString();
+    QVariantList calls;
+    if (s.calls) {
+        const serve::ParsedReply rest = s.calls->finish("call_" + std::to_string(id) + "_");
+        const QString more = QString::fromStdString(rest.content);
+        s.text += more;
+        if (s.conversation == current_ && s.message && !more.isEmpty()) messages_.append_text(s.message, more);
+        for (const serve::ToolCall& c : rest.calls)
+            calls.append(QVariantMap{{QStringLiteral("id"), QString::fromStdString(c.id)},
+                                     {QStringLiteral("name"), QString::fromStdString(c.name)},
+                                     {QStringLiteral("arguments"), QString::fromStdString(c.arguments)}});
+    } else {
+        if (stats.contains(QStringLiteral("text"))) s.text = stats.value(QStringLiteral("text")).toString();
+        if (!s.tools.isEmpty()) calls = stats.value(QStringLiteral("toolCalls")).toList();
+    }
+    if (!calls.isEmpty() && finish != QLatin1String("cancelled")) {
+        if (s.rounds.size() < kMaxToolRounds) {
+            streams_.erase(it);
+            return continue_with_tools(s, calls, stats);
+        }
+        set_notice(QStringLiteral("The model called tools %1 times in a row without answering; its last calls were not run.")
+                       .arg(kMaxToolRounds));
+    }
     const qint64 message = s.message;
     const bool here = s.conversation == current_;
     save_streaming(s, true, &stats, finish);

@@ -24,16 +24,19 @@
 #include <QTimer>
 #include <QUrl>
 #include <QVariantMap>
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "chat_store.h"
+#include "chat_tools.h"
 #include "conversation_list_model.h"
 #include "engine_worker.h"
 #include "message_list_model.h"
 #include "model_library.h"
 #include "remote_engine.h"
 #include "remote_metrics.h"
+#include "serve/tool_calls.h"
 
 namespace strata::desktop {
 
@@ -141,6 +144,9 @@ public:
     static constexpr int kFlushMs = 50;
     // Answers of at most n tokens, whatever the settings say (strata --max-tokens; not saved). 0: the settings'.
     void set_max_tokens_override(int n) { max_tokens_override_ = n; }
+    // Tests: adjusts each request's sampling; `round` counts an answer's tool
+    // rounds before it (e.g. a grammar that makes the demo model call a tool).
+    void set_sampling_hook(std::function<void(sched::SamplingParams&, int round)> hook) { sampling_hook_ = std::move(hook); }
     RemoteEngine* remoteEngine() { return &remote_; }
     bool remote() const { return remote_active_; }
     QString remoteUrl() const;
@@ -264,13 +270,29 @@ private:
     struct Stream {
         qint64 message = 0;
         qint64 conversation = 0;
-        QString text;
+        QString text;     // this round's answer as shown (a tool call's text held back)
         QString unshown;  // streamed since the view was last updated (see flush_streamed)
         QElapsedTimer saved;
+        // What the next round needs: the turns sent, the sampling, the tools
+        // offered ("" for none), the tool rounds so far; the local engine's
+        // reply is read for calls in the template's syntax (a server returns them parsed).
+        QList<ChatTurn> turns;
+        sched::SamplingParams params;
+        QByteArray tools;
+        QList<ToolRound> rounds;
+        std::shared_ptr<const nlohmann::ordered_json> tool_defs;
+        std::shared_ptr<serve::ToolCallStream> calls;
+        qint64 tokens_before = 0;    // generated in earlier rounds
+        double seconds_before = 0;
     };
+    void submit_round(quint64 id, const Stream& s);
+    // A round ended with calls: runs them, shows and saves them, and sends the results back.
+    void continue_with_tools(Stream s, const QVariantList& calls, const QVariantMap& stats);
+    std::shared_ptr<serve::ToolCallStream> call_reader(const Stream& s) const;
     void flush_streamed();
     QTimer flush_timer_;
     int max_tokens_override_ = 0;
+    std::function<void(sched::SamplingParams&, int)> sampling_hook_;
     quint64 request_for(qint64 conversation) const;
     void streams_changed();
     void save_streaming(Stream& s, bool final_commit, const QVariantMap* stats, const QString& finish);

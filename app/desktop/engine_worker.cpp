@@ -12,6 +12,7 @@
 #include "chat/chat_template.h"
 #include "serve/backend.h"
 #include "serve/serve_loop.h"
+#include "serve/tool_calls.h"
 #include "serve_backend.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -237,6 +238,9 @@ void EngineWorker::load(quint64 load_id, const QString& path, const EngineSettin
         info[QStringLiteral("templateNote")] =
             jinja.empty() ? QStringLiteral("no chat template in this model: plain transcript format")
                           : QStringLiteral("chat template: %1").arg(qs(template_->describe()));
+        // How its calls are written (ChatController reads them when the app offers tools).
+        info[QStringLiteral("toolSyntax")] = int(template_->tool_syntax());
+        info[QStringLiteral("templateTools")] = template_->renders_tools();
         info[QStringLiteral("plan")] = plan_to_map(engine_->plan());
         logger("app")->info("loaded {} (chat template: {})", path.toStdString(), template_->describe());
         Q_EMIT loaded(load_id, info);
@@ -288,7 +292,36 @@ void EngineWorker::ensure_ticking() {
     if (!tick_->isActive()) tick_->start();
 }
 
-void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::SamplingParams params, const DraftSettings& draft) {
+namespace {
+
+// The app's turns as the template reads them (tool calls' arguments as objects, Hugging Face's convention).
+std::vector<chat::Message> template_messages(const QList<ChatTurn>& turns) {
+    std::vector<chat::Message> messages;
+    for (const ChatTurn& t : turns) {
+        chat::Message m{t.role.toStdString(), t.content.toStdString()};
+        if (!t.tool_calls.isEmpty()) {
+            auto calls = nlohmann::ordered_json::parse(t.tool_calls.toStdString(), nullptr, false);
+            for (auto& c : calls) {
+                auto& args = c["function"]["arguments"];
+                if (args.is_string()) {
+                    auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+                    if (!parsed.is_discarded()) args = std::move(parsed);
+                }
+            }
+            if (calls.is_array()) m.extra["tool_calls"] = std::move(calls);
+            if (t.content.isEmpty()) m.extra["content"] = nullptr;
+        }
+        if (!t.tool_call_id.isEmpty()) m.extra["tool_call_id"] = t.tool_call_id.toStdString();
+        if (!t.name.isEmpty()) m.extra["name"] = t.name.toStdString();
+        messages.push_back(std::move(m));
+    }
+    return messages;
+}
+
+}  // namespace
+
+void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::SamplingParams params, const DraftSettings& draft,
+                            const QByteArray& tools_json) {
     if (!engine_) {
         Q_EMIT failed(id, QStringLiteral("no model is loaded: load a model first"), QString());
         return;
@@ -306,14 +339,15 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         // The conversation as every front end prepares it (chat/prompt.h);
         // here the oldest turns give way when the prompt and room for the
         // answer do not fit.
-        std::vector<chat::Message> messages;
-        for (const ChatTurn& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
+        const std::vector<chat::Message> messages = template_messages(turns);
+        const auto tools = tools_json.isEmpty() ? nlohmann::ordered_json()
+                                                : nlohmann::ordered_json::parse(tools_json.toStdString());
         const int64_t n_ctx = ctx.n_ctx();
         const int64_t room = std::min<int64_t>(params.max_tokens, std::max<int64_t>(n_ctx / 4, 1));
         if (!core_) make_scheduler();
         chat::Prompt prompt;
         try {
-            prompt = core_->prepare(messages, /*drop_oldest=*/true, room);
+            prompt = core_->prepare(messages, /*drop_oldest=*/true, room, tools.is_array() ? &tools : nullptr);
         } catch (const chat::PromptError& e) {
             if (e.kind() != chat::PromptError::Kind::TooLong) throw;
             throw Error("the message needs " + std::to_string(e.n_tokens()) + " tokens but the model's context holds " +
@@ -322,6 +356,12 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         std::vector<int32_t> tokens = std::move(prompt.tokens);
         const int dropped = prompt.dropped_messages;
         chat::add_stop_strings(params.stop, prompt.stop);
+        // The call syntax's markers, where the vocabulary has them as control tokens, are shown so the calls can be read.
+        if (tools.is_array())
+            for (std::string_view marker : serve::special_markers(template_->tool_syntax()))
+                if (const auto t = engine_->vocab().find(marker); t && engine_->vocab().is_control(*t))
+                    params.render_tokens.push_back(*t);
+        std::sort(params.render_tokens.begin(), params.render_tokens.end());
 
         Active a;
         a.t0 = t0;

@@ -74,8 +74,16 @@ namespace strata::desktop {
 class WorkerBackend;
 
 struct ChatTurn {
-    QString role;     // "system" | "user" | "assistant"
+    ChatTurn() = default;
+    ChatTurn(QString r, QString c, QByteArray calls = {}, QString call_id = {}, QString fn = {})
+        : role(std::move(r)), content(std::move(c)), tool_calls(std::move(calls)), tool_call_id(std::move(call_id)),
+          name(std::move(fn)) {}
+    QString role;     // "system" | "user" | "assistant" | "tool"
     QString content;
+    // assistant: the calls it made, OpenAI's tool_calls array as JSON text
+    // (arguments a JSON string); tool: the call it answers and its function.
+    QByteArray tool_calls;
+    QString tool_call_id, name;
 };
 
 // Speculative decoding as the settings ask for it: mode "off", "experts"
@@ -124,8 +132,10 @@ public:
     // and hands the worker to `owner`'s thread, which then deletes it (a timer
     // destroyed from another thread than its own warned at every quit).
     void shutdown(QThread* owner);
+    // `tools`: OpenAI function definitions (JSON) offered to the model, "" for
+    // none; the text comes back raw (ChatController reads the calls).
     void generate(quint64 request_id, const QList<ChatTurn>& turns, sched::SamplingParams params,
-                  const DraftSettings& draft = {});
+                  const DraftSettings& draft = {}, const QByteArray& tools = {});
     // key: "cache" (slots/fraction), "policy", "pins", "prefetch". Emits settingApplied.
     void apply_live(const QString& key, const EngineSettings& settings);
     // Requests running at once; applied when the scheduler is next idle. Emits settingApplied("batch").

@@ -2,6 +2,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/reply_stream.h"
+#include "chat_tools.h"
 
 #include <QQmlEngine>
 
@@ -86,6 +87,9 @@ QVariant MessageListModel::data(const QModelIndex& index, int role) const {
         case ReasoningWordsRole: return r.reasoning_words;
         case PromptDoneRole: return r.prompt_done;
         case PromptTotalRole: return r.prompt_total;
+        case ToolCallsRole:
+            return m.stats.tool_turns.isEmpty() ? QVariantList()
+                                                : tool_calls_for_display(tool_rounds_from_json(m.stats.tool_turns.toUtf8())).toVariantList();
         case PartialRole: return m.partial;
         case StreamingRole: return streaming_ != 0 && m.id == streaming_;
         case TokensRole: return m.stats.tokens;
@@ -106,7 +110,7 @@ QHash<int, QByteArray> MessageListModel::roleNames() const {
     return {{IdRole, "messageId"},   {RoleRole, "role"},         {ContentRole, "content"},   {SegmentsRole, "segments"},
             {PartialRole, "partial"}, {StreamingRole, "streaming"}, {TokensRole, "tokens"},   {TokSRole, "tokS"},
             {TtftRole, "ttftMs"},     {SecondsRole, "seconds"},    {FinishRole, "finish"},     {ModelRole, "modelFile"},
-            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"}, {ReasoningWordsRole, "reasoningWords"}, {PromptDoneRole, "promptDone"}, {PromptTotalRole, "promptTotal"},
+            {StatsTextRole, "statsText"}, {IsLastRole, "isLast"}, {VersionRole, "version"}, {ReasoningRole, "reasoning"}, {ReasoningOpenRole, "reasoningOpen"}, {ReasoningWordsRole, "reasoningWords"}, {PromptDoneRole, "promptDone"}, {PromptTotalRole, "promptTotal"}, {ToolCallsRole, "toolCalls"},
             {VersionCountRole, "versionCount"}};
 }
 

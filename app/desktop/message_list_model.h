@@ -48,6 +48,7 @@ public:
         ReasoningWordsRole, // how many words the reasoning has
         PromptDoneRole,     // a long prompt being read for this answer: tokens read so far (0: none)
         PromptTotalRole,    // ... of this many (0: not reading one)
+        ToolCallsRole,      // the tools an answer called: [{name, arguments, result}] (empty: none)
     };
     explicit MessageListModel(QObject* parent = nullptr);
     ~MessageListModel() override;

@@ -105,7 +105,32 @@ void RemoteEngine::list_models(const QString& base_url, const QString& api_key) 
     });
 }
 
-void RemoteEngine::generate(quint64 id, const QList<ChatTurn>& turns, const sched::SamplingParams& sp) {
+namespace {
+// OpenAI streams a call in pieces: the first delta of index i has its id and
+// name, the next ones more of its arguments.
+void merge_tool_calls(QVariantList& calls, const json& deltas) {
+    if (!deltas.is_array()) return;
+    for (const json& d : deltas) {
+        if (!d.is_object()) continue;
+        const int i = d.contains("index") && d["index"].is_number_integer() ? d["index"].get<int>()
+                                                                          : static_cast<int>(calls.size());
+        if (i < 0 || i > 64) continue;
+        while (calls.size() <= i) calls.append(QVariantMap{});
+        QVariantMap c = calls[i].toMap();
+        const auto add = [&](const char* key, const json& v) {
+            if (v.is_string()) c[QLatin1String(key)] = c.value(QLatin1String(key)).toString() + QString::fromStdString(v.get<std::string>());
+        };
+        if (d.contains("id")) add("id", d["id"]);
+        if (d.contains("function") && d["function"].is_object()) {
+            if (d["function"].contains("name")) add("name", d["function"]["name"]);
+            if (d["function"].contains("arguments")) add("arguments", d["function"]["arguments"]);
+        }
+        calls[i] = c;
+    }
+}
+}  // namespace
+
+void RemoteEngine::generate(quint64 id, const QList<ChatTurn>& turns, const sched::SamplingParams& sp, const QByteArray& tools) {
     QString err;
     const QUrl url = endpoint_url(endpoint_.base_url, QStringLiteral("/chat/completions"), &err);
     if (url.isEmpty() || endpoint_.model.isEmpty()) {
@@ -113,7 +138,16 @@ void RemoteEngine::generate(quint64 id, const QList<ChatTurn>& turns, const sche
         return;
     }
     json messages = json::array();
-    for (const ChatTurn& t : turns) messages.push_back({{"role", t.role.toStdString()}, {"content", t.content.toStdString()}});
+    for (const ChatTurn& t : turns) {
+        json m = {{"role", t.role.toStdString()}, {"content", t.content.toStdString()}};
+        if (!t.tool_calls.isEmpty()) {
+            m["tool_calls"] = json::parse(t.tool_calls.toStdString(), nullptr, false);
+            if (t.content.isEmpty()) m["content"] = nullptr;
+        }
+        if (!t.tool_call_id.isEmpty()) m["tool_call_id"] = t.tool_call_id.toStdString();
+        if (!t.name.isEmpty()) m["name"] = t.name.toStdString();
+        messages.push_back(std::move(m));
+    }
     json body = {{"model", endpoint_.model.toStdString()},
                  {"messages", messages},
                  {"stream", true},
@@ -123,6 +157,7 @@ void RemoteEngine::generate(quint64 id, const QList<ChatTurn>& turns, const sche
     if (sp.top_p < 1.0f) body["top_p"] = sp.top_p;
     if (sp.seed != 0) body["seed"] = sp.seed;
     if (!sp.stop.empty()) body["stop"] = sp.stop;
+    if (!tools.isEmpty()) body["tools"] = json::parse(tools.toStdString(), nullptr, false);
     Request r;
     r.clock.start();
     r.reply = net_.post(make_request(url, endpoint_.api_key, timeout_ms_),
@@ -187,6 +222,8 @@ void RemoteEngine::parse_events(quint64 id, Request& r) {
                 piece = c["delta"]["content"].get<std::string>();
             if (c.contains("finish_reason") && c["finish_reason"].is_string())
                 r.finish = QString::fromStdString(c["finish_reason"].get<std::string>());
+            if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("tool_calls"))
+                merge_tool_calls(r.calls, c["delta"]["tool_calls"]);
             if (piece.empty()) continue;
             if (r.ttft_ms < 0) r.ttft_ms = static_cast<double>(r.clock.nsecsElapsed()) / 1e6;
             ++r.chunks;
@@ -234,6 +271,7 @@ void RemoteEngine::on_finished(quint64 id) {
     stats[QStringLiteral("model")] = endpoint_.model + QStringLiteral(" @ ") + QUrl(endpoint_.base_url).host();
     stats[QStringLiteral("remote")] = true;
     stats[QStringLiteral("usageReported")] = r.completion_tokens >= 0;
+    if (!r.calls.isEmpty()) stats[QStringLiteral("toolCalls")] = r.calls;
     Q_EMIT finished(id, stats);
 }
 

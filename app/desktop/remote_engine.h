@@ -58,14 +58,19 @@ public:
 
     // GET {base}/models; answers with modelsListed.
     void list_models(const QString& base_url, const QString& api_key);
-    void generate(quint64 id, const QList<ChatTurn>& turns, const sched::SamplingParams& params);
+    // `tools`: OpenAI function definitions (JSON) sent with the request, ""
+    // for none; the calls the server returns come in finished's "toolCalls"
+    // ([{id, name, arguments}]).
+    void generate(quint64 id, const QList<ChatTurn>& turns, const sched::SamplingParams& params,
+                  const QByteArray& tools = {});
     void stop(quint64 id);
     bool running(quint64 id) const { return requests_.contains(id); }
 
 Q_SIGNALS:
     void modelsListed(const QStringList& ids, const QString& error);
     void token(quint64 requestId, const QString& text);
-    // As EngineWorker::finished: text, finish, promptTokens, tokens, tokS, ttftMs, seconds, model, remote.
+    // As EngineWorker::finished: text, finish, promptTokens, tokens, tokS, ttftMs, seconds, model, remote,
+    // and toolCalls when the server returned calls.
     void finished(quint64 requestId, const QVariantMap& stats);
     void failed(quint64 requestId, const QString& message, const QString& partialText);
 
@@ -75,6 +80,7 @@ private:
         QByteArray buffer;      // SSE bytes not yet parsed
         QString text;
         QString finish;
+        QVariantList calls;     // streamed tool_calls, merged by index: {id, name, arguments}
         qint64 prompt_tokens = -1, completion_tokens = -1;
         int chunks = 0;
         double ttft_ms = -1;

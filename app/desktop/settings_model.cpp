@@ -167,6 +167,12 @@ SettingsModel::SettingsModel(QSettings* settings, QObject* parent) : QAbstractLi
     f("spec_k", "Draft tokens per round", serve, "int", 4, A::NextMessage,
       "Tokens the draft proposes before the model checks them (adapts between 1 and twice this).")->lo = 1;
     fields_.last().hi = 16;
+    f("tools", "Tools", serve, "bool", false, A::NextMessage,
+      "Let the model call the app's tools while it answers: a calculator and the clock (computed here; no files, "
+      "no network). The calls and their results are shown above the answer. The tools go to the model in its own "
+      "chat template's format (or as plain instructions where the template has none), which lengthens every prompt "
+      "by a few hundred tokens; a model not trained to call tools may ignore them. With a server (Remote), they "
+      "are sent as OpenAI tools and the server's calls are run here.");
     f("temperature", "Temperature", samp, "real", 0.8, A::NextMessage, "0: greedy (always the most likely token).");
     f("top_k", "Top-k", samp, "int", 40, A::NextMessage, "Keep the k most likely tokens. 0: off.");
     f("top_p", "Top-p", samp, "real", 0.95, A::NextMessage, "Nucleus: the smallest set reaching this probability. 1: off.");

@@ -99,6 +99,11 @@ constexpr Migration kMigrations[] = {
         CREATE INDEX answer_versions_by_question ON answer_versions(question_id, created);
         ALTER TABLE conversations ADD COLUMN model TEXT NOT NULL DEFAULT '';
     )sql"},
+    {4, R"sql(
+        -- An answer's tool rounds (the calls it made and their results), JSON; '' for none.
+        ALTER TABLE messages        ADD COLUMN tool_turns TEXT NOT NULL DEFAULT '';
+        ALTER TABLE answer_versions ADD COLUMN tool_turns TEXT NOT NULL DEFAULT '';
+    )sql"},
 };
 
 static_assert(std::size(kMigrations) == ChatStore::kSchemaVersion, "one migration step per schema version");
@@ -543,7 +548,8 @@ QList<Message> ChatStore::messages(qint64 conversation_id) const {
     }
     Stmt s(db_, path_,
            "SELECT id, conversation_id, role, content, partial, prompt_tokens, tokens, tok_s, ttft_ms, seconds, "
-           "finish, model, created, cached_tokens, spec_acceptance FROM messages WHERE conversation_id = ?1 ORDER BY id",
+           "finish, model, created, cached_tokens, spec_acceptance, tool_turns FROM messages WHERE conversation_id = ?1 "
+           "ORDER BY id",
            what);
     s.bind(1, conversation_id);
     QList<Message> out;
@@ -564,6 +570,7 @@ QList<Message> ChatStore::messages(qint64 conversation_id) const {
         m.created = from_ms(s.i64(12));
         m.stats.cached_tokens = s.i64(13);
         m.stats.spec_acceptance = s.f64(14);
+        m.stats.tool_turns = s.text(15);
         out.append(std::move(m));
     }
     return out;
@@ -594,7 +601,8 @@ void ChatStore::update_message(qint64 message_id, const QString& content, bool p
     const qint64 conversation_id = conversation_of(db_, path_, what, message_id);
     Stmt s(db_, path_,
            "UPDATE messages SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
-           "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, cached_tokens = ?11, spec_acceptance = ?12 WHERE id = ?10",
+           "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, cached_tokens = ?11, spec_acceptance = ?12, "
+           "tool_turns = ?13 WHERE id = ?10",
            what);
     s.bind(1, content)
         .bind(2, partial)
@@ -608,6 +616,7 @@ void ChatStore::update_message(qint64 message_id, const QString& content, bool p
         .bind(10, message_id)
         .bind(11, stats.cached_tokens)
         .bind(12, stats.spec_acceptance)
+        .bind(13, stats.tool_turns)
         .run();
     bump(db_, path_, what, conversation_id);
     tx.commit();
@@ -629,7 +638,8 @@ void ChatStore::delete_messages_from(qint64 message_id) {
 namespace {
 // The columns a message and an answer version share, in this order.
 constexpr const char* kAnswerColumns =
-    "content, partial, prompt_tokens, tokens, tok_s, ttft_ms, seconds, finish, model, created, cached_tokens, spec_acceptance";
+    "content, partial, prompt_tokens, tokens, tok_s, ttft_ms, seconds, finish, model, created, cached_tokens, spec_acceptance, "
+    "tool_turns";
 
 // Reads kAnswerColumns from column `first` on.
 void read_answer(Stmt& s, int first, Message& m) {
@@ -645,9 +655,10 @@ void read_answer(Stmt& s, int first, Message& m) {
     m.created = from_ms(s.i64(first + 9));
     m.stats.cached_tokens = s.i64(first + 10);
     m.stats.spec_acceptance = s.f64(first + 11);
+    m.stats.tool_turns = s.text(first + 12);
 }
 
-// Binds kAnswerColumns as ?1..?12.
+// Binds kAnswerColumns as ?1..?13.
 void bind_answer(Stmt& s, const Message& m) {
     s.bind(1, m.content)
         .bind(2, m.partial)
@@ -660,7 +671,8 @@ void bind_answer(Stmt& s, const Message& m) {
         .bind(9, m.stats.model)
         .bind(10, m.created.toMSecsSinceEpoch())
         .bind(11, m.stats.cached_tokens)
-        .bind(12, m.stats.spec_acceptance);
+        .bind(12, m.stats.spec_acceptance)
+        .bind(13, m.stats.tool_turns);
 }
 }  // namespace
 
@@ -740,17 +752,17 @@ void ChatStore::swap_answer_version(qint64 message_id, qint64 version_id) {
     Stmt to_message(db_, path_,
                     "UPDATE messages SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
                     "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, created = ?10, cached_tokens = ?11, "
-                    "spec_acceptance = ?12 WHERE id = ?13",
+                    "spec_acceptance = ?12, tool_turns = ?13 WHERE id = ?14",
                     what);
     bind_answer(to_message, kept);
-    to_message.bind(13, message_id).run();
+    to_message.bind(14, message_id).run();
     Stmt to_version(db_, path_,
                     "UPDATE answer_versions SET content = ?1, partial = ?2, prompt_tokens = ?3, tokens = ?4, tok_s = ?5, "
                     "ttft_ms = ?6, seconds = ?7, finish = ?8, model = ?9, created = ?10, cached_tokens = ?11, "
-                    "spec_acceptance = ?12 WHERE id = ?13",
+                    "spec_acceptance = ?12, tool_turns = ?13 WHERE id = ?14",
                     what);
     bind_answer(to_version, shown);
-    to_version.bind(13, version_id).run();
+    to_version.bind(14, version_id).run();
     bump(db_, path_, what, conversation_id);
     tx.commit();
 }
@@ -774,6 +786,12 @@ QByteArray ChatStore::export_markdown(qint64 conversation_id) const {
                                                                        : QStringLiteral("System");
         md += QStringLiteral("## %1\n\n").arg(heading);
         if (m.role == QLatin1String("assistant")) {
+            // The tools it called before answering, each with its result.
+            for (const QJsonValue& round : QJsonDocument::fromJson(m.stats.tool_turns.toUtf8()).array())
+                for (const QJsonValue& c : round[QStringLiteral("calls")].toArray())
+                    md += QStringLiteral("> Tool `%1(%2)` → %3\n\n")
+                              .arg(c[QStringLiteral("name")].toString(), c[QStringLiteral("arguments")].toString(),
+                                   c[QStringLiteral("result")].toString().simplified());
             // A reasoning model's reply: the answer, its reasoning folded away (HTML details).
             const chat::ReplyParts p = chat::split_reply(m.content.toStdString());
             const QString answer = QString::fromStdString(p.answer).trimmed();
@@ -821,6 +839,8 @@ QByteArray ChatStore::export_json(qint64 conversation_id) const {
                                                   {QStringLiteral("finish"), m.stats.finish},
                                                   {QStringLiteral("model"), m.stats.model},
                                               });
+            if (!m.stats.tool_turns.isEmpty())
+                o.insert(QStringLiteral("tool_rounds"), QJsonDocument::fromJson(m.stats.tool_turns.toUtf8()).array());
         }
         arr.append(o);
     }

@@ -59,6 +59,9 @@ struct MessageStats {
     QString model;               // model file name that produced it
     qint64 cached_tokens = 0;    // prompt tokens whose keys/values were reused from the cache
     double spec_acceptance = -1; // speculative decoding: share of draft tokens kept; -1: not used
+    // The answer's tool rounds as JSON (desktop/chat_tools.h), "" for none:
+    // kept with the figures since it, too, belongs to this answer (versions swap it with them).
+    QString tool_turns;
 };
 
 struct Message {
@@ -73,7 +76,7 @@ struct Message {
 
 class ChatStore {
 public:
-    static constexpr int kSchemaVersion = 3;
+    static constexpr int kSchemaVersion = 4;
 
     // Opens (creating the file and its directory if needed) and migrates.
     explicit ChatStore(const QString& path);
@@ -117,7 +120,8 @@ public:
     void swap_answer_version(qint64 message_id, qint64 version_id);
 
     // Exports (UTF-8). Markdown: a title, the system prompt, then "## User" /
-    // "## Assistant" sections; JSON: {"title","system_prompt","created","messages":[{role,content,partial,stats...}]}.
+    // "## Assistant" sections (an answer's tool calls quoted before it); JSON: {"title", "system_prompt",
+    // "created", "messages":[{role, content, partial, stats, tool_rounds (answers that called tools)}]}.
     QByteArray export_markdown(qint64 conversation_id) const;
     QByteArray export_json(qint64 conversation_id) const;
 

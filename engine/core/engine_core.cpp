@@ -42,9 +42,10 @@ EngineCore::~EngineCore() = default;
 
 const chat::ChatTemplate& EngineCore::chat_template() const { return impl_->tmpl; }
 
-chat::Prompt EngineCore::prepare(const std::vector<chat::Message>& messages, bool drop_oldest, int64_t answer_room) const {
+chat::Prompt EngineCore::prepare(const std::vector<chat::Message>& messages, bool drop_oldest, int64_t answer_room,
+                                 const nlohmann::ordered_json* tools) const {
     const int64_t n_ctx = impl_->engine.context().n_ctx();
-    return chat::prepare_prompt(messages, impl_->tmpl, impl_->engine.vocab(), {n_ctx, drop_oldest, answer_room});
+    return chat::prepare_prompt(messages, impl_->tmpl, impl_->engine.vocab(), {n_ctx, drop_oldest, answer_room}, tools);
 }
 
 int64_t EngineCore::submit(std::vector<int32_t> prompt, const sched::SamplingParams& params, Callbacks cb) {

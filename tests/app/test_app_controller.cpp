@@ -14,6 +14,7 @@
 
 #include "chat_controller.h"
 #include "engine_worker.h"
+#include "grammar/grammar.h"
 #include "settings_model.h"
 #include "telemetry_model.h"
 
@@ -72,7 +73,10 @@ class TestAppController : public QObject {
         QSignalSpy done(chat_.get(), &ChatController::answerFinished);
         QSignalSpy failed(chat_.get(), &ChatController::answerFailed);
         if (!chat_->send(text)) return QStringLiteral("not sent: ") + chat_->lastError();
-        if (!done.wait(60000) && done.isEmpty()) return QStringLiteral("timeout");
+        QDeadlineTimer deadline(60000);
+        while (done.isEmpty() && failed.isEmpty() && !deadline.hasExpired()) QTest::qWait(10);
+        if (!failed.isEmpty()) return QStringLiteral("failed: ") + failed.takeFirst().at(1).toString();
+        if (done.isEmpty()) return QStringLiteral("timeout");
         return done.takeFirst().at(1).toString();
     }
 
@@ -922,6 +926,70 @@ private Q_SLOTS:
         chat_->renameConversation(chat_->currentConversationId(), QStringLiteral("Used"));
         QVERIFY(chat_->newConversation() != 0);
         QCOMPARE(chat_->systemPrompt(), QString());
+    }
+
+    // Tools (Settings > Tools): a call the model makes is run and its result
+    // sent back, and the model answers on; the call is shown and stored with
+    // the answer and goes back with it on the next turn. The demo model never
+    // calls a tool of its own accord, so its first round is held to a call by
+    // a grammar (as the server's tool_choice "required" does).
+    void tools_are_called_and_answered() {
+        // The demo model with its whole context (the tools' instructions take 500 tokens).
+        QCOMPARE(settings_->setValue(QStringLiteral("n_ctx"), 0), QString());
+        QVERIFY(load(kDemo));
+        QCOMPARE(settings_->setValue(QStringLiteral("tools"), true), QString());
+        const auto forced = std::make_shared<const strata::grammar::Grammar>(strata::grammar::Grammar::parse(
+            "root ::= \"<tool_call>\\n{\\\"name\\\": \\\"calculate\\\", \\\"arguments\\\": "
+            "{\\\"expression\\\": \\\"6*7\\\"}}\\n</tool_call>\""));
+        int rounds_seen = 0;
+        chat_->set_sampling_hook([&](strata::sched::SamplingParams& sp, int round) {
+            rounds_seen = std::max(rounds_seen, round + 1);
+            if (round > 0) return;
+            sp.grammar = forced;
+            sp.max_tokens = 200;  // room for the whole call
+        });
+        const qint64 conversation = chat_->newConversation();
+        QCOMPARE(exchange(QStringLiteral("What is six times seven?")), QStringLiteral("length"));
+        QCOMPARE(rounds_seen, 2);
+        MessageListModel* m = chat_->messages();
+        QCOMPARE(m->rowCount(), 2);
+        const QVariantMap a = m->get(1);
+        const QVariantList calls = a[QStringLiteral("toolCalls")].toList();
+        QCOMPARE(calls.size(), 1);
+        QCOMPARE(calls[0].toMap()[QStringLiteral("name")].toString(), QStringLiteral("calculate"));
+        QCOMPARE(calls[0].toMap()[QStringLiteral("arguments")].toString(), QStringLiteral("{\"expression\":\"6*7\"}"));
+        QCOMPARE(calls[0].toMap()[QStringLiteral("result")].toString(), QStringLiteral("42"));
+        // The answer is the second round's text; the call's markup was never shown.
+        const QString answer = a[QStringLiteral("content")].toString();
+        QVERIFY(!answer.isEmpty());
+        QVERIFY(!answer.contains(QStringLiteral("tool_call")));
+        const QList<strata::app::Message> stored = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(stored[1].content, answer);
+        QVERIFY(stored[1].stats.tool_turns.contains(QStringLiteral("\"result\":\"42\"")));
+        QVERIFY(stored[1].stats.tokens > 24);  // both rounds' tokens (the second alone is cut at 24)
+        const qint64 first_prompt = stored[1].stats.prompt_tokens;
+
+        // The next turn sends the call and its result back: the prompt holds them.
+        chat_->set_sampling_hook({});
+        QCOMPARE(exchange(QStringLiteral("And times two?")), QStringLiteral("length"));
+        const QList<strata::app::Message> later = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(later.size(), 4);
+        QVERIFY(later[3].stats.tool_turns.isEmpty());  // no call this time
+        QVERIFY(later[3].stats.prompt_tokens > first_prompt + 24);
+
+        // A model that calls again and again is stopped after kMaxToolRounds.
+        chat_->set_sampling_hook([&](strata::sched::SamplingParams& sp, int) {
+            sp.grammar = forced;
+            sp.max_tokens = 100;
+        });
+        chat_->newConversation();  // (a fresh one: the rounds must fit the demo model's context)
+        exchange(QStringLiteral("Again"));
+        QVERIFY2(chat_->notice().contains(QStringLiteral("4 times")), qPrintable(chat_->notice()));
+        QCOMPARE(m->get(m->rowCount() - 1)[QStringLiteral("toolCalls")].toList().size(), kMaxToolRounds);
+        chat_->set_sampling_hook({});
+        QCOMPARE(settings_->setValue(QStringLiteral("tools"), false), QString());
+        chat_->deleteConversation(chat_->currentConversationId());
+        chat_->deleteConversation(conversation);
     }
 
     void cleanupTestCase() { chat_.reset(); }

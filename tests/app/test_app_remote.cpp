@@ -7,6 +7,9 @@
 // reports none (a fake OpenAI server here) is said plainly, with what its
 // answers measure.
 #include <QFile>
+#include <QJsonObject>
+#include <QJsonDocument>
+#include <QJsonArray>
 #include <QTcpServer>
 #include <QTcpSocket>
 #include <QProcess>
@@ -60,6 +63,61 @@ public:
 
 private:
     static inline QHash<QTcpSocket*, QByteArray> pending_;
+};
+
+// An OpenAI server whose model calls a tool: to a request with tools and no
+// tool result yet it answers with a calculate call, streamed in pieces as
+// OpenAI streams calls; to one with the result, with text. Keeps the bodies.
+class ToolServer : public QTcpServer {
+public:
+    QList<QByteArray> bodies;
+    ToolServer() {
+        connect(this, &QTcpServer::newConnection, this, [this] {
+            while (QTcpSocket* s = nextPendingConnection()) {
+                connect(s, &QTcpSocket::readyRead, s, [this, s] {
+                    buf_[s] += s->readAll();
+                    QByteArray& buf = buf_[s];
+                    const qsizetype head_end = buf.indexOf("\r\n\r\n");
+                    if (head_end < 0) return;
+                    const auto m = QRegularExpression(QStringLiteral("(?i)content-length: *(\\d+)"))
+                                       .match(QString::fromLatin1(buf.left(head_end)));
+                    const qsizetype length = m.hasMatch() ? m.captured(1).toLongLong() : 0;
+                    if (buf.size() < head_end + 4 + length) return;
+                    const QByteArray body = buf.mid(head_end + 4, length);
+                    const bool get = buf.startsWith("GET");
+                    buf_.remove(s);
+                    if (get) {
+                        s->write("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                        s->disconnectFromHost();
+                        return;
+                    }
+                    bodies << body;
+                    QByteArray sse;
+                    if (!body.contains("\"role\":\"tool\"")) {
+                        sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,"
+                              "\"id\":\"call_9\",\"type\":\"function\",\"function\":{\"name\":\"calculate\",\"arguments\":\"\"}}]},"
+                              "\"finish_reason\":null}]}\n\n"
+                              "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+                              "{\"arguments\":\"{\\\"expression\\\":\"}}]},\"finish_reason\":null}]}\n\n"
+                              "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+                              "{\"arguments\":\" \\\"6*7\\\"}\"}}]},\"finish_reason\":null}]}\n\n"
+                              "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+                              "data: [DONE]\n\n";
+                    } else {
+                        sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"It is 42.\"},\"finish_reason\":null}]}\n\n"
+                              "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                              "data: [DONE]\n\n";
+                    }
+                    s->write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + sse);
+                    s->disconnectFromHost();
+                });
+                connect(s, &QTcpSocket::disconnected, s, &QObject::deleteLater);
+            }
+        });
+    }
+
+private:
+    QHash<QTcpSocket*, QByteArray> buf_;
 };
 
 // A proxy in front of a server that is down: every request gets 502 and an
@@ -218,6 +276,36 @@ private Q_SLOTS:
         QVERIFY(telemetry_->lastTtftMs() >= 0.0);
         QVERIFY(!telemetry_->hasExperts());
         QVERIFY(telemetry_->ledger().isEmpty());
+    }
+
+    // Tools with a server: they go as OpenAI tools, the server's streamed
+    // call is run here, and its result goes back as a tool message.
+    void a_servers_tool_calls_are_run_here() {
+        ToolServer server;
+        QVERIFY(server.listen(QHostAddress::LocalHost, 0));
+        const QString base = QStringLiteral("http://127.0.0.1:%1/v1").arg(server.serverPort());
+        QCOMPARE(chat_->useRemote(base, QString(), QStringLiteral("tooly")), QString());
+        QCOMPARE(settings_->setValue(QStringLiteral("tools"), true), QString());
+        chat_->newConversation();
+        QCOMPARE(exchange(QStringLiteral("What is six times seven?")), QStringLiteral("end"));
+        QCOMPARE(settings_->setValue(QStringLiteral("tools"), false), QString());
+        QCOMPARE(server.bodies.size(), qsizetype(2));
+        const QJsonObject first = QJsonDocument::fromJson(server.bodies[0]).object();
+        QCOMPARE(first[QStringLiteral("tools")].toArray().size(), 2);
+        QCOMPARE(first[QStringLiteral("tools")][0][QStringLiteral("function")][QStringLiteral("name")].toString(), QStringLiteral("calculate"));
+        const QJsonArray second = QJsonDocument::fromJson(server.bodies[1]).object()[QStringLiteral("messages")].toArray();
+        QCOMPARE(second.size(), 3);  // user, the assistant's call, its result
+        QCOMPARE(second[1][QStringLiteral("tool_calls")][0][QStringLiteral("id")].toString(), QStringLiteral("call_9"));
+        QCOMPARE(second[1][QStringLiteral("tool_calls")][0][QStringLiteral("function")][QStringLiteral("arguments")].toString(),
+                 QStringLiteral("{\"expression\": \"6*7\"}"));
+        QVERIFY(second[1][QStringLiteral("content")].isNull());
+        QCOMPARE(second[2][QStringLiteral("role")].toString(), QStringLiteral("tool"));
+        QCOMPARE(second[2][QStringLiteral("tool_call_id")].toString(), QStringLiteral("call_9"));
+        QCOMPARE(second[2][QStringLiteral("content")].toString(), QStringLiteral("42"));
+        const auto msgs = chat_->store().messages(chat_->currentConversationId());
+        QCOMPARE(msgs.size(), qsizetype(2));
+        QCOMPARE(msgs[1].content, QStringLiteral("It is 42."));
+        QVERIFY(msgs[1].stats.tool_turns.contains(QStringLiteral("\"result\":\"42\"")));
     }
 
     void failures_are_messages_and_the_users_text_is_kept() {

@@ -639,6 +639,40 @@ private Q_SLOTS:
         }
     }
 
+    // An answer's tool rounds are kept with it: read back, carried into its
+    // versions and back when they swap, and exported.
+    void tool_rounds_are_kept_with_the_answer() {
+        ChatStore s(fresh_path());
+        const qint64 c = s.create_conversation(QStringLiteral("tools"));
+        const qint64 q = s.append_message(c, QStringLiteral("user"), QStringLiteral("6*7?"));
+        const qint64 a = s.append_message(c, QStringLiteral("assistant"), QString(), true);
+        MessageStats st;
+        st.tokens = 5;
+        st.finish = QStringLiteral("end");
+        const QJsonObject call{{"id", "c1"}, {"name", "calculate"}, {"arguments", "{\"expression\":\"6*7\"}"}, {"result", "42"}};
+        st.tool_turns = QString::fromUtf8(
+            QJsonDocument(QJsonArray{QJsonObject{{"content", ""}, {"calls", QJsonArray{call}}}}).toJson(QJsonDocument::Compact));
+        s.update_message(a, QStringLiteral("It is 42."), false, st);
+        QCOMPARE(s.messages(c)[1].stats.tool_turns, st.tool_turns);
+
+        const QJsonArray ms = QJsonDocument::fromJson(s.export_json(c)).object().value("messages").toArray();
+        QCOMPARE(ms[1].toObject().value("tool_rounds").toArray()[0].toObject().value("calls").toArray()[0].toObject()
+                     .value("result").toString(), QStringLiteral("42"));
+        QVERIFY(!ms[0].toObject().contains("tool_rounds"));
+        const QString md = QString::fromUtf8(s.export_markdown(c));
+        QVERIFY2(md.contains(QStringLiteral("> Tool `calculate({\"expression\":\"6*7\"})` → 42")), qPrintable(md));
+
+        // Regenerate keeps it with its version; a plain answer takes the place; swapping brings it back.
+        s.archive_answer(a);
+        const qint64 b = s.append_message(c, QStringLiteral("assistant"), QStringLiteral("Forty-two."));
+        QCOMPARE(s.answer_versions(q).size(), 1);
+        QCOMPARE(s.answer_versions(q)[0].stats.tool_turns, st.tool_turns);
+        s.swap_answer_version(b, s.answer_versions(q)[0].id);
+        QCOMPARE(s.messages(c)[1].content, QStringLiteral("It is 42."));
+        QCOMPARE(s.messages(c)[1].stats.tool_turns, st.tool_turns);
+        QVERIFY(s.answer_versions(q)[0].stats.tool_turns.isEmpty());
+    }
+
     // A database of schema 2 (before answer versions) opens, migrates to the
     // current schema, and keeps every conversation and message.
     void version_2_database_migrates() {
@@ -671,6 +705,7 @@ private Q_SLOTS:
         QCOMPARE(m.size(), 2);
         QCOMPARE(m[1].content, QStringLiteral("hi there"));
         QCOMPARE(m[1].stats.tokens, qint64(3));
+        QVERIFY(m[1].stats.tool_turns.isEmpty());
         s.archive_answer(m[1].id);
         QCOMPARE(s.answer_versions(m[0].id).size(), 1);
         Raw raw(path);

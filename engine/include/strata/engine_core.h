@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "strata/telemetry.h"
 
 namespace strata {
@@ -55,8 +57,10 @@ public:
     // A conversation's prompt, as every front end prepares it
     // (chat::prepare_prompt): with drop_oldest (a conversation that goes on)
     // the oldest turns give way until the prompt and answer_room tokens fit;
-    // without, a prompt too long is a chat::PromptError.
-    chat::Prompt prepare(const std::vector<chat::Message>& messages, bool drop_oldest, int64_t answer_room) const;
+    // without, a prompt too long is a chat::PromptError. `tools`: OpenAI
+    // function definitions offered to the model (nullptr: none).
+    chat::Prompt prepare(const std::vector<chat::Message>& messages, bool drop_oldest, int64_t answer_room,
+                         const nlohmann::ordered_json* tools = nullptr) const;
 
     // Queues a request; returns its id. Throws strata::Error for an empty
     // prompt, one with no room to answer, or bad sampling parameters.
