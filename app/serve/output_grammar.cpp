@@ -94,6 +94,12 @@ std::string xml_arguments(grammar::JsonGrammar& g, const ojson& params, const st
                 one = grammar::gbnf_literal("<arg_key>" + key + "</arg_key>\n<arg_value>") + " " + v + " " +
                       grammar::gbnf_literal("</arg_value>\n");
                 break;
+            case Syntax::Dsml:
+            case Syntax::DsmlV4:
+                one = grammar::gbnf_literal("<｜DSML｜parameter name=\"" + key + "\" string=\"" +
+                                            (is_string_schema(&schema) ? "true" : "false") + "\">") +
+                      " " + v + " " + grammar::gbnf_literal("</｜DSML｜parameter>\n");
+                break;
             default:
                 one = grammar::gbnf_literal("<parameter name=\"" + key + "\">") + " " + v + " " +
                       grammar::gbnf_literal("</parameter>\n");
@@ -135,6 +141,18 @@ std::string one_call(grammar::JsonGrammar& g, const std::string& name, const ojs
                                          "\n```json\n") +
                    " " + g.add_schema(params, "args-" + name) + " " +
                    grammar::gbnf_literal("\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+        case Syntax::Dsml:
+        case Syntax::DsmlV4: {
+            const std::string block = syntax == Syntax::Dsml ? "function_calls>" : "tool_calls>";
+            return grammar::gbnf_literal("<｜DSML｜" + block + "\n<｜DSML｜invoke name=\"" + name + "\">\n") +
+                   xml_arguments(g, params, name, syntax) + " " +
+                   grammar::gbnf_literal("</｜DSML｜invoke>\n</｜DSML｜" + block);
+        }
+        case Syntax::Kimi:
+            return grammar::gbnf_literal("<|tool_calls_section_begin|><|tool_call_begin|>functions." + name +
+                                         ":0<|tool_call_argument_begin|>") +
+                   " " + g.add_schema(params, "args-" + name) + " " +
+                   grammar::gbnf_literal("<|tool_call_end|><|tool_calls_section_end|>");
         case Syntax::Harmony:
             // The prompt ends with "<|start|>assistant"; the template writes calls this way. The
             // end token that follows (<|call|>) is allowed once the arguments are complete.

@@ -18,6 +18,9 @@ Markers markers(ToolSyntax s) {
     if (s == ToolSyntax::Mistral || s == ToolSyntax::MistralArgs) return {"[TOOL_CALLS]", ""};
     if (s == ToolSyntax::DeepSeek || s == ToolSyntax::DeepSeekR1) return {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"};
     if (s == ToolSyntax::Llama3) return {"{", ""};  // the whole reply, when it begins with it
+    if (s == ToolSyntax::Dsml) return {"<｜DSML｜function_calls>", "</｜DSML｜function_calls>"};
+    if (s == ToolSyntax::DsmlV4) return {"<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>"};
+    if (s == ToolSyntax::Kimi) return {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"};
     return {"<tool_call>", "</tool_call>"};
 }
 
@@ -204,6 +207,60 @@ bool parse_minimax(std::string_view body, const std::string& id_prefix, const oj
     return any;
 }
 
+// <｜DSML｜invoke name="N"> <｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter> ...
+// </｜DSML｜invoke>, several per block: string="true" is the text itself, "false" its JSON.
+bool parse_dsml(std::string_view body, const std::string& id_prefix, const ojson* tools, std::vector<ToolCall>& calls) {
+    std::string_view inv;
+    size_t pos = 0, after = 0;
+    bool any = false;
+    while (between(body, pos, "<｜DSML｜invoke name=\"", "</｜DSML｜invoke>", &inv, &after) != std::string_view::npos) {
+        pos = after;
+        const size_t q = inv.find("\">");
+        if (q == std::string_view::npos) return false;
+        const std::string name(inv.substr(0, q));
+        ojson args = ojson::object();
+        std::string_view p;
+        size_t ppos = q + 2, pafter = 0;
+        while (between(inv, ppos, "<｜DSML｜parameter name=\"", "</｜DSML｜parameter>", &p, &pafter) != std::string_view::npos) {
+            ppos = pafter;
+            const size_t e = p.find('"');
+            const size_t gt = e == std::string_view::npos ? e : p.find('>', e);
+            if (gt == std::string_view::npos) return false;
+            const std::string key(p.substr(0, e));
+            const std::string_view attrs = p.substr(e + 1, gt - e - 1);
+            const std::string value(p.substr(gt + 1));
+            const std::optional<ojson> j = attrs.find("string=\"false\"") != std::string_view::npos ? parse_json(value) : std::nullopt;
+            if (attrs.find("string=\"true\"") != std::string_view::npos) args[key] = value;
+            else args[key] = j ? *j : typed_value(value, parameter_schema(tools, name, key));
+        }
+        if (!add_call(calls, id_prefix, name, args)) return false;
+        any = true;
+    }
+    return any;
+}
+
+// <|tool_call_begin|>functions.N:I<|tool_call_argument_begin|>{...}<|tool_call_end|>, several per section.
+bool parse_kimi(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
+    constexpr std::string_view kArgs = "<|tool_call_argument_begin|>";
+    std::string_view c;
+    size_t pos = 0, after = 0;
+    bool any = false;
+    while (between(body, pos, "<|tool_call_begin|>", "<|tool_call_end|>", &c, &after) != std::string_view::npos) {
+        pos = after;
+        const size_t sep = c.find(kArgs);
+        if (sep == std::string_view::npos) return false;
+        std::string name = trim(c.substr(0, sep));  // functions.NAME:INDEX
+        if (name.rfind("functions.", 0) == 0) name.erase(0, 10);
+        if (const size_t colon = name.rfind(':'); colon != std::string::npos &&
+                                                  name.find_first_not_of("0123456789", colon + 1) == std::string::npos)
+            name.erase(colon);
+        const std::optional<ojson> a = parse_json(trim(c.substr(sep + kArgs.size())));
+        if (!a || !add_call(calls, id_prefix, name, *a)) return false;
+        any = true;
+    }
+    return any;
+}
+
 // After "to=functions.": N, then (<|channel|>commentary [<|constrain|>]json) <|message|>ARGS.
 bool parse_harmony(std::string_view body, const std::string& id_prefix, std::vector<ToolCall>& calls) {
     size_t n = 0;
@@ -343,6 +400,9 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             case ToolSyntax::MistralArgs: ok = parse_mistral_args(block, id_prefix, r.calls); break;
             case ToolSyntax::DeepSeek:
             case ToolSyntax::DeepSeekR1: ok = parse_deepseek(block, id_prefix, syntax == ToolSyntax::DeepSeekR1, r.calls); break;
+            case ToolSyntax::Dsml:
+            case ToolSyntax::DsmlV4: ok = parse_dsml(block, id_prefix, tools, r.calls); break;
+            case ToolSyntax::Kimi: ok = parse_kimi(block, id_prefix, r.calls); break;
         }
         if (!ok) return ParsedReply{std::string(text), {}};
         if (!closed) break;
@@ -361,6 +421,9 @@ std::vector<std::string_view> special_markers(ToolSyntax syntax) {
         case ToolSyntax::DeepSeekR1:
             return {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
                     "<｜tool▁sep｜>"};
+        case ToolSyntax::Kimi:
+            return {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                    "<|tool_call_argument_begin|>", "<|tool_call_end|>"};
         default: return {};
     }
 }

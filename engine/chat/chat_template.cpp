@@ -236,6 +236,8 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
         else if (has("<arg_key>")) t.tool_syntax_ = ToolSyntax::Glm;
         else if (has("<function=") && has("<parameter=")) t.tool_syntax_ = ToolSyntax::QwenXml;
         else if (has("[TOOL_CALLS]")) t.tool_syntax_ = has("[ARGS]") ? ToolSyntax::MistralArgs : ToolSyntax::Mistral;
+        else if (has("｜DSML｜")) t.tool_syntax_ = has("tool_calls>") ? ToolSyntax::DsmlV4 : ToolSyntax::Dsml;
+        else if (has("<|tool_calls_section_begin|>")) t.tool_syntax_ = ToolSyntax::Kimi;
         else if (has("tool▁calls▁begin"))  // <｜tool▁calls▁begin｜>
             t.tool_syntax_ = has("```json") ? ToolSyntax::DeepSeekR1 : ToolSyntax::DeepSeek;
         else if (has("<tool_call>")) t.tool_syntax_ = ToolSyntax::Hermes;

@@ -200,9 +200,16 @@ public:
     //   MistralArgs  [TOOL_CALLS]N[ARGS]{...}  (Small 3.2, Devstral, Ministral 3)
     //   DeepSeek     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>... (V3.1+)
     //   DeepSeekR1   ...<｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>...
-    // Mistral's and DeepSeek's markers are control tokens: a request with tools
-    // renders them (serve/tool_calls.h special_markers).
-    enum class ToolSyntax { Hermes, QwenXml, Glm, MiniMax, Harmony, Llama3, Mistral, MistralArgs, DeepSeek, DeepSeekR1 };
+    //   Dsml     <｜DSML｜function_calls><｜DSML｜invoke name="N"><｜DSML｜parameter name="K" string="true|false">V
+    //            </｜DSML｜parameter></｜DSML｜invoke>...</｜DSML｜function_calls>  (DeepSeek V3.2)
+    //   DsmlV4   the same in <｜DSML｜tool_calls> (DeepSeek V4)
+    //   Kimi     <|tool_calls_section_begin|><|tool_call_begin|>functions.N:I<|tool_call_argument_begin|>{...}
+    //            <|tool_call_end|>...<|tool_calls_section_end|>  (Kimi-K2)
+    // Mistral's, DeepSeek's and Kimi's markers are control tokens: a request
+    // with tools renders them (serve/tool_calls.h special_markers).
+    enum class ToolSyntax {
+        Hermes, QwenXml, Glm, MiniMax, Harmony, Llama3, Mistral, MistralArgs, DeepSeek, DeepSeekR1, Dsml, DsmlV4, Kimi
+    };
     ToolSyntax tool_syntax() const { return tool_syntax_; }
     // Whether the template itself renders `tools` (a Jinja template that
     // prints the definitions it is given). Where it does not, render() writes

@@ -16,6 +16,20 @@ static const char* const kTools = R"([
 // An assistant turn with a call, for the real templates to render.
 static const char* const kCallArguments = R"({"city": "Paris", "days": 3, "unit": "celsius", "hourly": true, "spots": [1.5, 2]})";
 
+// DeepSeek V3.2's DSML: string="true" keeps the text (even one that spells a number), "false" is JSON.
+static const char* const kDsmlReply =
+    "Checking.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+    "<｜DSML｜parameter name=\"city\" string=\"true\">1984</｜DSML｜parameter>\n"
+    "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n"
+    "<｜DSML｜parameter name=\"spots\" string=\"false\">[1, 2.5]</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+    "<｜DSML｜invoke name=\"note\">\n<｜DSML｜parameter name=\"text\" string=\"true\">a \"quoted\" line</｜DSML｜parameter>\n"
+    "</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+// Kimi-K2: ids "functions.NAME:INDEX".
+static const char* const kKimiReply =
+    "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+    "{\"city\": \"Oslo\", \"days\": 2}<|tool_call_end|><|tool_call_begin|>functions.note:1<|tool_call_argument_begin|>"
+    "{\"text\": \"x\"}<|tool_call_end|><|tool_calls_section_end|>";
+
 static const char* const kQwenXmlReply =
     "I'll look.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n"
     "<parameter=days>\n12\n</parameter>\n<parameter=hourly>\nTrue\n</parameter>\n<parameter=spots>\n[1, 2.5]\n</parameter>\n"
