@@ -230,7 +230,11 @@ ChatTemplate ChatTemplate::load(std::string_view jinja_text, std::string bos, st
         t.renders_tools_ = t.prints_tools();
         // Without tools of its own, a template gets the Hermes plain turns (tool_prompt.h).
         auto has = [&](std::string_view s) { return jinja_text.find(s) != std::string_view::npos; };
-        if (!t.renders_tools_) t.tool_syntax_ = ToolSyntax::Hermes;
+        // DeepSeek V3.1's template writes calls and results but no definitions: they go into
+        // the system message as its model card says (R1's has no documented format: Hermes).
+        t.deepseek_turns_ = !t.renders_tools_ && has("tool▁calls▁begin") && has("tool▁output▁begin") && !has("```json");
+        if (t.deepseek_turns_) t.tool_syntax_ = ToolSyntax::DeepSeek;
+        else if (!t.renders_tools_) t.tool_syntax_ = ToolSyntax::Hermes;
         else if (has("<minimax:tool_call>")) t.tool_syntax_ = ToolSyntax::MiniMax;
         else if (has("<|channel|>") && has("to=") && has("functions.")) t.tool_syntax_ = ToolSyntax::Harmony;
         else if (has("<arg_key>")) t.tool_syntax_ = ToolSyntax::Glm;
@@ -297,7 +301,8 @@ std::string ChatTemplate::render(const std::vector<Message>& messages, bool add_
     const bool has_tools = tools && tools->is_array() && !tools->empty();
     const bool tool_turns = std::any_of(messages.begin(), messages.end(),
                                         [](const Message& m) { return m.role == "tool" || m.extra.contains("tool_calls"); });
-    if (!renders_tools_ && (has_tools || tool_turns))
+    if (deepseek_turns_ && jinja_ && has_tools) return render_jinja(deepseek_system_tools(messages, *tools), add_assistant_prefix, nullptr);
+    if (!renders_tools_ && !deepseek_turns_ && (has_tools || tool_turns))
         return render(inline_tools(messages, has_tools ? *tools : nlohmann::ordered_json::array()), add_assistant_prefix);
     if (jinja_) return render_jinja(messages, add_assistant_prefix, tools);
     check_roles(messages, family_, add_assistant_prefix);

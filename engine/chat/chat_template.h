@@ -181,7 +181,9 @@ public:
     //
     // `tools` (OpenAI's function definitions) go to a Jinja template as
     // `tools`; for a template that has no place for them (renders_tools()),
-    // they and the tool turns are rewritten into plain turns first.
+    // they and the tool turns are rewritten into plain turns first, except
+    // where the template writes DeepSeek V3.1's call and result turns: then
+    // only the definitions are added, to the system message, in its format.
     std::string render(const std::vector<Message>& messages, bool add_assistant_prefix = true,
                        const nlohmann::ordered_json* tools = nullptr) const;
 
@@ -232,6 +234,9 @@ private:
                              const nlohmann::ordered_json* tools) const;
     ToolSyntax tool_syntax_ = ToolSyntax::Hermes;
     bool renders_tools_ = false;
+    // It writes call and result turns in DeepSeek V3.1's format but not the
+    // definitions: those go into the system message (tool_prompt.h).
+    bool deepseek_turns_ = false;
 
     Family family_ = Family::Fallback;
     Llama2Variant llama2_ = Llama2Variant::Meta;

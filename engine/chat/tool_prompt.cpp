@@ -1,5 +1,7 @@
 #include "chat/tool_prompt.h"
 
+#include "chat/jinja/value.h"
+
 namespace strata::chat {
 
 namespace {
@@ -77,6 +79,28 @@ std::vector<Message> inline_tools(const std::vector<Message>& messages, const oj
         }
         out.push_back(std::move(plain));
     }
+    return out;
+}
+
+std::vector<Message> deepseek_system_tools(const std::vector<Message>& messages, const ojson& tools) {
+    if (!tools.is_array() || tools.empty()) return messages;
+    std::string t = "## Tools\nYou have access to the following tools:\n";
+    for (const auto& tool : tools) {
+        const ojson& fn = tool.contains("function") ? tool["function"] : tool;
+        // As Python's json.dumps writes it (the model card builds this text in Python).
+        const ojson params = fn.contains("parameters") ? fn["parameters"] : ojson::object();
+        t += "\n### " + fn.value("name", "") + "\nDescription: " + fn.value("description", "") + "\n\nParameters: " +
+             jinja::Value::from_json(params).to_json(-1, false, /*ensure_ascii=*/true) + "\n";
+    }
+    t += "\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n"
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>"
+         "{{additional_tool_calls}}<｜tool▁calls▁end｜>\n\nWhere:\n\n"
+         "- `tool_call_name` must be an exact match to one of the available tools\n"
+         "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n"
+         "- For multiple tool calls, chain them directly without separators or spaces\n";
+    std::vector<Message> out = messages;
+    if (!out.empty() && out[0].role == "system") out[0].content += "\n\n" + t;
+    else out.insert(out.begin(), Message{"system", t});
     return out;
 }
 

@@ -21,4 +21,10 @@ namespace strata::chat {
 // `tools`: OpenAI function definitions (may be empty when only tool turns need rewriting).
 std::vector<Message> inline_tools(const std::vector<Message>& messages, const nlohmann::ordered_json& tools);
 
+// For a template that writes call and result turns in the model's own format
+// but not the definitions (DeepSeek V3.1's): the definitions and the call
+// format go into the system message as DeepSeek's model card describes; the
+// turns are left to the template.
+std::vector<Message> deepseek_system_tools(const std::vector<Message>& messages, const nlohmann::ordered_json& tools);
+
 }  // namespace strata::chat

@@ -195,6 +195,31 @@ private Q_SLOTS:
         }
     }
 
+    // DeepSeek V3.1: the definitions in the system message in the model
+    // card's format, the call and its result in the template's own turns.
+    void deepseekV31GetsItsOwnToolFormat() {
+        if (qEnvironmentVariable("STRATA_LLAMA_CPP").isEmpty())
+            QSKIP("STRATA_LLAMA_CPP is not set (a llama.cpp 2026-09 checkout, whose models/templates/ holds the templates)");
+        const chat::ChatTemplate t =
+            chat::ChatTemplate::load(read_template("deepseek-ai-DeepSeek-V3.1.jinja").toStdString(), "<s>", "</s>");
+        QVERIFY(!t.renders_tools());
+        const ojson tools = ojson::parse(kTools);
+        chat::Message call{"assistant", ""};
+        call.extra["tool_calls"] = ojson::array(
+            {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", ojson::parse(kCallArguments)}}}}});
+        chat::Message result{"tool", "21 C"};
+        result.extra["tool_call_id"] = "c1";
+        const std::string p = t.render({{"system", "Be brief."}, {"user", "Weather?"}, call, result}, true, &tools);
+        const size_t sys = p.find("Be brief.\n\n## Tools\nYou have access to the following tools:\n\n### get_weather\n");
+        QVERIFY2(sys != std::string::npos, p.c_str());
+        QVERIFY2(p.find("Parameters: {\"type\": \"object\"") != std::string::npos, p.c_str());
+        QVERIFY2(p.find("<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>") > sys, p.c_str());  // the call, in its own turn
+        QVERIFY2(p.find("<｜tool▁output▁begin｜>21 C<｜tool▁output▁end｜>") != std::string::npos, p.c_str());
+        QVERIFY(p.find("<tool_response>") == std::string::npos);  // not the plain turns
+        // Without tools the template renders as it is.
+        QVERIFY(t.render({{"user", "Hi"}}, true, nullptr).find("## Tools") == std::string::npos);
+    }
+
     // The real templates' renderings of a call parse back to it.
     void realTemplatesRenderCallsThatParseBack_data() {
         QTest::addColumn<QString>("file");
@@ -217,8 +242,9 @@ private Q_SLOTS:
         QTest::newRow("Kimi-K2") << "moonshotai-Kimi-K2.jinja" << int(Syntax::Kimi);
         // (Kimi-K2-Instruct's and Kimi-K2-Thinking's templates append to a list to render a call, which
         // Hugging Face's sandbox refuses: so does Strata's Jinja, test_jinja checks that they fail alike.)
-        // DeepSeek V3.1's and R1's own templates print no tools: they get the Hermes plain turns.
-        QTest::newRow("DeepSeek-V3.1") << "deepseek-ai-DeepSeek-V3.1.jinja" << int(Syntax::Hermes);
+        // DeepSeek V3.1's template writes calls but no definitions: they go into its system message.
+        QTest::newRow("DeepSeek-V3.1") << "deepseek-ai-DeepSeek-V3.1.jinja" << int(Syntax::DeepSeek);
+        // R1's has no documented tool format: the Hermes plain turns.
         QTest::newRow("DeepSeek-R1-Distill") << "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja" << int(Syntax::Hermes);
     }
     void realTemplatesRenderCallsThatParseBack() {
