@@ -1,7 +1,9 @@
 #include "grammar/json_schema.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "grammar/grammar.h"
@@ -64,6 +66,72 @@ const std::set<std::string>& unsupported() {
 }
 
 std::string literal(const ojson& v) { return gbnf_literal(v.dump(-1, ' ', false)) + " space"; }
+
+// The code points of UTF-8 text (a stray byte as itself).
+std::vector<uint32_t> code_points(std::string_view s) {
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        const size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        if (n == 1 || i + n > s.size()) {
+            out.push_back(c);
+            ++i;
+            continue;
+        }
+        uint32_t cp = c & (0x7F >> n);
+        for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+        out.push_back(cp);
+        i += n;
+    }
+    return out;
+}
+
+// A JSON string that is none of `keys` (as the declared keys are written):
+// a trie over their code points, each node allowing a code point that leaves
+// it (then anything), a child's path, or the end where no key ends. So an
+// additional property never repeats a declared key. Keys with escapes are not
+// excluded (""  when any has one: the caller keeps any string).
+std::string other_key(JsonGrammar& g, const std::vector<std::string>& keys, const std::string& name) {
+    struct Node {
+        std::map<uint32_t, size_t> next;
+        bool end = false;
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& k : keys) {
+        const std::string written = ojson(k).dump(-1, ' ', false);
+        if (written.find('\\') != std::string::npos) return "";
+        size_t at = 0;
+        for (uint32_t cp : code_points(std::string_view(written).substr(1, written.size() - 2))) {
+            auto it = trie[at].next.find(cp);
+            if (it == trie[at].next.end()) {
+                trie.push_back({});
+                it = trie[at].next.emplace(cp, trie.size() - 1).first;
+            }
+            at = it->second;
+        }
+        trie[at].end = true;
+    }
+    const std::string c = g.primitive("char");
+    const std::string escape = g.define("escape", R"("\\" (["\\/bfnrt] | "u" ([0-9a-cA-CefEF] hex hex hex | [dD] [0-7] hex hex)))");
+    std::function<std::string(size_t)> node = [&](size_t n) -> std::string {
+        std::string alts, other = R"([^"\\\x7F\x00-\x1F)";
+        for (const auto& [cp, child] : trie[n].next) {
+            char esc[16];
+            std::snprintf(esc, sizeof esc, "\\U%08X", cp);
+            other += esc;
+            std::string bytes;  // the code point as UTF-8
+            if (cp < 0x80) bytes = std::string(1, char(cp));
+            else if (cp < 0x800) bytes = {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+            else if (cp < 0x10000) bytes = {char(0xE0 | (cp >> 12)), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+            else bytes = {char(0xF0 | (cp >> 18)), char(0x80 | ((cp >> 12) & 0x3F)), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+            alts += gbnf_literal(bytes) + " " + node(child) + " | ";
+        }
+        alts += "(" + other + "] | " + escape + ") " + c + "*";
+        return g.define(name + "-other", trie[n].end ? "(" + alts + ")" : "(" + alts + ")?");
+    };
+    g.primitive("space");
+    return g.define(name + "-other-key", "\"\\\"\" " + node(0) + " \"\\\"\" space");
+}
 
 std::string join_alternatives(const std::vector<std::string>& alts) {
     std::string out;
@@ -321,7 +389,13 @@ std::string JsonGrammar::object_rule(const ojson& s, const std::string& name, co
     static const ojson any = true;
     for (const auto& r : required)
         if (!props.contains(r)) keys.push_back({r, &any});
-    // (An additional key could repeat a declared one: the grammar's keys are any string there.)
+    // An additional key is any string but a declared one.
+    std::vector<std::string> declared;
+    for (const auto& [key, schema] : keys) declared.push_back(key);
+    const auto extra_key = [&] {
+        const std::string k = other_key(*this, declared, name);
+        return k.empty() ? primitive("string") : k;
+    };
 
     std::string extra;  // the rule for one additional key-value pair, "" when none
     auto add = s.find("additionalProperties");
@@ -331,11 +405,11 @@ std::string JsonGrammar::object_rule(const ojson& s, const std::string& name, co
     } else if (add->is_boolean()) {
         if (add->get<bool>()) {
             if (no_props) return any_object();
-            extra = define(name + "-extra", primitive("string") + " \":\" space " + any_value());
+            extra = define(name + "-extra", extra_key() + " \":\" space " + any_value());
         }
     } else {
         const std::string v = visit(*add, name + "-additional", path + "/additionalProperties");
-        extra = define(name + "-extra", primitive("string") + " \":\" space " + v);
+        extra = define(name + "-extra", extra_key() + " \":\" space " + v);
     }
     primitive("space");
 

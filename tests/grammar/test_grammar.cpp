@@ -330,6 +330,13 @@ private Q_SLOTS:
         QVERIFY2(done >= 30, qPrintable(QString("only %1 of 60 random texts ended").arg(done)));
     }
 
+    // An additional property's key is any string but a declared one: no key twice.
+    void additionalKeysNeverRepeatADeclaredOne() {
+        const std::string gbnf = json_schema_gbnf(ojson::parse(kExtraKeys));
+        for (const auto& [text, ok] : kExtraKeyTexts)
+            QVERIFY2(matches(gbnf, text) == (ok[0] == '1'), text);
+    }
+
     void integerRangesAreExact() {
         // Every integer in and around the bounds: accepted exactly when inside.
         for (auto [lo, hi] : std::vector<std::pair<int, int>>{{-120, -3}, {-7, 95}, {0, 0}, {5, 1005}, {99, 101}}) {

@@ -28,3 +28,17 @@ static const char* const kRaw[] = {
     R"(false)",
     R"({"type":"object","properties":{"a":{"type":"string"}}})",
 };
+
+// Additional properties beside declared ones (a key that is a prefix of another, a non-ASCII key).
+static const char* const kExtraKeys =
+    R"({"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"integer"},"é":{"type":"integer"}},"additionalProperties":{"type":"integer"}})";
+static const char* const kExtraKeyTexts[][2] = {  // {text, "1" when accepted}
+    {R"({"a": 1, "a": 2})", "0"},
+    {R"({"a": 1, "ab": 2, "abc": 3})", "1"},
+    {R"({"ab": 2, "a": 1})", "0"},
+    {R"({"x": 1, "b": 2})", "1"},
+    {R"({"a": 1, "é": 2, "é": 3})", "0"},
+    {R"({"é": 2, "éé": 3, "": 4})", "1"},
+    {R"({"ab": 1, "ab": 2})", "0"},
+};
+
