@@ -41,8 +41,8 @@ int64_t file_time(const std::string& path) {
 int cmd_serve(int argc, char** argv) {
     Args a("serve", "[MODEL] [--host H] [--port P] [--api-key KEY] [options]",
            "Serves the model over the OpenAI API until Ctrl-C: /v1/models, /v1/chat/completions,\n"
-           "/v1/completions, /v1/responses (streaming or not), /v1/embeddings, /health, and /metrics\n"
-           "(Prometheus). Concurrent requests are\n"
+           "/v1/completions and /v1/responses (each streaming or not), /v1/embeddings, /health, and\n"
+           "/metrics (Prometheus). Concurrent requests are\n"
            "batched by one scheduler. Without MODEL it serves the embedded demo model (or $STRATA_MODEL).\n"
            "Loopback only unless --host says otherwise; with another address set an API key.");
     a.positional("MODEL", "a GGUF model file (default: the demo model)", false);

@@ -6,6 +6,7 @@
 #include <QThreadPool>
 #include <algorithm>
 
+#include "chat/chat_template.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "core/default_model.h"
@@ -187,6 +188,7 @@ ChatController::~ChatController() {
         try {
             app::MessageStats st;
             st.finish = QStringLiteral("cancelled");
+            st.tool_turns = QString::fromUtf8(tool_rounds_json(s.rounds));  // the calls made so far stay
             store_->update_message(s.message, s.text, true, st);
         } catch (const std::exception&) {
         }
@@ -342,9 +344,12 @@ void ChatController::renameConversation(qint64 id, const QString& title) {
 
 void ChatController::deleteConversation(qint64 id) {
     if (const quint64 req = request_for(id)) {
-        worker_->requestStop(req);
-        streams_[req].conversation = 0;  // nothing to save to any more
-        streams_[req].message = 0;
+        Stream& s = streams_[req];
+        s.conversation = 0;  // nothing to save to any more (set first: a server's stop ends it at once)
+        s.message = 0;
+        s.stop_requested = true;
+        if (remote_.running(req)) remote_.stop(req);
+        else worker_->requestStop(req);
     }
     try {
         store_->delete_conversation(id);
@@ -452,6 +457,7 @@ bool ChatController::start_generation(const QString&) {
         st.saved.start();
         st.turns = turns;
         st.params = sp;
+        st.remote = remote_active_;
         if (settings_->value(QStringLiteral("tools")).toBool()) {
             st.tools = chat_tool_definitions();
             st.tool_defs = std::make_shared<const nlohmann::ordered_json>(nlohmann::ordered_json::parse(st.tools.toStdString()));
@@ -489,7 +495,8 @@ std::shared_ptr<serve::ToolCallStream> ChatController::call_reader(const Stream&
 
 void ChatController::continue_with_tools(Stream s, const QVariantList& calls, const QVariantMap& stats) {
     ToolRound round;
-    round.content = s.text.trimmed();
+    // What it said before the calls, less its reasoning (a template writes that part itself, if at all).
+    round.content = QString::fromStdString(chat::split_reply(s.text.toStdString()).answer).trimmed();
     for (const QVariant& v : calls) {
         const QVariantMap c = v.toMap();
         ToolCallRecord r;
@@ -640,7 +647,9 @@ void ChatController::on_finished(quint64 id, const QVariantMap& stats) {
         if (stats.contains(QStringLiteral("text"))) s.text = stats.value(QStringLiteral("text")).toString();
         if (!s.tools.isEmpty()) calls = stats.value(QStringLiteral("toolCalls")).toList();
     }
-    if (!calls.isEmpty() && finish != QLatin1String("cancelled")) {
+    // Another round only for an answer still wanted, on the engine that began it.
+    const bool go_on = !s.stop_requested && s.message && s.remote == remote_active_;
+    if (!calls.isEmpty() && finish != QLatin1String("cancelled") && go_on) {
         if (s.rounds.size() < kMaxToolRounds) {
             streams_.erase(it);
             return continue_with_tools(s, calls, stats);
@@ -684,6 +693,7 @@ void ChatController::stop() { stopConversation(current_); }
 void ChatController::stopConversation(qint64 conversation) {
     const quint64 req = request_for(conversation);
     if (!req) return;
+    streams_[req].stop_requested = true;  // no further tool round either
     if (remote_.running(req)) {
         remote_.stop(req);
     } else {

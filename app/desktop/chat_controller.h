@@ -284,6 +284,8 @@ private:
         std::shared_ptr<serve::ToolCallStream> calls;
         qint64 tokens_before = 0;    // generated in earlier rounds
         double seconds_before = 0;
+        bool remote = false;          // began on a server (Remote), not the local engine
+        bool stop_requested = false;  // Stop (or the conversation's deletion): no further round
     };
     void submit_round(quint64 id, const Stream& s);
     // A round ended with calls: runs them, shows and saves them, and sends the results back.

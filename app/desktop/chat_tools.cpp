@@ -49,7 +49,7 @@ private:
         double v = product();
         for (;;) {
             if (eat(u"+")) v += product();
-            else if (eat(u"-")) v -= product();
+            else if (eat(u"-") || eat(u"−")) v -= product();
             else return v;
         }
     }
@@ -76,7 +76,7 @@ private:
     }
     // A sign binds looser than a power, as in Python: -2^2 is -4.
     double unary() {
-        if (eat(u"-")) return -nested([this] { return unary(); });
+        if (eat(u"-") || eat(u"−")) return -nested([this] { return unary(); });
         if (eat(u"+")) return nested([this] { return unary(); });
         return power();
     }

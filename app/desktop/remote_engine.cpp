@@ -117,13 +117,17 @@ void merge_tool_calls(QVariantList& calls, const json& deltas) {
         if (i < 0 || i > 64) continue;
         while (calls.size() <= i) calls.append(QVariantMap{});
         QVariantMap c = calls[i].toMap();
-        const auto add = [&](const char* key, const json& v) {
-            if (v.is_string()) c[QLatin1String(key)] = c.value(QLatin1String(key)).toString() + QString::fromStdString(v.get<std::string>());
+        // The id and name come whole (some servers repeat them in every piece); the arguments in pieces.
+        const auto set = [&](const char* key, const json& v) {
+            if (v.is_string() && !v.get<std::string>().empty()) c[QLatin1String(key)] = QString::fromStdString(v.get<std::string>());
         };
-        if (d.contains("id")) add("id", d["id"]);
+        if (d.contains("id")) set("id", d["id"]);
         if (d.contains("function") && d["function"].is_object()) {
-            if (d["function"].contains("name")) add("name", d["function"]["name"]);
-            if (d["function"].contains("arguments")) add("arguments", d["function"]["arguments"]);
+            const json& f = d["function"];
+            if (f.contains("name")) set("name", f["name"]);
+            if (f.contains("arguments") && f["arguments"].is_string())
+                c[QStringLiteral("arguments")] = c.value(QStringLiteral("arguments")).toString() +
+                                                 QString::fromStdString(f["arguments"].get<std::string>());
         }
         calls[i] = c;
     }

@@ -125,6 +125,7 @@ ojson input_messages(const ojson& body) {
                                    "': only message, function_call, function_call_output and reasoning items are supported");
         }
     }
+    if (messages.empty()) bad_request("input", "'input' has no message or call to answer (only reasoning items)");
     return messages;
 }
 

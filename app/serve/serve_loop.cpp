@@ -171,6 +171,9 @@ void ServeLoop::admit(Incoming& in) {
     } catch (const Error& e) {
         metrics_.rejected(400);
         in.ch->reject(ApiError{400, e.what(), "invalid_request_error", "", ""});
+    } catch (const std::exception& e) {  // a defect, not the client's: that request fails, the server goes on
+        metrics_.rejected(500);
+        in.ch->reject(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
     }
 }
 

@@ -89,7 +89,11 @@ std::vector<Message> deepseek_system_tools(const std::vector<Message>& messages,
         const ojson& fn = tool.contains("function") ? tool["function"] : tool;
         // As Python's json.dumps writes it (the model card builds this text in Python).
         const ojson params = fn.contains("parameters") ? fn["parameters"] : ojson::object();
-        t += "\n### " + fn.value("name", "") + "\nDescription: " + fn.value("description", "") + "\n\nParameters: " +
+        const auto text = [&](const char* key) {  // a client's field: a string, or nothing
+            auto it = fn.find(key);
+            return it != fn.end() && it->is_string() ? it->get<std::string>() : std::string();
+        };
+        t += "\n### " + text("name") + "\nDescription: " + text("description") + "\n\nParameters: " +
              jinja::Value::from_json(params).to_json(-1, false, /*ensure_ascii=*/true) + "\n";
     }
     t += "\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n"

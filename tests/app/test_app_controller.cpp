@@ -986,6 +986,26 @@ private Q_SLOTS:
         exchange(QStringLiteral("Again"));
         QVERIFY2(chat_->notice().contains(QStringLiteral("4 times")), qPrintable(chat_->notice()));
         QCOMPARE(m->get(m->rowCount() - 1)[QStringLiteral("toolCalls")].toList().size(), kMaxToolRounds);
+        // Stop while the calls go on: no further round starts.
+        chat_->newConversation();
+        QSignalSpy finished(chat_.get(), &ChatController::answerFinished);
+        QVERIFY(chat_->send(QStringLiteral("Once more")));
+        QTRY_VERIFY_WITH_TIMEOUT(!m->get(m->rowCount() - 1)[QStringLiteral("toolCalls")].toList().isEmpty(), 30000);
+        chat_->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 30000);
+        QVERIFY2(finished.first().at(1).toString() == QLatin1String("cancelled") ||
+                     m->get(m->rowCount() - 1)[QStringLiteral("toolCalls")].toList().size() < kMaxToolRounds,
+                 qPrintable(finished.first().at(1).toString()));
+        QVERIFY(drain());
+        chat_->deleteConversation(chat_->currentConversationId());
+
+        // Deleting a conversation while its calls go on ends them; nothing runs on.
+        chat_->newConversation();
+        QVERIFY(chat_->send(QStringLiteral("And again")));
+        QTRY_VERIFY_WITH_TIMEOUT(!m->get(m->rowCount() - 1)[QStringLiteral("toolCalls")].toList().isEmpty(), 30000);
+        chat_->deleteConversation(chat_->currentConversationId());
+        QVERIFY(drain(30000));
+
         chat_->set_sampling_hook({});
         QCOMPARE(settings_->setValue(QStringLiteral("tools"), false), QString());
         chat_->deleteConversation(chat_->currentConversationId());

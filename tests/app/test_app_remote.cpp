@@ -67,7 +67,8 @@ private:
 
 // An OpenAI server whose model calls a tool: to a request with tools and no
 // tool result yet it answers with a calculate call, streamed in pieces as
-// OpenAI streams calls; to one with the result, with text. Keeps the bodies.
+// OpenAI streams calls (the name repeated in a later piece, as some servers
+// do); to one with the result, with text. Keeps the bodies.
 class ToolServer : public QTcpServer {
 public:
     QList<QByteArray> bodies;
@@ -98,7 +99,7 @@ public:
                               "\"id\":\"call_9\",\"type\":\"function\",\"function\":{\"name\":\"calculate\",\"arguments\":\"\"}}]},"
                               "\"finish_reason\":null}]}\n\n"
                               "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
-                              "{\"arguments\":\"{\\\"expression\\\":\"}}]},\"finish_reason\":null}]}\n\n"
+                              "{\"name\":\"calculate\",\"arguments\":\"{\\\"expression\\\":\"}}]},\"finish_reason\":null}]}\n\n"
                               "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
                               "{\"arguments\":\" \\\"6*7\\\"}\"}}]},\"finish_reason\":null}]}\n\n"
                               "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"

@@ -87,7 +87,7 @@ b' | indent(2, true) }})J", R"J({})J", R"J(a
 
   c|  a
   b)J"},
-        {"unicode_strings", R"J({{ 'héllo✓'[1] }}|{{ 'héllo✓'[-1] }}|{{ 'héllo✓'[1:3] }}|{{ 'héllo✓'[::-1] }}|{{ 'héllo✓'|reverse }}|{{ 'héllo✓'.find('l') }}|{{ 'héllo✓'.rfind('✓') }}|{{ 'héllo✓'|length }}|{{ 'héllo✓'|list|length }}|{{ 'é✓'|first }}{{ 'é✓'|last }})J", R"J({})J", R"J(é|✓|él|✓olléh|✓olléh|2|5|6|6|é✓)J"},
+        {"unicode_strings", R"J({{ 'héllo✓'[1] }}|{{ 'héllo✓'[-1] }}|{{ 'héllo✓'[1:3] }}|{{ 'héllo✓'[::-1] }}|{{ 'héllo✓'|reverse }}|{{ 'héllo✓'.find('l') }}|{{ 'héllo✓'.rfind('✓') }}|{{ 'héllo✓'|length }}|{{ 'héllo✓'|list|length }}|{{ 'é✓'|first }}{{ 'é✓'|last }}|{{ 'é✓'.count('') }})J", R"J({})J", R"J(é|✓|él|✓olléh|✓olléh|2|5|6|6|é✓|3)J"},
         {"raw_lstrip", R"J({% raw %}a
     {% endraw %}b|{% raw %}  {% endraw %}|{% raw %}x
   {%+ endraw %}y|{% raw %}p

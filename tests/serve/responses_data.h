@@ -47,6 +47,7 @@ inline const char* const kBad[][2] = {
     {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})", "input[0]"},
     {R"({"input": [{"type": "item_reference", "id": "msg_1"}]})", "input[0]"},
     {R"({"input": [{"type": "web_search_call", "id": "ws_1"}]})", "input[0]"},
+    {R"({"input": [{"type": "reasoning", "id": "rs_1"}], "instructions": "x"})", "input"},
     {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id"},
     {R"({"input": "x", "conversation": "conv_1"})", "conversation"},
     {R"({"input": "x", "background": true})", "background"},

@@ -133,7 +133,7 @@ private Q_SLOTS:
                          e.message.find("messages[") == std::string::npos,
                      e.message.c_str());
         }
-        QVERIFY(error_of(responses_data::kBad[27][0]).message.find("'pattern'") != std::string::npos);
+        QVERIFY(error_of(std::end(responses_data::kBad)[-1][0]).message.find("'pattern'") != std::string::npos);
     }
 
     void the_response_object_has_openai_shape() {

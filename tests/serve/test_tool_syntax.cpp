@@ -216,6 +216,9 @@ private Q_SLOTS:
         QVERIFY2(p.find("<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>") > sys, p.c_str());  // the call, in its own turn
         QVERIFY2(p.find("<｜tool▁output▁begin｜>21 C<｜tool▁output▁end｜>") != std::string::npos, p.c_str());
         QVERIFY(p.find("<tool_response>") == std::string::npos);  // not the plain turns
+        // A client's description that is not a string is left out, not a failure.
+        const ojson odd = ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"description", nullptr}}}}});
+        QVERIFY(t.render({{"user", "Hi"}}, true, &odd).find("### f\nDescription: \n") != std::string::npos);
         // Without tools the template renders as it is.
         QVERIFY(t.render({{"user", "Hi"}}, true, nullptr).find("## Tools") == std::string::npos);
     }

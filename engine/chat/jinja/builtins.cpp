@@ -237,7 +237,7 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
     if (name == "find" || name == "rfind" || name == "index" || name == "count") {
         const std::string& sub = str_arg(in, a0, (name + "()").c_str());
         if (name == "count") {
-            if (sub.empty()) return Value(static_cast<int64_t>(s.size() + 1));
+            if (sub.empty()) return Value(char_index(s, s.size()) + 1);  // between every two characters
             int64_t n = 0;
             for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
             return Value(n);
