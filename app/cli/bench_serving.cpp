@@ -42,13 +42,7 @@ void add_serving_options(Args& a) {
     a.option("--gen-len", "", "G", "serving benchmark: tokens generated per request (end-of-text ignored)", "64");
     a.option("--group", "", "on|off", "serving: admit requests by predicted expert overlap", "on");
     a.option("--arrival", "", "closed|burst", "serving: keep C in flight (closed) or queue all R at once (burst)", "closed");
-    a.option("--draft", "", "D",
-             "speculative decoding: a GGUF with the same vocabulary, the model's own MTP block (mtp), or the model\n"
-             "itself with fewer layers or experts (self:layers=N,experts=K), optionally routing only among cached\n"
-             "experts (…,resident)");
-    a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
-    a.option("--spec-p-min", "", "P",
-             "speculative decoding: stop a round's draft at a token it gives less than probability P (0: never)", "0");
+    add_draft_options(a);
 }
 
 bool wants_serving(const Args& a) { return a.has("--concurrency") || a.has("--draft"); }

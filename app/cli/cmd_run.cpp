@@ -29,13 +29,7 @@ int cmd_run(int argc, char** argv) {
     a.flag("--chat", "TEXT is a user message: render it with the model's chat template and stop at its end of turn\n"
                      "(what 'serve' does for /v1/chat/completions); the prompt is not echoed");
     a.option("--system", "", "TEXT", "with --chat: a system message before the user's");
-    a.option("--draft", "", "D",
-             "speculative decoding: a GGUF with the same vocabulary, the model's own MTP block (mtp), or the model\n"
-             "itself with fewer layers or experts (self:layers=N,experts=K), optionally routing only among cached\n"
-             "experts (…,resident)");
-    a.option("--spec-k", "", "K", "speculative decoding: draft tokens per round (adapts between 1 and 2K)", "4");
-    a.option("--spec-p-min", "", "P",
-             "speculative decoding: stop a round's draft at a token it gives less than probability P (0: never)", "0");
+    add_draft_options(a);
     a.option("--json-schema", "", "SCHEMA",
              "the output must be JSON this schema accepts: a JSON Schema, as text or @FILE (as response_format\n"
              "json_schema); the grammar's cost per token is printed at the end");

@@ -14,6 +14,7 @@
 #include "common.h"
 #include "core/default_model.h"
 #include "core/engine.h"
+#include "draft.h"
 #include "serve/http_server.h"
 #include "serve/serve_loop.h"
 
@@ -43,7 +44,8 @@ int cmd_serve(int argc, char** argv) {
            "Serves the model over the OpenAI API until Ctrl-C: /v1/models, /v1/chat/completions,\n"
            "/v1/completions and /v1/responses (each streaming or not), /v1/embeddings, /health, and\n"
            "/metrics (Prometheus). Concurrent requests are\n"
-           "batched by one scheduler. Without MODEL it serves the embedded demo model (or $STRATA_MODEL).\n"
+           "batched by one scheduler (with --draft: decoded speculatively one at a time, requests with a grammar\n"
+           "batched). Without MODEL it serves the embedded demo model (or $STRATA_MODEL).\n"
            "Loopback only unless --host says otherwise; with another address set an API key.");
     a.positional("MODEL", "a GGUF model file (default: the demo model)", false);
     a.option("--model", "-m", "MODEL", "the model, as an option");
@@ -56,6 +58,7 @@ int cmd_serve(int argc, char** argv) {
     a.option("--parallel", "", "N", "requests generating at once (the batch)", "16");
     a.option("--queue", "", "N", "requests waiting beyond the batch; one more gets HTTP 429", "64");
     a.option("--max-body", "", "SIZE", "largest request body accepted (HTTP 413 above)", "4M");
+    add_draft_options(a);
     add_engine_options(a);
     if (!a.parse(argc, argv, 2)) return 0;
 
@@ -82,15 +85,23 @@ int cmd_serve(int argc, char** argv) {
     lc.card.id = a.has("--alias") ? a.str("--alias") : model_id(model);
     if (lc.card.id.empty()) throw UsageError("--alias is empty");
     lc.card.created = file_time(model);
+    if (a.has("--draft")) {
+        // Requests then run one at a time with the draft (those with a grammar in the batch).
+        if (!parse_draft_option(a.str("--draft")).on()) throw UsageError("--draft '" + a.str("--draft") + "' names no draft");
+        lc.speculation.draft = a.str("--draft");
+        lc.speculation.k = static_cast<int>(a.integer("--spec-k", 1, 32));
+        lc.speculation.p_min = static_cast<float>(a.number("--spec-p-min", 0, 1));
+    }
 
     auto engine = core::Engine::load(model, engine_settings(a));
     lc.card.n_ctx = engine->context().n_ctx();
     serve::ServeLoop loop(*engine, lc);
     serve::HttpServer server(loop, so);
     server.start();
-    std::printf("serving '%s' at %s/v1 (context %lld tokens, %d at once, queue %d%s)\n", lc.card.id.c_str(),
+    std::printf("serving '%s' at %s/v1 (context %lld tokens, %d at once, queue %d%s%s)\n", lc.card.id.c_str(),
                 server.url().c_str(), static_cast<long long>(lc.card.n_ctx), lc.scheduler.max_batch, lc.max_queue,
-                so.api_key.empty() ? "" : ", API key required");
+                so.api_key.empty() ? "" : ", API key required",
+                lc.speculation.draft.empty() ? "" : ", speculative decoding: one request at a time");
     std::printf("%s\n", engine->device().c_str());
     std::fflush(stdout);
 

@@ -1,30 +1,23 @@
-// The draft of speculative decoding, as --draft names it: a GGUF with the
-// target's vocabulary, the target itself run cheaper
-// (self:layers=N,experts=K[,resident]: fewer layers, fewer experts per token,
-// and/or routing only among the experts already in fast memory), or the
-// file's own NextN/MTP block (mtp).
+// --draft for `strata-cli run`, `bench` and `serve`: core::make_draft with
+// the command's errors (a malformed spec is a usage error).
 #pragma once
 
-#include <memory>
 #include <string>
 
-#include "core/engine.h"
-#include "experts/expert_store.h"
-#include "model/context.h"
-#include "model/model.h"
-#include "sched/drafter.h"
+#include "core/draft.h"
 
 namespace strata::cli {
 
-struct Draft {
-    std::unique_ptr<model::Model> model;             // a separate draft file (null for a self-draft)
-    std::unique_ptr<experts::DraftExperts> experts;  // a self-draft's view of the expert cache
-    std::unique_ptr<model::Context> ctx;             // a file's or self-draft's context (null for mtp)
-    std::unique_ptr<sched::Drafter> drafter;         // what generate_speculative runs
-};
+using Draft = core::Draft;
 
-// Throws UsageError for a malformed spec, strata::Error for a file that is not
-// a model or has another vocabulary.
+class Args;
+
+// --draft, --spec-k and --spec-p-min, as run, bench and serve take them.
+void add_draft_options(Args& a);
+
+// Throws UsageError for a malformed spec, strata::Error for a draft the model
+// cannot have or a file that is not a model or has another vocabulary.
 Draft make_draft(const std::string& spec, core::Engine& engine, int threads);
+core::DraftSpec parse_draft_option(const std::string& spec);
 
 }  // namespace strata::cli

@@ -167,11 +167,8 @@ void EngineWorker::shutdown(QThread* owner) {
 }
 
 EngineWorker::~EngineWorker() {
-    // The scheduler and draft refer to the engine: they go first.
+    // The scheduler (and its draft) refer to the engine: it goes first.
     core_.reset();
-    drafter_.reset();
-    draft_ctx_.reset();
-    draft_model_.reset();
 }
 
 void EngineWorker::post(std::function<void()> fn) {
@@ -258,7 +255,6 @@ void EngineWorker::abort_all(const QString& why) {
     // Every request ends now, keeping what it streamed, marked cancelled.
     std::map<quint64, Active> all;
     all.swap(active_);
-    spec_queue_.clear();
     for (auto& [id, a] : all) {
         QVariantMap stats;
         stats[QStringLiteral("text")] = qs(a.text);
@@ -275,10 +271,6 @@ void EngineWorker::unload() {
     abort_all(QStringLiteral("the model was unloaded"));
     tick_->stop();
     core_.reset();
-    drafter_.reset();
-    draft_ctx_.reset();
-    draft_model_.reset();
-    draft_key_.clear();
     engine_.reset();
     ram_held_.store(0);
     template_ = nullptr;
@@ -367,19 +359,15 @@ void EngineWorker::generate(quint64 id, const QList<ChatTurn>& turns, sched::Sam
         a.t0 = t0;
         a.prompt_tokens = static_cast<int64_t>(tokens.size());
         a.dropped = dropped;
-        a.params = params;
-        a.draft = draft;
-        if (draft.on()) {
-            a.prompt = std::move(tokens);
-            active_[id] = std::move(a);
-            spec_queue_.push_back(id);
-        } else {
-            a.sid = core_->submit(tokens, params,
-                                  {[this, id](std::string_view text) { on_text(id, text); },
-                                   [this, id](const sched::RequestResult& r) { on_done(id, r); },
-                                   [this, id](const std::string& why) { on_failed(id, why); }});
-            active_[id] = std::move(a);
-        }
+        a.speculative = draft.on();
+        EngineCore::Speculation spec;
+        if (draft.on()) spec = speculation(draft);
+        EngineCore::Callbacks cb{[this, id](std::string_view text) { on_text(id, text); },
+                                 [this, id](const sched::RequestResult& r) { on_done(id, r); },
+                                 [this, id](const std::string& why) { on_failed(id, why); },
+                                 [this, id] { return stopped(id); }};
+        a.sid = core_->submit(std::move(tokens), params, std::move(cb), draft.on() ? &spec : nullptr);
+        active_[id] = std::move(a);
         logger("app")->debug("request {}: prompt {} tokens{}", id, active_[id].prompt_tokens, draft.on() ? " (speculative)" : "");
         ensure_ticking();
     } catch (const std::exception& e) {
@@ -395,6 +383,7 @@ void EngineWorker::on_text(quint64 id, std::string_view piece) {
     if (a.ttft_ms < 0) a.ttft_ms = std::chrono::duration<double, std::milli>(clock_type::now() - a.t0).count();
     a.text.append(piece);
     if (clock_type::now() - a.sent_at >= std::chrono::milliseconds(kTextBatchMs)) send_text(id, a);
+    if (a.speculative) maybe_telemetry();  // it holds the thread for its whole answer: the panels go on
 }
 
 void EngineWorker::report_prompt_progress() {
@@ -443,113 +432,39 @@ void EngineWorker::on_done(quint64 id, const sched::RequestResult& r) {
     stats[QStringLiteral("reusedTokens")] = qlonglong(r.prefix_reused);
     stats[QStringLiteral("droppedMessages")] = a.dropped;
     stats[QStringLiteral("tokens")] = qlonglong(r.tokens.size());
-    stats[QStringLiteral("tokS")] = gaps > 0 ? double(r.itl_s.size()) / gaps : 0.0;
+    stats[QStringLiteral("tokS")] = a.speculative ? r.decode_tok_s : gaps > 0 ? double(r.itl_s.size()) / gaps : 0.0;
     stats[QStringLiteral("ttftMs")] = a.ttft_ms >= 0 ? a.ttft_ms : r.ttft_s * 1000.0;
     stats[QStringLiteral("seconds")] = seconds;
     stats[QStringLiteral("model")] = model_file_;
-    stats[QStringLiteral("speculative")] = false;
-    stats[QStringLiteral("specAcceptance")] = -1.0;
+    stats[QStringLiteral("speculative")] = a.speculative;
+    stats[QStringLiteral("specAcceptance")] = r.spec_acceptance;
+    if (a.speculative) stats[QStringLiteral("specDrafted")] = qlonglong(r.spec_drafted);
     stats[QStringLiteral("preemptions")] = r.preemptions;
     emit_telemetry();  // the panels hold this answer's figures when it is reported done
     Q_EMIT finished(id, stats);
 }
 
-void EngineWorker::ensure_draft(const DraftSettings& d) {
-    const QString key = d.mode + QLatin1Char('|') + (d.mode == QLatin1String("file") ? d.file : QString());
-    if (drafter_ && key == draft_key_) return;
-    drafter_.reset();
-    draft_ctx_.reset();
-    draft_model_.reset();
-    draft_key_.clear();
-    model::Context& ctx = engine_->context();
+EngineCore::Speculation EngineWorker::speculation(const DraftSettings& d) const {
     const model::ModelConfig& c = engine_->model().config();
-    model::ContextParams dp;
-    dp.n_ctx = ctx.n_ctx();
-    dp.n_threads = engine_->settings().threads;
-    dp.pool = ctx.thread_pool();  // the draft runs between the model's steps: on its workers
+    EngineCore::Speculation s;
+    s.k = std::max(1, d.k);
     if (d.mode == QLatin1String("mtp")) {
-        if (ctx.device())
-            throw Error("the MTP draft runs on the CPU, and this model computes on " + ctx.device()->name() +
-                        "; choose another draft or the CPU device");
-        drafter_ = std::make_unique<sched::MtpDrafter>(engine_->model(), dp);
-        draft_key_ = key;
-        return;
-    }
-    if (d.mode == QLatin1String("experts")) {
+        s.draft = "mtp";
+    } else if (d.mode == QLatin1String("experts")) {
         if (c.n_expert_used < 2)
             throw Error("a self-draft with fewer experts needs a model that routes to 2 or more experts per token (this one: " +
                         std::to_string(c.n_expert_used) + ")");
-        dp.n_expert_used = std::max<int64_t>(1, c.n_expert_used / 2);
+        s.draft = "self:experts=" + std::to_string(std::max<int64_t>(1, c.n_expert_used / 2));
     } else if (d.mode == QLatin1String("layers")) {
         if (c.n_layer < 2) throw Error("a self-draft with fewer layers needs a model with 2 or more layers");
-        dp.max_layers = std::max<int64_t>(1, c.n_layer / 2);
+        s.draft = "self:layers=" + std::to_string(std::max<int64_t>(1, c.n_layer / 2));
     } else if (d.mode == QLatin1String("file")) {
         if (d.file.isEmpty()) throw Error("speculative decoding with a draft file: choose the draft GGUF in Settings");
-        draft_model_ = model::Model::load(d.file.toStdString());
-        if (const std::string why = sched::vocab_mismatch(engine_->vocab(), draft_model_->vocab()); !why.empty()) {
-            draft_model_.reset();
-            throw Error(d.file.toStdString() + ": " + why + "; a draft must share the model's vocabulary");
-        }
+        s.draft = d.file.toStdString();
     } else {
         throw Error("unknown draft mode '" + d.mode.toStdString() + "'");
     }
-    const bool self = !draft_model_;
-    draft_ctx_ = std::make_unique<model::Context>(self ? engine_->model() : *draft_model_, dp, self ? &ctx.weights() : nullptr,
-                                                  self ? engine_->expert_store() : nullptr);
-    drafter_ = std::make_unique<sched::ContextDrafter>(*draft_ctx_);
-    draft_key_ = key;
-}
-
-void EngineWorker::run_speculative(quint64 id) {
-    auto it = active_.find(id);
-    if (it == active_.end()) return;
-    Active& a = it->second;
-    model::Context& ctx = engine_->context();
-    try {
-        ensure_draft(a.draft);
-        ctx.clear();
-        if (draft_ctx_) draft_ctx_->clear();
-        sched::SpeculativeParams sp;
-        sp.k = std::max(1, a.draft.k);
-        sp.k_max = std::max(2 * sp.k, 1);
-        sched::SpeculativeStats st;
-        auto sink = [this, id](std::string_view piece) {
-            on_text(id, piece);
-            maybe_telemetry();
-            return !stopped(id);
-        };
-        const sched::GenerationResult r =
-            sched::generate_speculative(ctx, *drafter_, engine_->vocab(), a.params, a.prompt, sp, &st, sink);
-        ctx.clear();
-        if (draft_ctx_) draft_ctx_->clear();
-        const double seconds = std::chrono::duration<double>(clock_type::now() - a.t0).count();
-        QVariantMap stats;
-        stats[QStringLiteral("text")] = qs(r.text);
-        stats[QStringLiteral("finish")] = QString::fromLatin1(sched::finish_reason_name(r.finish));
-        stats[QStringLiteral("promptTokens")] = qlonglong(a.prompt_tokens);
-        stats[QStringLiteral("reusedTokens")] = qlonglong(r.prefix_reused);
-        stats[QStringLiteral("droppedMessages")] = a.dropped;
-        stats[QStringLiteral("tokens")] = qlonglong(r.tokens.size());
-        stats[QStringLiteral("tokS")] = r.decode_tok_s();
-        stats[QStringLiteral("ttftMs")] = a.ttft_ms >= 0 ? a.ttft_ms : seconds * 1000.0;
-        stats[QStringLiteral("seconds")] = seconds;
-        stats[QStringLiteral("model")] = model_file_;
-        stats[QStringLiteral("speculative")] = true;
-        stats[QStringLiteral("specAcceptance")] = st.acceptance();
-        stats[QStringLiteral("specDrafted")] = qlonglong(st.drafted);
-        send_text(id, a);
-        active_.erase(id);
-        emit_telemetry();
-        Q_EMIT finished(id, stats);
-    } catch (const std::exception& e) {
-        ctx.clear();
-        if (draft_ctx_) draft_ctx_->clear();
-        const QString partial = qs(a.text);
-        active_.erase(id);
-        logger("app")->warn("speculative generation failed: {}", e.what());
-        emit_telemetry();
-        Q_EMIT failed(id, qs(e.what()), partial);
-    }
+    return s;
 }
 
 void EngineWorker::tick() {
@@ -565,20 +480,11 @@ void EngineWorker::tick() {
             continue;
         }
         a.cancel_sent = true;
-        if (a.sid >= 0) {
-            if (core_) core_->cancel(a.sid);
-            ++it;
-        } else {
-            // A speculative request still in the queue ends here.
-            const quint64 id = it->first;
-            QVariantMap stats;
-            stats[QStringLiteral("text")] = QString();
-            stats[QStringLiteral("finish")] = QStringLiteral("cancelled");
-            stats[QStringLiteral("promptTokens")] = qlonglong(a.prompt_tokens);
-            spec_queue_.erase(std::remove(spec_queue_.begin(), spec_queue_.end(), id), spec_queue_.end());
-            it = active_.erase(it);
-            Q_EMIT finished(id, stats);
-        }
+        // (A running speculative one polls stopped() itself.) A queued one's
+        // `finished` comes at once and erases its entry: go on from its key.
+        const quint64 id = it->first;
+        if (core_) core_->cancel(a.sid);
+        it = active_.upper_bound(id);
     }
     if (core_ && !core_->idle()) {
         // A failed pass ends every request in flight through its `failed`
@@ -588,12 +494,6 @@ void EngineWorker::tick() {
                       remote_.end());
         report_prompt_progress();
         maybe_telemetry();
-        return;
-    }
-    if (!spec_queue_.empty()) {
-        const quint64 id = spec_queue_.front();
-        spec_queue_.pop_front();
-        run_speculative(id);
         return;
     }
     // Nothing left to run.
@@ -756,7 +656,8 @@ void EngineWorker::serve_submit(const serve::CompletionRequest& request, std::sh
             ch->reject(serve::ApiError{500, "the engine failed: " + why, "server_error", "", ""});
         };
         const int64_t sid = core_->submit(std::move(p.tokens), p.sampling,
-                                          {[ch](std::string_view text) { ch->text(text); }, on_finish, on_failed});
+                                          {[ch](std::string_view text) { ch->text(text); }, on_finish, on_failed,
+                                           [ch] { return ch->cancelled(); }});
         remote_.push_back({sid, ch});
         ch->set_tool_syntax(template_->tool_syntax());
         ch->accept(n_prompt);

@@ -193,16 +193,14 @@ Q_SIGNALS:
 
 private:
     struct Active {
-        int64_t sid = -1;               // scheduler id; -1: speculative (queued or running)
+        int64_t sid = -1;               // EngineCore's id
         std::chrono::steady_clock::time_point t0;
         std::string text;
         double ttft_ms = -1;
         int64_t prompt_tokens = 0;
         int dropped = 0;
         bool cancel_sent = false;
-        sched::SamplingParams params;
-        std::vector<int32_t> prompt;
-        DraftSettings draft;
+        bool speculative = false;       // decoded with a draft (EngineCore::Speculation)
         size_t sent = 0;                              // bytes of text emitted as `token`
         std::chrono::steady_clock::time_point sent_at{};
         std::chrono::steady_clock::time_point progress_at{};  // the last promptProgress
@@ -226,8 +224,8 @@ private:
     void on_text(quint64 id, std::string_view text);
     void on_done(quint64 id, const sched::RequestResult& r);
     void on_failed(quint64 id, const std::string& why);
-    void run_speculative(quint64 id);
-    void ensure_draft(const DraftSettings& d);
+    // The settings' draft as EngineCore names it; throws strata::Error for one this model cannot have.
+    EngineCore::Speculation speculation(const DraftSettings& d) const;
     void abort_all(const QString& why);
     void maybe_telemetry();
     // Ends every served request (the scheduler is going away): status + message.
@@ -239,11 +237,6 @@ private:
     int max_batch_ = 4;
     QTimer* tick_ = nullptr;
     std::map<quint64, Active> active_;
-    std::deque<quint64> spec_queue_;
-    std::unique_ptr<model::Model> draft_model_;
-    std::unique_ptr<model::Context> draft_ctx_;   // a self-draft's or draft file's (null for mtp)
-    std::unique_ptr<sched::Drafter> drafter_;     // what speculative decoding runs
-    QString draft_key_;                 // mode|file of drafter_
     QString model_file_;
     const chat::ChatTemplate* template_ = nullptr;  // the loaded engine's
     mutable std::mutex stop_mu_;

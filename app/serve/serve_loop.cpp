@@ -15,6 +15,7 @@ ServeLoop::ServeLoop(core::Engine& engine, const ServeLoopConfig& config)
       core_(std::make_unique<EngineCore>(engine, config.scheduler)),
       seeds_(std::random_device{}()) {
     if (cfg_.max_queue < 0) throw Error("the queue limit must not be negative");
+    if (!cfg_.speculation.draft.empty()) core_->prepare_draft(cfg_.speculation.draft);  // fails here, not per request
     publish_gauges();
     thread_ = std::thread([this] { run(); });
 }
@@ -161,7 +162,11 @@ void ServeLoop::admit(Incoming& in) {
             metrics_.rejected(500);
             ch->reject(ApiError{500, "the engine failed: " + why, "server_error", "", ""});
         };
-        const int64_t id = core_->submit(std::move(p.tokens), p.sampling, {on_text, on_finish, on_failed});
+        // A grammar's sampler gives no distribution to verify drafts against: those go to the batch.
+        const bool speculate = !cfg_.speculation.draft.empty() && !p.sampling.grammar;
+        const int64_t id = core_->submit(std::move(p.tokens), p.sampling,
+                                         {on_text, on_finish, on_failed, [ch] { return ch->cancelled(); }},
+                                         speculate ? &cfg_.speculation : nullptr);
         live_.push_back({id, ch});
         ch->set_tool_syntax(core_->chat_template().tool_syntax());
         ch->accept(n_prompt);

@@ -31,6 +31,10 @@ struct ServeLoopConfig {
     // Requests waiting beyond the running batch; one more is answered 429.
     int max_queue = 64;
     ModelCard card;
+    // Speculative decoding (draft "" for none): requests then run one at a
+    // time with the draft, except those with a grammar (JSON output,
+    // required tool calls), which the batch serves as before.
+    EngineCore::Speculation speculation;
 };
 
 class ServeLoop final : public Backend {

@@ -75,6 +75,11 @@ struct RequestResult {
     // Set when this request alone failed (its grammar could not go on): it
     // ended there; the others in the batch were not disturbed.
     std::string error;
+    // A speculative request (strata::EngineCore): its tokens come in rounds,
+    // so itl_s is empty; the decode rate and the draft's figures instead.
+    double decode_tok_s = 0.0;
+    double spec_acceptance = -1.0;  // share of draft tokens kept; -1: not speculative
+    int64_t spec_drafted = 0;
 };
 
 struct SchedulerStats {

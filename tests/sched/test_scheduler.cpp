@@ -128,6 +128,72 @@ private Q_SLOTS:
         s.run();
     }
 
+    // Speculative requests through the engine core (the app's Settings and
+    // serve --draft): each runs alone once the batch is done and gives the
+    // greedy tokens of plain decoding; a queued one can be cancelled; a
+    // running one stops when its `cancelled` says so; a draft the model
+    // cannot have fails the request (and prepare_draft) saying why.
+    void engine_core_runs_speculative_requests() {
+        EngineSettings es;
+        es.n_ctx = 256;
+        es.threads = 2;
+        auto eng = core::Engine::load(kDemo, es);
+        const auto& vocab = eng->vocab();
+        const auto jobs = make_jobs(vocab, 3, 11);
+        model::Context solo(eng->model(), test::context_params(256, 64, 2));
+        std::vector<std::vector<int32_t>> want;
+        for (const Job& j : jobs) want.push_back(alone(solo, vocab, j));
+
+        EngineCore core(*eng, sched::SchedulerConfig{});
+        const EngineCore::Speculation spec{"self:layers=3", 3, 0.0f};
+        std::map<int64_t, sched::RequestResult> done;
+        std::vector<std::string> failed;
+        bool stop_now = false;
+        auto cb = [&] {
+            return EngineCore::Callbacks{{}, [&](const sched::RequestResult& r) { done[r.id] = r; },
+                                         [&](const std::string& why) { failed.push_back(why); }, [&] { return stop_now; }};
+        };
+        const int64_t batched = core.submit(jobs[0].prompt, jobs[0].params, cb());
+        const int64_t s1 = core.submit(jobs[1].prompt, jobs[1].params, cb(), &spec);
+        const int64_t s2 = core.submit(jobs[2].prompt, jobs[2].params, cb(), &spec);
+        QVERIFY(!core.idle());
+        QCOMPARE(core.waiting(), size_t(3));  // the batched one not yet admitted, the two speculative ones
+        core.cancel(s2);                     // still queued: ends at once
+        QCOMPARE(done[s2].finish, sched::FinishReason::Cancelled);
+        QVERIFY(done[s2].tokens.empty());
+        while (core.step()) {}
+        QVERIFY(core.idle());
+        QVERIFY2(failed.empty(), failed.empty() ? "" : failed[0].c_str());
+        QCOMPARE(done[batched].tokens, want[0]);
+        QCOMPARE(done[s1].tokens, want[1]);
+        QVERIFY(done[s1].spec_drafted > 0);
+        QVERIFY(done[s1].spec_acceptance >= 0.0 && done[s1].spec_acceptance <= 1.0);
+        QCOMPARE(done[batched].spec_acceptance, -1.0);
+
+        // A running one polls `cancelled`.
+        sched::SamplingParams longer = jobs[1].params;
+        longer.max_tokens = 200;
+        stop_now = true;
+        const int64_t s3 = core.submit(jobs[1].prompt, longer, cb(), &spec);
+        QVERIFY(core.step());
+        QCOMPARE(done[s3].finish, sched::FinishReason::Cancelled);
+        QVERIFY(done[s3].tokens.size() < 200);
+        stop_now = false;
+
+        const EngineCore::Speculation mtp{"mtp", 3, 0.0f};
+        const int64_t s4 = core.submit(jobs[1].prompt, jobs[1].params, cb(), &mtp);
+        QVERIFY(core.step());
+        QVERIFY(!done.count(s4));
+        QCOMPARE(failed.size(), size_t(1));
+        QVERIFY2(failed[0].find("NextN/MTP") != std::string::npos, failed[0].c_str());
+        QVERIFY_THROWS_EXCEPTION(Error, core.prepare_draft("mtp"));
+        QVERIFY_THROWS_EXCEPTION(Error, core.prepare_draft("self:layers=99"));
+        // The batch goes on after them.
+        const int64_t after = core.submit(jobs[0].prompt, jobs[0].params, cb());
+        while (core.step()) {}
+        QCOMPARE(done[after].tokens, want[0]);
+    }
+
     // The engine core every front end drives: requests give what they give
     // alone; a forward pass that fails (here the expert provider's read, as
     // an I/O error on the model file would) ends every request in flight with
@@ -152,7 +218,7 @@ private Q_SLOTS:
         auto submit = [&](const Job& j) {
             return core.submit(j.prompt, j.params,
                                {{}, [&](const sched::RequestResult& r) { done[r.id] = r; },
-                                [&](const std::string& why) { failed.push_back(why); }});
+                                [&](const std::string& why) { failed.push_back(why); }, {}});
         };
         std::map<int64_t, size_t> index;
         for (size_t i = 0; i < jobs.size(); ++i) index[submit(jobs[i])] = i;

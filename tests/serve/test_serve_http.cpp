@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "common/error.h"
 #include "core/engine.h"
 #include "gguf/gguf.h"
 #include "sched/embedding.h"
@@ -38,8 +39,10 @@ struct Served {
     int port() const { return http->port(); }
 };
 
-Served start(core::Engine& eng, serve::ServerOptions so = {}, int max_batch = 16, int max_queue = 64) {
+Served start(core::Engine& eng, serve::ServerOptions so = {}, int max_batch = 16, int max_queue = 64,
+             const std::string& draft = {}) {
     serve::ServeLoopConfig lc;
+    lc.speculation.draft = draft;
     lc.scheduler.max_batch = max_batch;
     lc.max_queue = max_queue;
     lc.card = {"demo", 1, eng.context().n_ctx()};
@@ -215,6 +218,38 @@ private Q_SLOTS:
         QCOMPARE(st.status, 200);
         QVERIFY(st.done);
         QCOMPARE(st.text, want.text);
+    }
+
+    // serve --draft: requests decode speculatively, one at a time, with the
+    // greedy text of plain decoding, streamed too; a request with a grammar
+    // is batched as before; a draft the model cannot have fails at start.
+    void a_draft_serves_the_same_greedy_text() {
+        const json body = {{"messages", {{{"role", "user"}, {"content", "And God said"}}}}, {"temperature", 0}, {"max_tokens", 40}};
+        int status = 0;
+        std::string plain;
+        {
+            Served s = start(*eng_);
+            plain = post_json(s.port(), "/v1/chat/completions", body.dump(), &status)["choices"][0]["message"]["content"];
+            QCOMPARE(status, 200);
+        }
+        Served s = start(*eng_, {}, 16, 64, "self:layers=3");
+        const json r = post_json(s.port(), "/v1/chat/completions", body.dump(), &status);
+        QCOMPARE(status, 200);
+        QCOMPARE(r["choices"][0]["message"]["content"].get<std::string>(), plain);
+        QCOMPARE(r["usage"]["completion_tokens"].get<int64_t>(), int64_t{40});
+        const StreamResult st = stream(s.port(), "/v1/chat/completions", body);
+        QVERIFY(st.done);
+        QCOMPARE(st.text, plain);
+        json constrained = body;
+        constrained["response_format"] = {{"type", "json_object"}};
+        constrained["max_tokens"] = 20;
+        QCOMPARE(post_json(s.port(), "/v1/chat/completions", constrained.dump(), &status)["object"].get<std::string>(),
+                 std::string("chat.completion"));
+        QCOMPARE(status, 200);
+        serve::ServeLoopConfig bad;
+        bad.card = {"demo", 1, eng_->context().n_ctx()};
+        bad.speculation.draft = "mtp";
+        QVERIFY_THROWS_EXCEPTION(strata::Error, serve::ServeLoop(*eng_, bad));
     }
 
     // /v1/embeddings: the mean-pooled, unit-length hidden state the engine

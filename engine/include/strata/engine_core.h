@@ -44,6 +44,20 @@ public:
         std::function<void(const sched::RequestResult&)> finished;    // it ended (stop, length, cancelled)
         // The engine failed while it ran (a device or I/O error): it is over.
         std::function<void(const std::string& why)> failed;
+        // Polled while a speculative request runs (it holds the engine for
+        // its whole answer, so cancel() cannot reach it): true ends it, cancelled.
+        std::function<bool()> cancelled;
+    };
+
+    // Speculative decoding for one request (sched/speculative.h), run when
+    // no other request is in flight, one at a time: `draft` as
+    // core::DraftSpec::parse reads it ("mtp", "self:layers=N,experts=K", a
+    // GGUF path; made once and kept while requests name the same), k draft
+    // tokens a round (adapting in 1..2k), p_min as --spec-p-min.
+    struct Speculation {
+        std::string draft;
+        int k = 4;
+        float p_min = 0.0f;
     };
 
     // Throws strata::Error for a bad scheduler config.
@@ -64,11 +78,19 @@ public:
 
     // Queues a request; returns its id. Throws strata::Error for an empty
     // prompt, one with no room to answer, or bad sampling parameters.
-    int64_t submit(std::vector<int32_t> prompt, const sched::SamplingParams& params, Callbacks callbacks);
+    // `speculation`: decode it speculatively (a draft that cannot be made
+    // fails the request through `failed`, saying why).
+    int64_t submit(std::vector<int32_t> prompt, const sched::SamplingParams& params, Callbacks callbacks,
+                   const Speculation* speculation = nullptr);
+    // Makes (and keeps) the draft `draft` names now, so a draft this model
+    // cannot have is an error at start rather than at the first request.
+    // Throws strata::Error saying why.
+    void prepare_draft(const std::string& draft);
     // Ends a request at the next step (its `finished` reports cancelled); unknown ids are ignored.
     void cancel(int64_t id);
-    // One scheduling round and forward pass. False: nothing ran, or the
-    // pass failed (every request in flight got `failed`).
+    // One scheduling round and forward pass, or, with nothing else in
+    // flight, a whole speculative request. False: nothing ran, or the pass
+    // failed (every request in flight got `failed`).
     bool step();
     bool idle() const;
     size_t running() const;
