@@ -529,7 +529,8 @@ void EngineWorker::calibrate(quint64 id, const QString& prompts_file, const QStr
         const std::vector<std::string> prompts = read_prompt_file(prompts_file.toStdString());
         core::CalibrationOptions o;
         auto last = clock_type::now() - std::chrono::seconds(1);
-        const core::Calibration c = core::calibrate(*engine_, prompts, o, [&](size_t done, size_t total) {
+        if (!core_) make_scheduler();
+        const core::Calibration c = core_->calibrate(prompts, o, [&](size_t done, size_t total) {
             if (id <= cancel_calibration_up_to_.load()) return false;
             const auto now = clock_type::now();
             if (now - last >= std::chrono::milliseconds(100) || done == total) {
@@ -540,8 +541,6 @@ void EngineWorker::calibrate(quint64 id, const QString& prompts_file, const QStr
             return true;
         });
         core::write_calibration(out_file.toStdString(), c);
-        // The context's default sequence was used: the scheduler starts afresh.
-        make_scheduler();
         const QString summary = QStringLiteral("%1 tokens; pinned %2 of %3 experts, which took %4% of all expert uses")
                                     .arg(c.tokens)
                                     .arg(c.pinned.size())

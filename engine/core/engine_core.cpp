@@ -9,6 +9,7 @@
 #include "chat/prompt.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/calibration.h"
 #include "core/draft.h"
 #include "core/engine.h"
 #include "sched/scheduler.h"
@@ -232,6 +233,16 @@ void EngineCore::set_max_batch(int n) {
 int EngineCore::max_batch() const { return impl_->config.max_batch; }
 
 void EngineCore::restart(const std::string& why) { impl_->fail_all(why); }
+
+core::Calibration EngineCore::calibrate(const std::vector<std::string>& prompts, const core::CalibrationOptions& options,
+                                        const std::function<bool(size_t, size_t)>& progress) {
+    if (!idle()) throw Error("answers are being generated: calibrate when they are done");
+    struct Fresh {  // the context's default sequence was used: the scheduler starts afresh, however it ended
+        Impl& s;
+        ~Fresh() { s.fail_all("the engine calibrated"); }
+    } fresh{*impl_};
+    return core::calibrate(impl_->engine, prompts, options, progress);
+}
 
 TelemetrySnapshot EngineCore::snapshot() const { return impl_->engine.snapshot(); }
 

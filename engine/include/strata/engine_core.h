@@ -37,6 +37,11 @@ struct Prompt;
 class ChatTemplate;
 }  // namespace chat
 
+namespace core {
+struct Calibration;
+struct CalibrationOptions;
+}  // namespace core
+
 class EngineCore {
 public:
     struct Callbacks {
@@ -100,9 +105,16 @@ public:
     // Requests running at once: at once when idle, else when the running ones are done.
     void set_max_batch(int n);
     int max_batch() const;
-    // Starts the scheduler afresh (the context was used by something else,
-    // a calibration): requests in flight get `failed` with `why`.
+    // Starts the scheduler afresh (the context was used by something else):
+    // requests in flight get `failed` with `why`.
     void restart(const std::string& why);
+
+    // Hot-expert calibration (core/calibration.h) over `prompts`, on the
+    // context the requests use: refused (strata::Error) while any request is
+    // in flight; the scheduler starts afresh after it. `progress` as
+    // core::calibrate's (false cancels: strata::Cancelled).
+    core::Calibration calibrate(const std::vector<std::string>& prompts, const core::CalibrationOptions& options,
+                                const std::function<bool(size_t done, size_t total)>& progress = {});
 
     TelemetrySnapshot snapshot() const;
     const sched::Scheduler& scheduler() const;
