@@ -114,7 +114,7 @@ int cmd_plan(int argc, char** argv) {
     auto m = model::Model::load(a.pos("MODEL"));
     // The layouts the kernels repack to depend on the kernel tuning a load
     // would apply: the cached one for this machine (plan never measures).
-    if (!on_gpu) (void)core::tune_kernels(s.threads, core::bulk_weight_type(*m), 1024, core::KernelTuningMode::Cached,
+    if (!on_gpu) (void)core::tune_kernels(s.threads, core::bulk_weight_type(*m), core::tuning_cols(*m), core::KernelTuningMode::Cached,
                                           core::default_kernel_tuning_cache());
     memory::Plan p;
     try {

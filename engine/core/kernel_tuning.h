@@ -64,6 +64,10 @@ KernelTuningReport tune_kernels(int threads, kernels::WeightType type, int64_t c
 // experts', else the first layer's attention's (what load tunes for).
 kernels::WeightType bulk_weight_type(const model::Model& m);
 
+// The row length the kernels are tuned for: the model's width (its experts'
+// gate and up rows; the bulk of a token's bytes), at least 256.
+int64_t tuning_cols(const model::Model& m);
+
 // $XDG_CACHE_HOME/strata/kernel-tuning.json (else ~/.cache/...); empty when
 // neither is set.
 std::string default_kernel_tuning_cache();
