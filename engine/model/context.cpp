@@ -188,10 +188,9 @@ uint64_t Context::scratch_bytes() const {
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out,
                             const float* hidden_in, float* hidden_out) {
     if (device_) {
-        if (hidden_in || hidden_out)
+        if (hidden_in)
             throw Error("this model computes on " + device_->name() +
-                        ", which does not return its hidden states (an MTP draft and embeddings read them): load it "
-                        "with --device cpu for those");
+                        ", which does not run a NextN/MTP block: load it with --device cpu for that");
         DeviceChunk chunk;
         chunk.tokens = tokens;
         chunk.n = n;
@@ -199,6 +198,7 @@ void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* wan
         chunk.pos = tok_pos_.data();
         chunk.want = want;
         chunk.logits = logits_out;
+        chunk.hidden = hidden_out;
         device_->run(chunk, *kv_, observer_, lookahead_);
         return;
     }

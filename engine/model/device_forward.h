@@ -51,6 +51,9 @@ struct DeviceChunk {
     const int64_t* pos = nullptr;
     const uint8_t* want = nullptr;
     float* logits = nullptr;
+    // Where set: every token's normed last hidden state (n x n_embd, what the
+    // output head reads), as the CPU's Step::hidden_out (embeddings, an MTP draft).
+    float* hidden = nullptr;
 };
 
 // What a device's expert cache did (zero where every expert is resident).

@@ -40,6 +40,7 @@
 #include "fixture_check.h"
 #include "kernels/quant_types.h"
 #include "model/context.h"
+#include "sched/embedding.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "error_of.h"
@@ -820,6 +821,34 @@ private Q_SLOTS:
         QVERIFY(max_diff(again, want.data(), size_t(V)) == 0.0);
     }
 #endif
+
+    // Every token's normed last hidden state comes back from the GPU pass as
+    // from the CPU's (embeddings read it: the same vector).
+    void hidden_states_match_the_cpu() {
+        STRATA_REQUIRE_FIXTURES();
+        auto m = model::Model::load(test::fixture_path("models/moe-tiny-f32.gguf"));
+        const int64_t d = m->config().n_embd;
+        const std::vector<int32_t> prompt = m->vocab().encode("The quick brown fox jumps over the lazy dog", true);
+        auto g = gpu_context(*m);
+        model::ContextParams cp;
+        cp.n_ctx = 256;
+        cp.n_batch = 64;
+        cp.n_threads = 1;
+        model::Context cpu(*m, cp);
+        std::vector<std::vector<float>> hidden;
+        for (model::Context* c : {g->ctx.get(), &cpu}) {
+            c->clear();
+            c->set_keep_hidden(true);
+            c->decode(prompt, true);
+            hidden.emplace_back(c->hidden(), c->hidden() + prompt.size() * d);
+            c->set_keep_hidden(false);
+        }
+        QVERIFY(max_diff(hidden[0].data(), hidden[1].data(), hidden[0].size()) < 1e-3);
+        const std::vector<float> e_gpu = sched::embed(*g->ctx, prompt), e_cpu = sched::embed(cpu, prompt);
+        double dot = 0;
+        for (int64_t i = 0; i < d; ++i) dot += double(e_gpu[size_t(i)]) * e_cpu[size_t(i)];
+        QVERIFY2(dot > 0.99999, qPrintable(QString::number(dot)));
+    }
 
     void unsupported_input_is_an_error() {
         STRATA_REQUIRE_FIXTURES();

@@ -71,6 +71,7 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
     step.pos = c.pos;
     step.want = c.want;
     step.logits = c.logits;
+    step.hidden_out = c.hidden;
     step.kv = const_cast<kv::KvCache*>(&kv);  // the pass reads its tables; the K/V data are the device's
     step.n_expert_used = n_used_;
     step.routing = &routing;
@@ -414,8 +415,12 @@ void CudaForward::nextn_input(const model::NextnInput&) {
 
 void CudaForward::output_head(const std::vector<float>&, const model::Matrix&) {
     const model::Step& s = *step_in_;
-    if (!s.logits) return;
     const int64_t n = n_, d = cfg_.n_embd;
+    if (s.hidden_out) {  // every token's normed hidden state, before the head's rows are picked
+        ok(kc::rms_norm(x_, d, output_norm_, h_, d, n, d, cfg_.norm_eps, compute_.get()), "output norm");
+        copy_to_host(s.hidden_out, h_, static_cast<uint64_t>(n * d) * 4, compute_, "reading the hidden states");
+    }
+    if (!s.logits) return;
     int64_t rows = 0;
     for (int64_t t = 0; t < n; ++t)
         if (s.want[t]) h_want_rows_[static_cast<size_t>(rows++)] = static_cast<int32_t>(t);
