@@ -40,7 +40,9 @@
 #include "fixture_check.h"
 #include "kernels/quant_types.h"
 #include "model/context.h"
+#include "sched/drafter.h"
 #include "sched/embedding.h"
+#include "sched/speculative.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "error_of.h"
@@ -848,6 +850,54 @@ private Q_SLOTS:
         double dot = 0;
         for (int64_t i = 0; i < d; ++i) dot += double(e_gpu[size_t(i)]) * e_cpu[size_t(i)];
         QVERIFY2(dot > 0.99999, qPrintable(QString::number(dot)));
+    }
+
+    // The file's own MTP block drafts for a target on the GPU: the block runs
+    // on the CPU from the hidden rows the GPU pass returns, and greedy
+    // speculative decoding gives plain decoding's tokens.
+    void mtp_draft_for_a_gpu_target() {
+        QVERIFY(dir_.isValid());
+        model::MakeModelSpec s;
+        s.arch = "glm4moe";
+        s.layers = 2;
+        s.dense_layers = 1;
+        s.dim = 256;
+        s.heads = 4;
+        s.kv_heads = 2;
+        s.head_dim = 128;
+        s.experts = 8;
+        s.used = 2;
+        s.expert_ff = 256;
+        s.ff = 256;
+        s.shared_experts = 1;
+        s.weights_norm = true;
+        s.qk_norm = true;
+        s.vocab = 300;
+        s.ctx = 128;
+        s.nextn = 1;
+        s.type = kernels::WeightType::F32;
+        s.threads = 1;
+        const std::string path = (dir_.path() + "/glm-mtp.gguf").toStdString();
+        model::make_model(s, path);
+        auto m = model::Model::load(path);
+        QVERIFY(m->nextn());
+        const std::vector<int32_t> prompt = {1, 17, 42, 99, 7, 250, 31};
+        auto g = gpu_context(*m, -1, 128, 16);
+        const std::vector<int32_t> want = greedy(*g->ctx, prompt, 24, m->config().n_vocab);
+        model::ContextParams dp;
+        dp.n_ctx = 128;
+        dp.n_threads = 1;
+        sched::MtpDrafter drafter(*m, dp);
+        sched::SamplingParams sp;
+        sp.temperature = 0.0f;
+        sp.max_tokens = 24;
+        sched::SpeculativeParams spec;
+        spec.k = 3;
+        sched::SpeculativeStats st;
+        g->ctx->clear();
+        const sched::GenerationResult r = sched::generate_speculative(*g->ctx, drafter, m->vocab(), sp, prompt, spec, &st);
+        QCOMPARE(r.tokens, want);
+        QVERIFY(st.drafted > 0);
     }
 
     void unsupported_input_is_an_error() {
