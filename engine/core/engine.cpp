@@ -234,11 +234,11 @@ void Engine::tune_cpu_kernels() {
     (void)parse_kernel_tuning_mode(settings_.kernel_tuning, &mode);  // validate() checked it
     const std::string cache =
         settings_.kernel_tuning_cache.empty() ? default_kernel_tuning_cache() : settings_.kernel_tuning_cache;
-    // Rows of the model's width (what its experts' gate and up rows hold):
-    // the knobs do depend on it. On a GLM-4.5-Air-shaped Q4_0 file (4096)
-    // rows of 1024 picked the plain loops; its own rows pick the read-once
-    // pair, and decode is 5% faster (AMD EPYC Zen 5, 2 threads, 3 of 4
-    // alternating pairs ahead). One measurement per width, cached.
+    // Rows as wide as the model's (what its experts' gate and up rows hold,
+    // in two classes): the knobs do depend on it. On a GLM-4.5-Air-shaped
+    // Q4_0 file (4096) rows of 1024 picked the plain loops; 4096-wide ones
+    // pick the read-once pair, and decode is 5% faster (AMD EPYC Zen 5, 2
+    // threads, 3 of 4 alternating pairs ahead). Cached per class.
     kernel_tuning_ = tune_kernels(settings_.threads, bulk, tuning_cols(*model_), mode, cache);
     logger("kernels")->info("{}", kernel_tuning_.summary());
 }

@@ -267,7 +267,7 @@ kernels::WeightType bulk_weight_type(const model::Model& m) {
     return moe != layers.end() ? moe->expert(0).gate.type : layers.empty() ? kernels::WeightType::F32 : layers[0].wq.type;
 }
 
-int64_t tuning_cols(const model::Model& m) { return std::max<int64_t>(256, m.config().n_embd); }
+int64_t tuning_cols(const model::Model& m) { return m.config().n_embd > 1024 ? 4096 : 1024; }
 
 std::string default_kernel_tuning_cache() {
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/strata/kernel-tuning.json";
