@@ -105,13 +105,29 @@ Item {
                         required property var modelData
                         objectName: "toolCall"
                         Layout.fillWidth: true
-                        implicitHeight: callText.implicitHeight + 12
+                        implicitHeight: callText.implicitHeight + 12 + (beforeText.visible ? beforeText.implicitHeight + 6 : 0)
                         radius: 8
                         color: Theme.surface
                         border.color: Theme.border
+                        // What the model wrote before the calls ("Let me work that out."), when anything.
+                        TextEdit {
+                            id: beforeText
+                            visible: (modelData.before || "").length > 0
+                            x: 10; y: 6
+                            width: parent.width - 20
+                            readOnly: true
+                            selectByMouse: true
+                            wrapMode: TextEdit.Wrap
+                            textFormat: TextEdit.PlainText
+                            font.pixelSize: Theme.small
+                            font.italic: true
+                            color: Theme.textDim
+                            selectionColor: Theme.accent
+                            text: modelData.before || ""
+                        }
                         TextEdit {
                             id: callText
-                            x: 10; y: 6
+                            x: 10; y: beforeText.visible ? beforeText.y + beforeText.implicitHeight + 6 : 6
                             width: parent.width - 20
                             readOnly: true
                             selectByMouse: true

@@ -284,10 +284,14 @@ QList<ToolRound> tool_rounds_from_json(const QByteArray& json) {
 QJsonArray tool_calls_for_display(const QList<ToolRound>& rounds) {
     QJsonArray out;
     for (const ToolRound& r : rounds)
-        for (const ToolCallRecord& c : r.calls)
+        for (qsizetype i = 0; i < r.calls.size(); ++i) {
+            const ToolCallRecord& c = r.calls[i];
             out.append(QJsonObject{{QStringLiteral("name"), c.name},
                                    {QStringLiteral("arguments"), c.arguments},
-                                   {QStringLiteral("result"), c.result}});
+                                   {QStringLiteral("result"), c.result},
+                                   // what the model said before this round's calls, with its first call
+                                   {QStringLiteral("before"), i == 0 ? r.content : QString()}});
+        }
     return out;
 }
 

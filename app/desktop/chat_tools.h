@@ -47,7 +47,8 @@ struct ToolRound {
 };
 QByteArray tool_rounds_json(const QList<ToolRound>& rounds);  // "" for none
 QList<ToolRound> tool_rounds_from_json(const QByteArray& json);  // bad JSON: none
-// For the message list: [{name, arguments, result}] of every round.
+// For the message list: [{name, arguments, result, before}] of every round
+// ("before": what the model wrote before the round's calls, on its first).
 QJsonArray tool_calls_for_display(const QList<ToolRound>& rounds);
 
 // The turns an answer with tool rounds is sent back as: per round an

@@ -115,6 +115,8 @@ private Q_SLOTS:
         QVERIFY(tool_rounds_from_json("{broken").isEmpty());
         QCOMPARE(tool_calls_for_display(rounds).size(), 3);
         QCOMPARE(tool_calls_for_display(rounds)[2].toObject()[QStringLiteral("result")].toString(), QStringLiteral("43"));
+        QCOMPARE(tool_calls_for_display(rounds)[0].toObject()[QStringLiteral("before")].toString(), QStringLiteral("Let me compute."));
+        QCOMPARE(tool_calls_for_display(rounds)[1].toObject()[QStringLiteral("before")].toString(), QString());
 
         QList<ChatTurn> turns;
         append_answer_turns(turns, rounds, QStringLiteral("It is 43."));
