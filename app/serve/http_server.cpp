@@ -166,6 +166,7 @@ struct ChunkStream : EventStream {
 struct ResponseStream : EventStream {
     ResponsesRequest request;
     std::unique_ptr<ResponseEvents> events;
+    ResponseStore* store = nullptr;
     bool started = false;
 
     std::string on_text(const std::string& text, bool running) override {
@@ -178,7 +179,13 @@ struct ResponseStream : EventStream {
     }
     std::string on_done(const ParsedReply& rest, const std::string& finish, const Usage& usage) override {
         std::string out = on_text("", true);  // (sequenced: the events are numbered)
-        return out + events->finish(rest, rest.calls.empty() ? finish : "tool_calls", usage);
+        out += events->finish(rest, rest.calls.empty() ? finish : "tool_calls", usage);
+        if (request.store) {
+            ResponseStore::Entry e{request.conversation, events->final_response()};
+            e.conversation.push_back(assistant_turn(events->whole_reply()));
+            store->put(id, std::move(e));
+        }
+        return out;
     }
     std::string on_failed(const ApiError& e) override {
         std::string out = on_text("", true);
@@ -292,7 +299,7 @@ void HttpServer::routes() {
         s.set_default_headers({{"Access-Control-Allow-Origin", opt_.cors_origin}, {"Vary", "Origin"}});
         s.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
             res.status = 204;
-            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
             res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
             res.set_header("Access-Control-Max-Age", "600");
         });
@@ -425,10 +432,10 @@ void HttpServer::routes() {
         st->created = created;
         stream(st, st->request, res);
     };
-    s.Post("/v1/responses", [admit, whole_reply, stream](const httplib::Request& req, httplib::Response& res) {
+    s.Post("/v1/responses", [this, admit, whole_reply, stream](const httplib::Request& req, httplib::Response& res) {
         ResponsesRequest r;
         try {
-            r = parse_responses_request(req.body);
+            r = parse_responses_request(req.body, &responses_);
         } catch (const ApiException& e) {
             return send_error(res, e.error);
         }
@@ -443,12 +450,17 @@ void HttpServer::routes() {
             const ParsedReply p = whole_reply(r.chat, *ch, text);
             const std::string finish = p.calls.empty() ? ch->finish_reason() : "tool_calls";
             const Usage usage{ch->prompt_tokens(), ch->completion_tokens()};
-            return res.set_content(
-                response_object(r, id, created, model, p, finish, usage).dump(-1, ' ', false,
-                                                                              nlohmann::json::error_handler_t::replace),
-                "application/json");
+            nlohmann::ordered_json obj = response_object(r, id, created, model, p, finish, usage);
+            res.set_content(obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+            if (r.store) {
+                ResponseStore::Entry e{std::move(r.conversation), std::move(obj)};
+                e.conversation.push_back(assistant_turn(p));
+                responses_.put(id, std::move(e));
+            }
+            return;
         }
         auto* st = new ResponseStream;
+        st->store = &responses_;
         st->request = std::move(r);
         st->events = std::make_unique<ResponseEvents>(st->request, id, created, model);
         st->ch = ch;
@@ -462,6 +474,22 @@ void HttpServer::routes() {
     });
     s.Post("/v1/completions", [completion](const httplib::Request& req, httplib::Response& res) {
         completion(Endpoint::Completion, req, res);
+    });
+    auto no_response = [](const std::string& id) {
+        return ApiError{404, "no response '" + id + "': this server keeps the most recent responses in memory while it "
+                             "runs (not those sent with store: false)",
+                        "invalid_request_error", "response_id", "response_not_found"};
+    };
+    s.Get(R"(/v1/responses/([^/]+))", [this, no_response](const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.matches[1].str();
+        const std::optional<ResponseStore::Entry> e = responses_.get(id);
+        if (!e) return send_error(res, no_response(id));
+        res.set_content(e->response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+    });
+    s.Delete(R"(/v1/responses/([^/]+))", [this, no_response](const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.matches[1].str();
+        if (!responses_.erase(id)) return send_error(res, no_response(id));
+        res.set_content(dump(json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), "application/json");
     });
     s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
         try {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "serve/backend.h"
+#include "serve/responses_api.h"
 
 namespace httplib {
 class Server;
@@ -48,6 +49,7 @@ public:
 private:
     void routes();
     Backend& backend_;
+    ResponseStore responses_;  // /v1/responses kept for previous_response_id and GET
     ServerOptions opt_;
     std::unique_ptr<httplib::Server> svr_;
     std::thread thread_;

@@ -33,10 +33,6 @@ std::string str_field(const ojson& o, const char* name, const std::string& where
 
 // Fields that need state this server does not keep, or hosted features.
 void refuse_unsupported(const ojson& body) {
-    if (field(body, "previous_response_id"))
-        bad_request("previous_response_id",
-                    "'previous_response_id' is not supported: this server stores no responses; send the whole "
-                    "conversation in 'input' (earlier output items included)");
     if (field(body, "conversation"))
         bad_request("conversation", "'conversation' is not supported: send the whole conversation in 'input'");
     if (const ojson* v = field(body, "background"); v && !(v->is_boolean() && !v->get<bool>()))
@@ -67,7 +63,7 @@ std::string content_text(const ojson& content, const std::string& where) {
 // Responses input items as chat messages. Function calls join the assistant
 // turn before them; a call's output names its function, for templates that
 // print it.
-ojson input_messages(const ojson& body) {
+ojson input_messages(const ojson& body, const ojson& prior) {
     const ojson* input = field(body, "input");
     if (!input) bad_request("input", "'input' is required: a string, or an array of messages and items");
     ojson messages = ojson::array();
@@ -77,7 +73,10 @@ ojson input_messages(const ojson& body) {
     }
     if (!input->is_array()) wrong_type("input", "a string or an array of items", *input);
     if (input->empty()) bad_request("input", "'input' is empty: send at least one message");
-    std::map<std::string, std::string> call_names;
+    std::map<std::string, std::string> call_names;  // the calls a function_call_output may answer, earlier ones too
+    for (const ojson& m : prior)
+        if (m.contains("tool_calls"))
+            for (const ojson& c : m["tool_calls"]) call_names[c.value("id", "")] = c["function"].value("name", "");
     for (size_t i = 0; i < input->size(); ++i) {
         const ojson& item = (*input)[i];
         const std::string where = "input[" + std::to_string(i) + "]";
@@ -125,7 +124,7 @@ ojson input_messages(const ojson& body) {
                                    "': only message, function_call, function_call_output and reasoning items are supported");
         }
     }
-    if (messages.empty()) bad_request("input", "'input' has no message or call to answer (only reasoning items)");
+    if (messages.empty() && prior.empty()) bad_request("input", "'input' has no message or call to answer (only reasoning items)");
     return messages;
 }
 
@@ -242,7 +241,53 @@ std::string item_id(const std::string& response_id, const char* prefix, int inde
 
 }  // namespace
 
-ResponsesRequest parse_responses_request(const std::string& body) {
+void ResponseStore::put(const std::string& id, Entry e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto it = items_.find(id); it != items_.end()) {
+        order_.erase(it->second.second);
+        items_.erase(it);
+    }
+    order_.push_back(id);
+    items_.emplace(id, std::make_pair(std::move(e), std::prev(order_.end())));
+    while (items_.size() > capacity_) {
+        items_.erase(order_.front());
+        order_.pop_front();
+    }
+}
+
+std::optional<ResponseStore::Entry> ResponseStore::get(const std::string& id) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = items_.find(id);
+    if (it == items_.end()) return std::nullopt;
+    return it->second.first;
+}
+
+bool ResponseStore::erase(const std::string& id) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = items_.find(id);
+    if (it == items_.end()) return false;
+    order_.erase(it->second.second);
+    items_.erase(it);
+    return true;
+}
+
+size_t ResponseStore::size() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return items_.size();
+}
+
+ojson assistant_turn(const ParsedReply& reply) {
+    ojson turn = {{"role", "assistant"}, {"content", reply.content}};
+    if (reply.calls.empty()) return turn;
+    ojson calls = ojson::array();
+    for (const ToolCall& c : reply.calls)
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    turn["tool_calls"] = std::move(calls);
+    if (reply.content.empty()) turn["content"] = nullptr;
+    return turn;
+}
+
+ResponsesRequest parse_responses_request(const std::string& body, const ResponseStore* store) {
     ojson j;
     try {
         j = ojson::parse(body);
@@ -252,7 +297,30 @@ ResponsesRequest parse_responses_request(const std::string& body) {
     if (!j.is_object()) bad_request("", "the request body must be a JSON object, got " + type_name(j));
     refuse_unsupported(j);
 
-    ojson chat = {{"messages", input_messages(j)}};
+    // A previous response's conversation (its input, less its instructions, and its output) goes first.
+    ojson conversation = ojson::array();
+    const ojson* prev = field(j, "previous_response_id");
+    if (prev) {
+        if (!prev->is_string()) wrong_type("previous_response_id", "a string", *prev);
+        const std::string id = prev->get<std::string>();
+        const std::optional<ResponseStore::Entry> e = store ? store->get(id) : std::nullopt;
+        if (!store) bad_request("previous_response_id", "'previous_response_id' is not supported here: send the whole conversation in 'input'");
+        if (!e)
+            throw ApiException{ApiError{404,
+                                        "previous response '" + id + "' not found: this server keeps the most recent "
+                                        "responses in memory while it runs (not those sent with store: false); "
+                                        "send the whole conversation in 'input'",
+                                        "invalid_request_error", "previous_response_id", "previous_response_not_found"}};
+        conversation = e->conversation;
+    }
+    for (ojson& m : input_messages(j, conversation)) conversation.push_back(std::move(m));
+    bool keep = true;
+    if (const ojson* v = field(j, "store")) {
+        if (!v->is_boolean()) wrong_type("store", "a boolean", *v);
+        keep = v->get<bool>();
+    }
+
+    ojson chat = {{"messages", conversation}};
     if (const ojson* ins = field(j, "instructions")) {
         if (!ins->is_string()) wrong_type("instructions", "a string", *ins);
         // The instructions are the system prompt; a system message first in the input joins them.
@@ -276,6 +344,8 @@ ResponsesRequest parse_responses_request(const std::string& body) {
     }
 
     ResponsesRequest r;
+    r.conversation = std::move(conversation);
+    r.store = keep;
     try {
         r.chat = parse_request(Endpoint::Chat, chat.dump());
     } catch (const ApiException& e) {
@@ -289,9 +359,9 @@ ResponsesRequest parse_responses_request(const std::string& body) {
     echo["instructions"] = given("instructions", nullptr);
     echo["max_output_tokens"] = given("max_output_tokens", nullptr);
     echo["parallel_tool_calls"] = r.chat.parallel_tool_calls;
-    echo["previous_response_id"] = nullptr;
+    echo["previous_response_id"] = prev ? *prev : ojson(nullptr);
     echo["reasoning"] = given("reasoning", {{"effort", nullptr}, {"summary", nullptr}});
-    echo["store"] = false;  // nothing is kept, whatever was asked
+    echo["store"] = r.store;
     echo["temperature"] = given("temperature", 1.0);
     echo["text"] = given("text", {{"format", {{"type", "text"}}}});
     echo["tool_choice"] = given("tool_choice", "auto");
@@ -393,8 +463,12 @@ std::string ResponseEvents::finish(const ParsedReply& rest, const std::string& f
     }
     ojson final = snapshot(cut ? "incomplete" : "completed", usage_object(usage));
     if (cut) final["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    final_ = final;
+    calls_ = rest.calls;
     return out + event({{"type", cut ? "response.incomplete" : "response.completed"}, {"response", std::move(final)}});
 }
+
+ParsedReply ResponseEvents::whole_reply() const { return ParsedReply{text_, calls_}; }
 
 std::string ResponseEvents::failed(const ApiError& e) {
     ojson o = snapshot("failed", nullptr);

@@ -202,6 +202,19 @@ const turn = await client.responses.create({
     { type: 'function_call_output', call_id: 'call_1', output: '21 C, clear' }],
 });
 out.responses_tool_turn = `${turn.status} ${turn.usage.input_tokens > greedy.usage.input_tokens}`;
+// Conversation state kept by the server: previous_response_id, retrieve, delete.
+const first = await client.responses.create({ model, input: prompt, temperature: 0, max_output_tokens: 4 });
+const second = await client.responses.create({ model, previous_response_id: first.id, input: 'And then?', max_output_tokens: 4 });
+out.responses_chain = second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens;
+const kept = await client.responses.retrieve(first.id);
+out.responses_retrieved = kept.id === first.id && textOf(kept) === first.output_text;
+await client.responses.del(first.id);
+try {
+  await client.responses.create({ model, previous_response_id: first.id, input: 'x', max_output_tokens: 2 });
+  out.responses_deleted = 'accepted';
+} catch (e) {
+  out.responses_deleted = `${e.status} ${e.error?.code ?? e.code}`;
+}
 
 try {
   await client.chat.completions.create({

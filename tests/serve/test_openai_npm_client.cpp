@@ -113,6 +113,9 @@ private Q_SLOTS:
         QCOMPARE(got["responses_usage"].toObject()["output_tokens"].toInt(),
                  got["full_usage"].toObject()["completion_tokens"].toInt());
         QCOMPARE(got["responses_tool_turn"].toString(), QStringLiteral("incomplete true"));
+        QVERIFY(got["responses_chain"].toBool());      // the second request's prompt carries the first exchange
+        QVERIFY(got["responses_retrieved"].toBool());
+        QCOMPARE(got["responses_deleted"].toString(), QStringLiteral("404 previous_response_not_found"));
 
         // Constrained output, streamed and not: every call's arguments and
         // every JSON reply parse and validate against their schema.

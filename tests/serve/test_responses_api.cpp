@@ -59,7 +59,9 @@ private Q_SLOTS:
         QCOMPARE(r.chat.sampling.temperature, 1.0f);
         QCOMPARE(r.chat.sampling.max_tokens, 0);
         QVERIFY(!r.chat.stream && !r.chat.sampling.grammar && r.chat.tools.empty());
-        QCOMPARE(r.echo["store"], ojson(false));
+        QCOMPARE(r.echo["store"], ojson(true));  // OpenAI's default: kept for previous_response_id
+        QVERIFY(r.store);
+        QCOMPARE(r.conversation.size(), size_t{1});
         QCOMPARE(r.echo["tool_choice"], ojson("auto"));
         QCOMPARE(r.echo["text"]["format"]["type"], ojson("text"));
     }
@@ -108,7 +110,7 @@ private Q_SLOTS:
         QCOMPARE(r.echo["tool_choice"]["name"], ojson("get_weather"));
         QCOMPARE(r.echo["metadata"]["k"], ojson("v"));
         QCOMPARE(r.echo["reasoning"]["effort"], ojson("low"));
-        QCOMPARE(r.echo["store"], ojson(false));  // asked for, but nothing is kept
+        QCOMPARE(r.echo["store"], ojson(true));
         QCOMPARE(r.echo["user"], ojson("u1"));
     }
 
@@ -134,6 +136,49 @@ private Q_SLOTS:
                      e.message.c_str());
         }
         QVERIFY(error_of(std::end(responses_data::kBad)[-1][0]).message.find("'pattern'") != std::string::npos);
+    }
+
+    // previous_response_id: the kept conversation (its input, not its
+    // instructions, and its output) goes before the new input; a call it made
+    // is named for the output that answers it; an unknown id is a 404; a
+    // response sent with store: false says so.
+    void a_previous_response_goes_first() {
+        ResponseStore store(2);
+        const ParsedReply reply{"", {{"call_7", "get_weather", "{\"city\":\"Oslo\"}"}}};
+        ojson conversation = ojson::array({{{"role", "user"}, {"content", "Weather in Oslo?"}}});
+        conversation.push_back(assistant_turn(reply));
+        QVERIFY(conversation[1]["content"].is_null());
+        QCOMPARE(conversation[1]["tool_calls"][0]["function"]["arguments"], ojson("{\"city\":\"Oslo\"}"));
+        store.put("resp_1", {conversation, ojson{{"id", "resp_1"}}});
+        const ResponsesRequest r = parse_responses_request(
+            "{\"previous_response_id\": \"resp_1\", \"instructions\": \"Be brief.\", \"store\": false, "
+            "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"call_7\", \"output\": \"-3 C\"}]}",
+            &store);
+        const auto& m = r.chat.messages;
+        QCOMPARE(m.size(), size_t{4});
+        QCOMPARE(m[0].role, std::string("system"));
+        QCOMPARE(m[1].content, std::string("Weather in Oslo?"));
+        QCOMPARE(m[2].extra.at("tool_calls")[0]["function"]["arguments"]["city"], ojson("Oslo"));
+        QCOMPARE(m[3].role, std::string("tool"));
+        QCOMPARE(m[3].extra.at("name"), ojson("get_weather"));
+        QCOMPARE(r.conversation.size(), size_t{3});  // without the instructions
+        QVERIFY(!r.store);
+        QCOMPARE(r.echo["store"], ojson(false));
+        QCOMPARE(r.echo["previous_response_id"], ojson("resp_1"));
+        try {
+            parse_responses_request("{\"previous_response_id\": \"resp_9\", \"input\": \"x\"}", &store);
+            QFAIL("accepted");
+        } catch (const ApiException& e) {
+            QCOMPARE(e.error.status, 404);
+            QCOMPARE(e.error.code, std::string("previous_response_not_found"));
+        }
+        // The oldest goes when the store is full; a deleted one is gone.
+        store.put("resp_2", {});
+        store.put("resp_3", {});
+        QVERIFY(!store.get("resp_1"));
+        QVERIFY(store.erase("resp_2"));
+        QVERIFY(!store.erase("resp_2"));
+        QCOMPARE(store.size(), size_t{1});
     }
 
     void the_response_object_has_openai_shape() {
