@@ -232,6 +232,12 @@ void Engine::tune_cpu_kernels() {
     const kernels::WeightType bulk = bulk_weight_type(*model_);
     KernelTuningMode mode = KernelTuningMode::Auto;
     (void)parse_kernel_tuning_mode(settings_.kernel_tuning, &mode);  // validate() checked it
+    // Measuring streams a buffer of its own (kernel_tuning_stream_bytes) beside
+    // the model: under a fast budget that it would take an eighth of, the
+    // cached result or the defaults instead (the budget is the user's word).
+    const uint64_t budget = settings_.fast_budget;
+    if (mode == KernelTuningMode::Auto && budget > 0 && budget != kNoBudget && kernel_tuning_stream_bytes() * 8 > budget)
+        mode = KernelTuningMode::Cached;
     const std::string cache =
         settings_.kernel_tuning_cache.empty() ? default_kernel_tuning_cache() : settings_.kernel_tuning_cache;
     // Rows as wide as the model's (what its experts' gate and up rows hold,

@@ -267,6 +267,8 @@ kernels::WeightType bulk_weight_type(const model::Model& m) {
     return moe != layers.end() ? moe->expert(0).gate.type : layers.empty() ? kernels::WeightType::F32 : layers[0].wq.type;
 }
 
+uint64_t kernel_tuning_stream_bytes() { return kStreamBytes; }
+
 int64_t tuning_cols(const model::Model& m) { return m.config().n_embd > 1024 ? 4096 : 1024; }
 
 std::string default_kernel_tuning_cache() {

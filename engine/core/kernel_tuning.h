@@ -64,6 +64,9 @@ KernelTuningReport tune_kernels(int threads, kernels::WeightType type, int64_t c
 // experts', else the first layer's attention's (what load tunes for).
 kernels::WeightType bulk_weight_type(const model::Model& m);
 
+// The buffer a measurement streams (allocated for its 0.3-0.5 s).
+uint64_t kernel_tuning_stream_bytes();
+
 // The row length the kernels are tuned for, from the model's width (its
 // experts' gate and up rows; the bulk of a token's bytes): 1024 up to 1024
 // wide, else 4096. Two classes, so a machine measures (0.3-0.5 s and a
