@@ -6,6 +6,7 @@
 // ref::attn_scores + softmax + attn_accumulate compute the same thing in
 // another order (tests/kernels/test_cuda_kernels compares them).
 #include <cfloat>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.cuh"
@@ -17,9 +18,13 @@ using detail::kWarp;
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxHeadDim = 256;
-constexpr int kPerLane = kMaxHeadDim / kWarp;
+// Heads of up to 640 dims: MLA's latent rows (DeepSeek-V3, Kimi-K2: 512 + 64
+// of RoPE) as well as ordinary heads. The kernel holds a head's query and
+// sums in registers, kPerLane values a lane, instantiated for 128, 256 and
+// 640 dims so ordinary heads keep their registers.
+constexpr int kMaxHeadDim = static_cast<int>(kAttentionMaxHeadDim);
 
+template <int kPerLane>
 __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t n_head, int64_t n_head_kv,
                                        int64_t head_dim, const float* k, const float* v, int64_t block_tokens,
                                        int64_t block_stride, int64_t head_stride, const int32_t* tables,
@@ -70,7 +75,7 @@ __global__ void attention_paged_kernel(const float* q, int64_t q_stride, int64_t
     }
 
     __shared__ float s_m[kWarps], s_l[kWarps];
-    __shared__ float s_acc[kWarps][kMaxHeadDim];
+    __shared__ float s_acc[kWarps][kPerLane * kWarp];
     if (lane == 0) {
         s_m[warp] = m;
         s_l[warp] = l;
@@ -111,10 +116,14 @@ int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t 
         block_tokens <= 0 || window < 0 || chunk < 0)
         return static_cast<int>(cudaErrorInvalidValue);
     const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(n_tokens));
-    attention_paged_kernel<<<grid, kWarps * kWarp, 0, stream>>>(q, q_stride, n_head, n_head_kv, head_dim, k, v,
-                                                                block_tokens, block_stride, head_stride, tables,
-                                                                table_offset, n_keys, scale, sinks, window, chunk,
-                                                                out, out_stride);
+    const auto launch = [&](auto per_lane) {
+        attention_paged_kernel<decltype(per_lane)::value><<<grid, kWarps * kWarp, 0, stream>>>(
+            q, q_stride, n_head, n_head_kv, head_dim, k, v, block_tokens, block_stride, head_stride, tables,
+            table_offset, n_keys, scale, sinks, window, chunk, out, out_stride);
+    };
+    if (head_dim <= 4 * kWarp) launch(std::integral_constant<int, 4>{});
+    else if (head_dim <= 8 * kWarp) launch(std::integral_constant<int, 8>{});
+    else launch(std::integral_constant<int, kMaxHeadDim / kWarp>{});
     return detail::launched();
 }
 

@@ -129,11 +129,12 @@ int router_topk(float* logits, int64_t stride, int64_t n_tokens, int64_t n_exper
 // j / (n_head / n_head_kv)) to keys 0..n_keys[t]-1 of the sequence whose block
 // table starts at tables + table_offset[t]:
 //   out[t * out_stride + j * head_dim ..] = softmax(q . K * scale) . V
-// head_dim at most 256. A sliding window (window > 0) keeps the last
+// head_dim at most kAttentionMaxHeadDim (MLA's latent rows of 576 fit). A sliding window (window > 0) keeps the last
 // `window` of a token's keys, chunked attention (chunk > 0) those of its own
 // chunk of `chunk` positions (from (n_keys[t] - 1) / chunk * chunk); sinks
 // (one logit per query head, or null) add exp(sinks[j]) to the softmax's
 // denominator, as ops::softmax_sink (gpt-oss).
+inline constexpr int64_t kAttentionMaxHeadDim = 640;
 int attention_paged(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
                      int64_t head_dim, const float* k, const float* v, int64_t block_tokens, int64_t block_stride,
                      int64_t head_stride, const int32_t* tables, const int32_t* table_offset, const int32_t* n_keys,

@@ -931,8 +931,9 @@ private Q_SLOTS:
                                             .keys = {1, 37, 64, 16, 45}}));
     }
 
-    // head_dim 256 (the kernel's maximum: 8 dims per lane) and 40 (not a
-    // multiple of 32: lanes idle on the second lap), q and out rows padded.
+    // head_dim 256 (8 dims per lane), 40 (not a multiple of 32: lanes idle
+    // on the second lap), 576 (MLA's latent rows, 512 + 64 RoPE, one KV head:
+    // 20 per lane) and 640 (the maximum); q and out rows padded. 641 is refused.
     void attention_paged_head_dims() {
         std::mt19937 rng(67);
         Dev dev;
@@ -940,6 +941,12 @@ private Q_SLOTS:
                                             .tables = {3, 0, 2}, .offset = {0, 0}, .keys = {16, 33}, .pad = 4}));
         CHECK_OK(check_attention(dev, rng, {.n_head = 6, .n_kv = 3, .hd = 40, .bt = 8, .pool_blocks = 3,
                                             .tables = {2, 0}, .offset = {0, 0, 0}, .keys = {8, 13, 1}, .pad = 3}));
+        CHECK_OK(check_attention(dev, rng, {.n_head = 4, .n_kv = 1, .hd = 576, .bt = 16, .pool_blocks = 3,
+                                            .tables = {2, 0}, .offset = {0, 0}, .keys = {3, 29}, .pad = 2}));
+        CHECK_OK(check_attention(dev, rng, {.n_head = 2, .n_kv = 2, .hd = 640, .bt = 8, .pool_blocks = 2,
+                                            .tables = {1, 0}, .offset = {0}, .keys = {11}}));
+        QVERIFY(kc::attention_paged(nullptr, 641, 1, 1, 1, 641, nullptr, nullptr, 16, 641 * 16, 641 * 16, nullptr, nullptr,
+                                    nullptr, 1.0f, nullptr, 0, 0, nullptr, 641, dev.stream.get()) != 0);
     }
 
     // One KV head for 8 query heads (MQA), and as many KV heads as query

@@ -38,8 +38,9 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     const model::ModelConfig& c = cfg_;
     const model::ModelWeights& w = m.weights();  // the file's layout
     if (const std::string bad = cuda_unsupported_tensor(m); !bad.empty()) throw Error(bad);
-    if (c.head_dim > 256) throw Error("the CUDA backend's attention takes heads of up to 256 dims; this model's are " +
-                                      std::to_string(c.head_dim) + " (use --device cpu)");
+    if (c.head_dim > kc::kAttentionMaxHeadDim)
+        throw Error("the CUDA backend's attention takes heads of up to " + std::to_string(kc::kAttentionMaxHeadDim) +
+                    " dims; this model's are " + std::to_string(c.head_dim) + " (use --device cpu)");
     if (c.ssm && (c.ssm.d_state % 32 != 0 || c.ssm.d_state > 1024))
         throw Error("the CUDA backend's gated delta net takes heads of a multiple of 32 dims up to 1024; this model's are " +
                     std::to_string(c.ssm.d_state) + " (use --device cpu)");
