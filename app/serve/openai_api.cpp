@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "serve/json_fields.h"
 #include "serve/output_grammar.h"
 
 namespace strata::serve {
@@ -18,35 +19,14 @@ using nlohmann::json;
     bad_request(param, message, code);
 }
 
-// JSON's own type names, for messages ("expected a number, got a string").
-std::string type_of(const json& v) {
-    if (v.is_null()) return "null";
-    if (v.is_boolean()) return "a boolean";
-    if (v.is_number()) return "a number";
-    if (v.is_string()) return "a string";
-    if (v.is_array()) return "an array";
-    return "an object";
-}
-
 std::string short_num(double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", x);
     return buf;
 }
 
-[[noreturn]] void wrong_type(const std::string& field, const char* expected, const json& v) {
-    fail(field, "'" + field + "' must be " + expected + ", got " + type_of(v));
-}
-
-// Present and not null.
-const json* field(const json& body, const char* name) {
-    auto it = body.find(name);
-    if (it == body.end() || it->is_null()) return nullptr;
-    return &*it;
-}
-
 double number_in(const json& body, const char* name, double lo, double hi, double fallback) {
-    const json* v = field(body, name);
+    const json* v = json_field(body, name);
     if (!v) return fallback;
     if (!v->is_number()) wrong_type(name, "a number", *v);
     const double x = v->get<double>();
@@ -58,7 +38,7 @@ double number_in(const json& body, const char* name, double lo, double hi, doubl
 }
 
 int64_t integer_in(const json& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
-    const json* v = field(body, name);
+    const json* v = json_field(body, name);
     if (!v) return fallback;
     if (!v->is_number_integer()) wrong_type(name, "an integer", *v);
     // Unsigned values beyond int64 and negative ones are compared without overflow.
@@ -78,7 +58,7 @@ int64_t integer_in(const json& body, const char* name, int64_t lo, int64_t hi, i
 }
 
 bool boolean(const json& body, const char* name, bool fallback) {
-    const json* v = field(body, name);
+    const json* v = json_field(body, name);
     if (!v) return fallback;
     if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
     return v->get<bool>();
@@ -87,20 +67,20 @@ bool boolean(const json& body, const char* name, bool fallback) {
 // Fields that would change the answer and that Strata does not implement: refused
 // with a message, not silently ignored.
 void refuse_unsupported(const json& body) {
-    if (const json* v = field(body, "n"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
+    if (const json* v = json_field(body, "n"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
         fail("n", "'n' must be 1: one choice per request is supported (send several requests instead)");
-    if (const json* v = field(body, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
+    if (const json* v = json_field(body, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
         fail("best_of", "'best_of' must be 1: it is not supported");
-    if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
+    if (const json* v = json_field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
         fail("logprobs", "'logprobs' is not supported");
-    if (field(body, "top_logprobs")) fail("top_logprobs", "'top_logprobs' is not supported");
-    if (field(body, "functions") || field(body, "function_call"))
+    if (json_field(body, "top_logprobs")) fail("top_logprobs", "'top_logprobs' is not supported");
+    if (json_field(body, "functions") || json_field(body, "function_call"))
         fail("functions", "'functions' and 'function_call' are the API's old form: send 'tools' and 'tool_choice'");
-    if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+    if (const json* v = json_field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
         fail("logit_bias", "'logit_bias' is not supported");
-    if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
+    if (const json* v = json_field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
         fail("echo", "'echo' is not supported");
-    if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
+    if (const json* v = json_field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
         fail("suffix", "'suffix' (insertion) is not supported");
 }
 
@@ -109,12 +89,12 @@ std::string text_content(const json& content, const std::string& where) {
     if (!content.is_array()) wrong_type(where, "a string or an array of text parts", content);
     std::string text;
     for (const json& part : content) {
-        const json* type = part.is_object() ? field(part, "type") : nullptr;
+        const json* type = part.is_object() ? json_field(part, "type") : nullptr;
         if (!type || !type->is_string()) fail(where, "each part of '" + where + "' must be an object with a 'type'");
         if (type->get<std::string>() != "text")
             fail(where, "'" + where + "' has a part of type '" + type->get<std::string>() +
                             "': only text parts are supported");
-        const json* t = field(part, "text");
+        const json* t = json_field(part, "text");
         if (!t || !t->is_string()) fail(where, "a text part of '" + where + "' must have a string 'text'");
         text += t->get<std::string>();
     }
@@ -142,7 +122,7 @@ nlohmann::ordered_json parse_tools(const nlohmann::ordered_json& body) {
 
 // tool_choice: "auto", "none", "required" or {type: "function", function: {name}}.
 void parse_tool_choice(const json& body, CompletionRequest& r) {
-    const json* v = field(body, "tool_choice");
+    const json* v = json_field(body, "tool_choice");
     if (!v) return;
     const char* form = "'tool_choice' must be \"auto\", \"none\", \"required\" or {type: \"function\", function: {name: ...}}";
     if (v->is_string()) {
@@ -150,8 +130,8 @@ void parse_tool_choice(const json& body, CompletionRequest& r) {
         if (c != "auto" && c != "none" && c != "required") fail("tool_choice", form);
         r.tool_choice = c;
     } else if (v->is_object()) {
-        const json* fn = field(*v, "function");
-        const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+        const json* fn = json_field(*v, "function");
+        const json* name = fn && fn->is_object() ? json_field(*fn, "name") : nullptr;
         if (v->value("type", "") != "function" || !name || !name->is_string()) fail("tool_choice", form);
         r.tool_choice = "function";
         r.tool_choice_name = name->get<std::string>();
@@ -170,7 +150,7 @@ void parse_tool_choice(const json& body, CompletionRequest& r) {
 }
 
 std::vector<chat::Message> parse_messages(const json& body, const nlohmann::ordered_json& ordered) {
-    const json* v = field(body, "messages");
+    const json* v = json_field(body, "messages");
     if (!v) fail("messages", "'messages' is required: an array of {role, content}");
     if (!v->is_array()) wrong_type("messages", "an array", *v);
     if (v->empty()) fail("messages", "'messages' is empty: send at least one message");
@@ -179,16 +159,16 @@ std::vector<chat::Message> parse_messages(const json& body, const nlohmann::orde
         const json& m = (*v)[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
         if (!m.is_object()) wrong_type(where, "an object", m);
-        const json* role = field(m, "role");
+        const json* role = json_field(m, "role");
         if (!role || !role->is_string()) fail(where + ".role", where + " needs a string 'role'");
         std::string r = role->get<std::string>();
         if (r == "developer") r = "system";  // OpenAI's newer name for the system prompt
         if (r != "system" && r != "user" && r != "assistant" && r != "tool")
             fail(where + ".role", where + " has role '" + role->get<std::string>() +
                                       "': expected system, developer, user, assistant or tool");
-        const json* content = field(m, "content");
+        const json* content = json_field(m, "content");
         std::string text = content ? text_content(*content, where + ".content") : std::string();
-        const json* calls = r == "assistant" ? field(m, "tool_calls") : nullptr;
+        const json* calls = r == "assistant" ? json_field(m, "tool_calls") : nullptr;
         if (!content && !(r == "assistant")) fail(where + ".content", where + " needs 'content'");
         chat::Message msg{r, std::move(text)};
         const auto& om = ordered["messages"][i];
@@ -198,8 +178,8 @@ std::vector<chat::Message> parse_messages(const json& body, const nlohmann::orde
             for (size_t k = 0; k < calls->size(); ++k) {
                 const json& c = (*calls)[k];
                 const std::string cw = where + ".tool_calls[" + std::to_string(k) + "]";
-                const json* fn = c.is_object() ? field(c, "function") : nullptr;
-                if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string())
+                const json* fn = c.is_object() ? json_field(c, "function") : nullptr;
+                if (!fn || !fn->is_object() || !json_field(*fn, "name") || !(*fn)["name"].is_string())
                     fail(cw, cw + " must be {id, type: \"function\", function: {name, arguments}}");
                 nlohmann::ordered_json call = om["tool_calls"][k];
                 // Templates read the arguments as an object (Hugging Face's convention); the API sends a JSON string.
@@ -226,7 +206,7 @@ std::vector<chat::Message> parse_messages(const json& body, const nlohmann::orde
 }
 
 std::string parse_prompt(const json& body) {
-    const json* v = field(body, "prompt");
+    const json* v = json_field(body, "prompt");
     if (!v) fail("prompt", "'prompt' is required");
     if (v->is_string()) return v->get<std::string>();
     if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) return (*v)[0].get<std::string>();
@@ -235,7 +215,7 @@ std::string parse_prompt(const json& body) {
 }
 
 std::vector<std::string> parse_stop(const json& body) {
-    const json* v = field(body, "stop");
+    const json* v = json_field(body, "stop");
     if (!v) return {};
     std::vector<std::string> out;
     if (v->is_string()) {
@@ -280,19 +260,19 @@ EmbeddingRequest parse_embedding_request(const std::string& body) {
     } catch (const json::exception& e) {
         fail("", std::string("the request body is not valid JSON: ") + e.what());
     }
-    if (!j.is_object()) fail("", "the request body must be a JSON object, got " + type_of(j));
+    if (!j.is_object()) fail("", "the request body must be a JSON object, got " + json_type_name(j));
     EmbeddingRequest r;
-    if (const json* m = field(j, "model")) {
+    if (const json* m = json_field(j, "model")) {
         if (!m->is_string()) wrong_type("model", "a string", *m);
         r.model = m->get<std::string>();
     }
-    if (field(j, "dimensions")) fail("dimensions", "'dimensions' is not supported: embeddings have the model's width");
-    if (const json* f = field(j, "encoding_format")) {
+    if (json_field(j, "dimensions")) fail("dimensions", "'dimensions' is not supported: embeddings have the model's width");
+    if (const json* f = json_field(j, "encoding_format")) {
         if (!f->is_string() || (f->get<std::string>() != "float" && f->get<std::string>() != "base64"))
             fail("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
         r.base64 = f->get<std::string>() == "base64";
     }
-    const json* in = field(j, "input");
+    const json* in = json_field(j, "input");
     if (!in) fail("input", "'input' is required: a string, or an array of strings or of token ids");
     const auto tokens_of = [](const json& a, const std::string& where) {
         std::vector<int32_t> ids;
@@ -314,10 +294,10 @@ EmbeddingRequest parse_embedding_request(const std::string& body) {
             const std::string where = "input[" + std::to_string(i) + "]";
             if (x.is_string() && (*in)[0].is_string()) r.texts.push_back(x.get<std::string>());
             else if (x.is_array() && (*in)[0].is_array()) r.token_inputs.push_back(tokens_of(x, where));
-            else fail("input", "'input' must be all strings or all arrays of token ids; " + where + " is " + type_of(x));
+            else fail("input", "'input' must be all strings or all arrays of token ids; " + where + " is " + json_type_name(x));
         }
     } else {
-        fail("input", "'input' must be a non-empty string or array, got " + (in->is_array() ? std::string("an empty array") : type_of(*in)));
+        fail("input", "'input' must be a non-empty string or array, got " + (in->is_array() ? std::string("an empty array") : json_type_name(*in)));
     }
     for (const std::string& t : r.texts)
         if (t.empty()) fail("input", "'input' has an empty string: nothing to embed");
@@ -367,12 +347,12 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
         // number that overflowed).
         fail("", std::string("the request body is not valid JSON: ") + e.what());
     }
-    if (!j.is_object()) fail("", "the request body must be a JSON object, got " + type_of(j));
+    if (!j.is_object()) fail("", "the request body must be a JSON object, got " + json_type_name(j));
     refuse_unsupported(j);
 
     CompletionRequest r;
     r.endpoint = endpoint;
-    if (const json* m = field(j, "model")) {
+    if (const json* m = json_field(j, "model")) {
         if (!m->is_string()) wrong_type("model", "a string", *m);
         r.model = m->get<std::string>();
     }
@@ -385,7 +365,7 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
         r.parallel_tool_calls = boolean(j, "parallel_tool_calls", false);
         parse_tool_choice(j, r);
     } else {
-        if (const json* t = field(j, "tools"); t && !(t->is_array() && t->empty()))
+        if (const json* t = json_field(j, "tools"); t && !(t->is_array() && t->empty()))
             fail("tools", "'tools' are for /v1/chat/completions");
         r.prompt = parse_prompt(j);
     }
@@ -407,14 +387,14 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body) {
     const int64_t max_tokens = integer_in(j, "max_tokens", 1, 1 << 24, 0);
     const int64_t max_completion = integer_in(j, "max_completion_tokens", 1, 1 << 24, 0);
     s.max_tokens = static_cast<int32_t>(max_completion > 0 ? max_completion : max_tokens);
-    if (const json* seed = field(j, "seed")) {
+    if (const json* seed = json_field(j, "seed")) {
         if (!seed->is_number_integer()) wrong_type("seed", "an integer", *seed);
         s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
         r.seed_given = true;
     }
     r.stop = parse_stop(j);
     r.stream = boolean(j, "stream", false);
-    if (const json* so = field(j, "stream_options")) {
+    if (const json* so = json_field(j, "stream_options")) {
         if (!so->is_object()) wrong_type("stream_options", "an object", *so);
         r.include_usage = boolean(*so, "include_usage", false);
     }

@@ -2,43 +2,27 @@
 
 #include <map>
 
+#include "serve/json_fields.h"
+
 namespace strata::serve {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string type_name(const ojson& v) {
-    if (v.is_null()) return "null";
-    if (v.is_boolean()) return "a boolean";
-    if (v.is_number()) return "a number";
-    if (v.is_string()) return "a string";
-    if (v.is_array()) return "an array";
-    return "an object";
-}
-
-[[noreturn]] void wrong_type(const std::string& field, const char* expected, const ojson& v) {
-    bad_request(field, "'" + field + "' must be " + expected + ", got " + type_name(v));
-}
-
-const ojson* field(const ojson& o, const char* name) {
-    auto it = o.find(name);
-    return it == o.end() || it->is_null() ? nullptr : &*it;
-}
-
 std::string str_field(const ojson& o, const char* name, const std::string& where) {
-    const ojson* v = field(o, name);
+    const ojson* v = json_field(o, name);
     if (!v || !v->is_string()) bad_request(where, "'" + where + "' needs a string '" + name + "'");
     return v->get<std::string>();
 }
 
 // Fields that need state this server does not keep, or hosted features.
 void refuse_unsupported(const ojson& body) {
-    if (field(body, "conversation"))
+    if (json_field(body, "conversation"))
         bad_request("conversation", "'conversation' is not supported: send the whole conversation in 'input'");
-    if (const ojson* v = field(body, "background"); v && !(v->is_boolean() && !v->get<bool>()))
+    if (const ojson* v = json_field(body, "background"); v && !(v->is_boolean() && !v->get<bool>()))
         bad_request("background", "'background' responses are not supported: stream the response instead");
-    if (field(body, "prompt")) bad_request("prompt", "stored prompt templates ('prompt') are not supported: send 'instructions' and 'input'");
-    if (const ojson* v = field(body, "top_logprobs"); v && !(v->is_number_integer() && v->get<int64_t>() == 0))
+    if (json_field(body, "prompt")) bad_request("prompt", "stored prompt templates ('prompt') are not supported: send 'instructions' and 'input'");
+    if (const ojson* v = json_field(body, "top_logprobs"); v && !(v->is_number_integer() && v->get<int64_t>() == 0))
         bad_request("top_logprobs", "'top_logprobs' is not supported");
 }
 
@@ -50,7 +34,7 @@ std::string content_text(const ojson& content, const std::string& where) {
     for (size_t k = 0; k < content.size(); ++k) {
         const ojson& part = content[k];
         const std::string pw = where + "[" + std::to_string(k) + "]";
-        const ojson* type = part.is_object() ? field(part, "type") : nullptr;
+        const ojson* type = part.is_object() ? json_field(part, "type") : nullptr;
         if (!type || !type->is_string()) bad_request(pw, "'" + pw + "' must be an object with a 'type'");
         const std::string t = type->get<std::string>();
         if (t != "input_text" && t != "output_text" && t != "text")
@@ -64,7 +48,7 @@ std::string content_text(const ojson& content, const std::string& where) {
 // turn before them; a call's output names its function, for templates that
 // print it.
 ojson input_messages(const ojson& body, const ojson& prior) {
-    const ojson* input = field(body, "input");
+    const ojson* input = json_field(body, "input");
     if (!input) bad_request("input", "'input' is required: a string, or an array of messages and items");
     ojson messages = ojson::array();
     if (input->is_string()) {
@@ -81,7 +65,7 @@ ojson input_messages(const ojson& body, const ojson& prior) {
         const ojson& item = (*input)[i];
         const std::string where = "input[" + std::to_string(i) + "]";
         if (!item.is_object()) wrong_type(where, "an object", item);
-        const ojson* tp = field(item, "type");
+        const ojson* tp = json_field(item, "type");
         if (tp && !tp->is_string()) wrong_type(where + ".type", "a string", *tp);
         const std::string type = tp ? tp->get<std::string>() : "message";
         if (type == "message") {
@@ -90,7 +74,7 @@ ojson input_messages(const ojson& body, const ojson& prior) {
             if (role != "system" && role != "user" && role != "assistant")
                 bad_request(where + ".role", "'" + where + ".role' is '" + role +
                                                  "': expected user, assistant, system or developer");
-            const ojson* content = field(item, "content");
+            const ojson* content = json_field(item, "content");
             if (!content) bad_request(where + ".content", "'" + where + "' needs 'content'");
             messages.push_back({{"role", role}, {"content", content_text(*content, where + ".content")}});
         } else if (type == "function_call") {
@@ -109,7 +93,7 @@ ojson input_messages(const ojson& body, const ojson& prior) {
             turn["tool_calls"].push_back(call);
         } else if (type == "function_call_output") {
             const std::string call_id = str_field(item, "call_id", where);
-            const ojson* output = field(item, "output");
+            const ojson* output = json_field(item, "output");
             if (!output) bad_request(where, "'" + where + "' needs 'output'");
             ojson msg = {{"role", "tool"}, {"tool_call_id", call_id}, {"content", content_text(*output, where + ".output")}};
             if (auto it = call_names.find(call_id); it != call_names.end()) msg["name"] = it->second;
@@ -141,12 +125,12 @@ ojson chat_tools(const ojson* tools) {
         if (type != "function")
             bad_request("tools", "'" + where + "' has type '" + type +
                                      "': only function tools ({type: \"function\", name, parameters}) are served here");
-        const ojson* name = field(t, "name");
+        const ojson* name = json_field(t, "name");
         if (!name || !name->is_string() || name->get<std::string>().empty())
             bad_request("tools", "'" + where + "' needs a non-empty string 'name'");
         ojson fn = {{"name", *name}};
         for (const char* key : {"description", "parameters", "strict"})
-            if (const ojson* v = field(t, key)) fn[key] = *v;
+            if (const ojson* v = json_field(t, key)) fn[key] = *v;
         out.push_back({{"type", "function"}, {"function", std::move(fn)}});
     }
     return out;
@@ -156,7 +140,7 @@ ojson chat_tool_choice(const ojson& choice) {
     if (choice.is_string()) return choice;
     const char* form = "'tool_choice' must be \"auto\", \"none\", \"required\" or {type: \"function\", name: ...}";
     if (!choice.is_object() || choice.value("type", "") != "function") bad_request("tool_choice", form);
-    const ojson* name = field(choice, "name");
+    const ojson* name = json_field(choice, "name");
     if (!name || !name->is_string()) bad_request("tool_choice", form);
     return {{"type", "function"}, {"function", {{"name", *name}}}};
 }
@@ -164,17 +148,17 @@ ojson chat_tool_choice(const ojson& choice) {
 // text.format as the chat API's response_format.
 ojson chat_response_format(const ojson& text) {
     if (!text.is_object()) wrong_type("text", "an object", text);
-    const ojson* format = field(text, "format");
+    const ojson* format = json_field(text, "format");
     if (!format) return nullptr;
     const char* form = "'text.format' must be {type: \"text\"}, {type: \"json_object\"} or "
                        "{type: \"json_schema\", name, schema, strict}";
-    if (!format->is_object() || !field(*format, "type") || !(*format)["type"].is_string()) bad_request("text.format", form);
+    if (!format->is_object() || !json_field(*format, "type") || !(*format)["type"].is_string()) bad_request("text.format", form);
     const std::string type = (*format)["type"].get<std::string>();
     if (type == "text" || type == "json_object") return {{"type", type}};
     if (type != "json_schema") bad_request("text.format", form);
     ojson js = ojson::object();
     for (const char* key : {"name", "description", "schema", "strict"})
-        if (const ojson* v = field(*format, key)) js[key] = *v;
+        if (const ojson* v = json_field(*format, key)) js[key] = *v;
     return {{"type", "json_schema"}, {"json_schema", std::move(js)}};
 }
 
@@ -294,12 +278,12 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
     } catch (const ojson::exception& e) {
         bad_request("", std::string("the request body is not valid JSON: ") + e.what());
     }
-    if (!j.is_object()) bad_request("", "the request body must be a JSON object, got " + type_name(j));
+    if (!j.is_object()) bad_request("", "the request body must be a JSON object, got " + json_type_name(j));
     refuse_unsupported(j);
 
     // A previous response's conversation (its input, less its instructions, and its output) goes first.
     ojson conversation = ojson::array();
-    const ojson* prev = field(j, "previous_response_id");
+    const ojson* prev = json_field(j, "previous_response_id");
     if (prev) {
         if (!prev->is_string()) wrong_type("previous_response_id", "a string", *prev);
         const std::string id = prev->get<std::string>();
@@ -315,13 +299,13 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
     }
     for (ojson& m : input_messages(j, conversation)) conversation.push_back(std::move(m));
     bool keep = true;
-    if (const ojson* v = field(j, "store")) {
+    if (const ojson* v = json_field(j, "store")) {
         if (!v->is_boolean()) wrong_type("store", "a boolean", *v);
         keep = v->get<bool>();
     }
 
     ojson chat = {{"messages", conversation}};
-    if (const ojson* ins = field(j, "instructions")) {
+    if (const ojson* ins = json_field(j, "instructions")) {
         if (!ins->is_string()) wrong_type("instructions", "a string", *ins);
         // The instructions are the system prompt; a system message first in the input joins them.
         ojson& msgs = chat["messages"];
@@ -334,11 +318,11 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
     // stop and grammar are llama.cpp's extensions, accepted here too).
     for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "presence_penalty",
                             "frequency_penalty", "seed", "stop", "grammar", "stream", "parallel_tool_calls"})
-        if (const ojson* v = field(j, key)) chat[key] = *v;
-    if (const ojson* v = field(j, "max_output_tokens")) chat["max_completion_tokens"] = *v;
-    chat["tools"] = chat_tools(field(j, "tools"));
-    if (const ojson* v = field(j, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*v);
-    if (const ojson* v = field(j, "text")) {
+        if (const ojson* v = json_field(j, key)) chat[key] = *v;
+    if (const ojson* v = json_field(j, "max_output_tokens")) chat["max_completion_tokens"] = *v;
+    chat["tools"] = chat_tools(json_field(j, "tools"));
+    if (const ojson* v = json_field(j, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*v);
+    if (const ojson* v = json_field(j, "text")) {
         ojson rf = chat_response_format(*v);
         if (!rf.is_null()) chat["response_format"] = std::move(rf);
     }
@@ -352,7 +336,7 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
         throw ApiException{readdressed(e.error)};
     }
     const auto given = [&](const char* key, ojson fallback) {
-        const ojson* v = field(j, key);
+        const ojson* v = json_field(j, key);
         return v ? *v : fallback;
     };
     ojson& echo = r.echo;
