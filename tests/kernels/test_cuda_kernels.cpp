@@ -1019,7 +1019,7 @@ private Q_SLOTS:
     void bad_launches_are_errors() {
         Dev dev;
         // head_dim over the kernel's limit and an unknown type: error codes, not launches.
-        QVERIFY(kc::attention_paged(nullptr, 0, 1, 1, 1, 512, nullptr, nullptr, 16, 0, 0, nullptr, nullptr, nullptr, 1.0f,
+        QVERIFY(kc::attention_paged(nullptr, 0, 1, 1, 1, 641, nullptr, nullptr, 16, 0, 0, nullptr, nullptr, nullptr, 1.0f,
                                     nullptr, 0, 0, nullptr, 0, dev.stream.get()) != 0);
         QVERIFY(kc::gemm_q(static_cast<kc::QType>(9), nullptr, 0, 1, 32, nullptr, 32, 1, nullptr, 1, dev.stream.get()) != 0);
         bool threw = false;
