@@ -181,54 +181,34 @@ bool parse_glm(std::string_view body, const std::string& id_prefix, const ojson*
     return add_call(calls, id_prefix, name, args);
 }
 
-// <invoke name="N"> <parameter name="K">V</parameter> ... </invoke>, several per block
-bool parse_minimax(std::string_view body, const std::string& id_prefix, const ojson* tools, std::vector<ToolCall>& calls) {
+// <Pinvoke name="N"> <Pparameter name="K"[ string="true|false"]>V</Pparameter> ... </Pinvoke>, several per
+// block; P is "" for MiniMax-M2, "｜DSML｜" for DeepSeek V3.2/V4. string="true" is the text itself, "false"
+// its JSON; without the attribute the value is typed by the function's schema.
+bool parse_invokes(std::string_view body, const std::string& p, const std::string& id_prefix, const ojson* tools,
+                   std::vector<ToolCall>& calls) {
+    const std::string inv_open = "<" + p + "invoke name=\"", inv_close = "</" + p + "invoke>";
+    const std::string par_open = "<" + p + "parameter name=\"", par_close = "</" + p + "parameter>";
     std::string_view inv;
     size_t pos = 0, after = 0;
     bool any = false;
-    while (between(body, pos, "<invoke name=\"", "</invoke>", &inv, &after) != std::string_view::npos) {
+    while (between(body, pos, inv_open, inv_close, &inv, &after) != std::string_view::npos) {
         pos = after;
         const size_t q = inv.find("\">");
         if (q == std::string_view::npos) return false;
         const std::string name(inv.substr(0, q));
         ojson args = ojson::object();
-        std::string_view p;
+        std::string_view v;
         size_t ppos = q + 2, pafter = 0;
-        while (between(inv, ppos, "<parameter name=\"", "</parameter>", &p, &pafter) != std::string_view::npos) {
-            const size_t e = p.find("\">");
-            if (e == std::string_view::npos) return false;
-            const std::string key(p.substr(0, e));
-            args[key] = typed_value(std::string(p.substr(e + 2)), parameter_schema(tools, name, key));
+        while (between(inv, ppos, par_open, par_close, &v, &pafter) != std::string_view::npos) {
             ppos = pafter;
-        }
-        if (!add_call(calls, id_prefix, name, args)) return false;
-        any = true;
-    }
-    return any;
-}
-
-// <｜DSML｜invoke name="N"> <｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter> ...
-// </｜DSML｜invoke>, several per block: string="true" is the text itself, "false" its JSON.
-bool parse_dsml(std::string_view body, const std::string& id_prefix, const ojson* tools, std::vector<ToolCall>& calls) {
-    std::string_view inv;
-    size_t pos = 0, after = 0;
-    bool any = false;
-    while (between(body, pos, "<｜DSML｜invoke name=\"", "</｜DSML｜invoke>", &inv, &after) != std::string_view::npos) {
-        pos = after;
-        const size_t q = inv.find("\">");
-        if (q == std::string_view::npos) return false;
-        const std::string name(inv.substr(0, q));
-        ojson args = ojson::object();
-        std::string_view p;
-        size_t ppos = q + 2, pafter = 0;
-        while (between(inv, ppos, "<｜DSML｜parameter name=\"", "</｜DSML｜parameter>", &p, &pafter) != std::string_view::npos) {
-            ppos = pafter;
-            const size_t e = p.find('"');
-            const size_t gt = e == std::string_view::npos ? e : p.find('>', e);
+            // The key ends at the quote before '>' or an attribute.
+            size_t e = v.find('"');
+            while (e != std::string_view::npos && e + 1 < v.size() && v[e + 1] != '>' && v[e + 1] != ' ') e = v.find('"', e + 1);
+            const size_t gt = e == std::string_view::npos ? e : v.find('>', e);
             if (gt == std::string_view::npos) return false;
-            const std::string key(p.substr(0, e));
-            const std::string_view attrs = p.substr(e + 1, gt - e - 1);
-            const std::string value(p.substr(gt + 1));
+            const std::string key(v.substr(0, e));
+            const std::string_view attrs = v.substr(e + 1, gt - e - 1);
+            const std::string value(v.substr(gt + 1));
             const std::optional<ojson> j = attrs.find("string=\"false\"") != std::string_view::npos ? parse_json(value) : std::nullopt;
             if (attrs.find("string=\"true\"") != std::string_view::npos) args[key] = value;
             else args[key] = j ? *j : typed_value(value, parameter_schema(tools, name, key));
@@ -393,7 +373,7 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             case ToolSyntax::Hermes: ok = parse_hermes(block, id_prefix, r.calls); break;
             case ToolSyntax::QwenXml: ok = parse_qwen_xml(block, id_prefix, tools, r.calls); break;
             case ToolSyntax::Glm: ok = parse_glm(block, id_prefix, tools, r.calls); break;
-            case ToolSyntax::MiniMax: ok = parse_minimax(block, id_prefix, tools, r.calls); break;
+            case ToolSyntax::MiniMax: ok = parse_invokes(block, "", id_prefix, tools, r.calls); break;
             case ToolSyntax::Harmony: ok = parse_harmony(block, id_prefix, r.calls); break;
             case ToolSyntax::Llama3: ok = parse_llama3(block, id_prefix, r.calls); break;
             case ToolSyntax::Mistral: ok = parse_mistral(block, id_prefix, r.calls); break;
@@ -401,7 +381,7 @@ ParsedReply parse_tool_calls(std::string_view text, const std::string& id_prefix
             case ToolSyntax::DeepSeek:
             case ToolSyntax::DeepSeekR1: ok = parse_deepseek(block, id_prefix, syntax == ToolSyntax::DeepSeekR1, r.calls); break;
             case ToolSyntax::Dsml:
-            case ToolSyntax::DsmlV4: ok = parse_dsml(block, id_prefix, tools, r.calls); break;
+            case ToolSyntax::DsmlV4: ok = parse_invokes(block, "｜DSML｜", id_prefix, tools, r.calls); break;
             case ToolSyntax::Kimi: ok = parse_kimi(block, id_prefix, r.calls); break;
         }
         if (!ok) return ParsedReply{std::string(text), {}};
