@@ -27,6 +27,7 @@
 #include "sched/scheduler.h"
 #include "sched/speculative.h"
 #include "chat/prompt.h"
+#include "chat/tool_prompt.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::desktop {
@@ -293,14 +294,11 @@ std::vector<chat::Message> template_messages(const QList<ChatTurn>& turns) {
         chat::Message m{t.role.toStdString(), t.content.toStdString()};
         if (!t.tool_calls.isEmpty()) {
             auto calls = nlohmann::ordered_json::parse(t.tool_calls.toStdString(), nullptr, false);
-            for (auto& c : calls) {
-                auto& args = c["function"]["arguments"];
-                if (args.is_string()) {
-                    auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
-                    if (!parsed.is_discarded()) args = std::move(parsed);
-                }
+            if (calls.is_array()) {
+                for (auto& c : calls)
+                    if (c.is_object() && c.contains("function")) c["function"]["arguments"] = chat::call_arguments(c["function"]);
+                m.extra["tool_calls"] = std::move(calls);
             }
-            if (calls.is_array()) m.extra["tool_calls"] = std::move(calls);
             if (t.content.isEmpty()) m.extra["content"] = nullptr;
         }
         if (!t.tool_call_id.isEmpty()) m.extra["tool_call_id"] = t.tool_call_id.toStdString();

@@ -17,8 +17,21 @@ std::string tools_text(const ojson& tools) {
     return t;
 }
 
-// OpenAI sends arguments as a string of JSON; the call shows them as the object.
-ojson arguments_of(const ojson& fn) {
+std::string calls_text(const ojson& calls) {
+    std::string t;
+    for (const auto& c : calls) {
+        const ojson& fn = c.contains("function") ? c["function"] : c;
+        // As the calls the server constrains and parses are written (serve/output_grammar.h).
+        t += "<tool_call>\n{\"name\": " + ojson(fn.value("name", "")).dump(-1, ' ', false) +
+             ", \"arguments\": " + call_arguments(fn).dump(-1, ' ', false) + "}\n</tool_call>\n";
+    }
+    if (!t.empty()) t.pop_back();
+    return t;
+}
+
+}  // namespace
+
+ojson call_arguments(const ojson& fn) {
     auto it = fn.find("arguments");
     if (it == fn.end()) return ojson::object();
     if (it->is_string()) {
@@ -30,20 +43,6 @@ ojson arguments_of(const ojson& fn) {
     }
     return *it;
 }
-
-std::string calls_text(const ojson& calls) {
-    std::string t;
-    for (const auto& c : calls) {
-        const ojson& fn = c.contains("function") ? c["function"] : c;
-        // As the calls the server constrains and parses are written (serve/output_grammar.h).
-        t += "<tool_call>\n{\"name\": " + ojson(fn.value("name", "")).dump(-1, ' ', false) +
-             ", \"arguments\": " + arguments_of(fn).dump(-1, ' ', false) + "}\n</tool_call>\n";
-    }
-    if (!t.empty()) t.pop_back();
-    return t;
-}
-
-}  // namespace
 
 std::vector<Message> inline_tools(const std::vector<Message>& messages, const ojson& tools) {
     std::vector<Message> out;

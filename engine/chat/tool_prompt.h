@@ -18,6 +18,11 @@
 
 namespace strata::chat {
 
+// A call's arguments as templates read them (Hugging Face's convention: an
+// object), from OpenAI's `function` {name, arguments}, whose arguments are a
+// string of JSON: that JSON, else the string as it is; {} when absent.
+nlohmann::ordered_json call_arguments(const nlohmann::ordered_json& fn);
+
 // `tools`: OpenAI function definitions (may be empty when only tool turns need rewriting).
 std::vector<Message> inline_tools(const std::vector<Message>& messages, const nlohmann::ordered_json& tools);
 
