@@ -64,6 +64,22 @@ std::vector<int32_t> alone(model::Context& ctx, const tok::Vocab& vocab, const J
     return sched::generate(ctx, vocab, j.params, j.prompt).tokens;
 }
 
+// The demo model as the engine core's tests load it (a small context, two threads).
+std::unique_ptr<core::Engine> demo_engine() {
+    EngineSettings es;
+    es.n_ctx = 256;
+    es.threads = 2;
+    return core::Engine::load(kDemo, es);
+}
+
+// Each job's greedy tokens alone, on a context of its own beside the engine's.
+std::vector<std::vector<int32_t>> each_alone(const core::Engine& eng, const std::vector<Job>& jobs) {
+    model::Context solo(eng.model(), test::context_params(256, 64, 2));
+    std::vector<std::vector<int32_t>> want;
+    for (const Job& j : jobs) want.push_back(alone(solo, eng.vocab(), j));
+    return want;
+}
+
 }  // namespace
 
 class TestScheduler : public QObject {
@@ -134,15 +150,10 @@ private Q_SLOTS:
     // running one stops when its `cancelled` says so; a draft the model
     // cannot have fails the request (and prepare_draft) saying why.
     void engine_core_runs_speculative_requests() {
-        EngineSettings es;
-        es.n_ctx = 256;
-        es.threads = 2;
-        auto eng = core::Engine::load(kDemo, es);
+        auto eng = demo_engine();
         const auto& vocab = eng->vocab();
         const auto jobs = make_jobs(vocab, 3, 11);
-        model::Context solo(eng->model(), test::context_params(256, 64, 2));
-        std::vector<std::vector<int32_t>> want;
-        for (const Job& j : jobs) want.push_back(alone(solo, vocab, j));
+        const std::vector<std::vector<int32_t>> want = each_alone(*eng, jobs);
 
         EngineCore core(*eng, sched::SchedulerConfig{});
         const EngineCore::Speculation spec{"self:layers=3", 3, 0.0f};
@@ -200,15 +211,10 @@ private Q_SLOTS:
     // the reason, and the core goes on with a fresh scheduler; a batch size
     // set while requests run applies once they are done.
     void engine_core_recovers_from_a_failed_pass() {
-        EngineSettings es;
-        es.n_ctx = 256;
-        es.threads = 2;
-        auto eng = core::Engine::load(kDemo, es);
+        auto eng = demo_engine();
         const auto& vocab = eng->vocab();
         const auto jobs = make_jobs(vocab, 3, 7);
-        model::Context solo(eng->model(), test::context_params(256, 64, 2));
-        std::vector<std::vector<int32_t>> want;
-        for (const Job& j : jobs) want.push_back(alone(solo, vocab, j));
+        const std::vector<std::vector<int32_t>> want = each_alone(*eng, jobs);
 
         sched::SchedulerConfig sc;
         sc.max_batch = 2;
