@@ -14,8 +14,8 @@
 // blocks cached: the next turn of a conversation attaches them instead of
 // recomputing its history (RequestResult::prefix_reused, "reusedTokens").
 //
-// With a draft configured (DraftSettings), a request instead runs
-// sched::generate_speculative on the context's default sequence, one at a
+// With a draft configured (DraftSettings), a request is decoded
+// speculatively by the engine core (EngineCore::Speculation): one at a
 // time, once the scheduler is idle.
 //
 // Stopping is thread-safe: requestStop(id) stops one request (waiting,
@@ -32,7 +32,6 @@
 #include <QSet>
 #include <QThread>
 #include <QTimer>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <QString>
@@ -44,7 +43,6 @@
 #include <random>
 #include <vector>
 
-#include "sched/drafter.h"
 #include "sched/sampler.h"
 #include "strata/engine_core.h"
 #include "strata/settings.h"
