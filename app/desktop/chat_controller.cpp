@@ -347,9 +347,7 @@ void ChatController::deleteConversation(qint64 id) {
         Stream& s = streams_[req];
         s.conversation = 0;  // nothing to save to any more (set first: a server's stop ends it at once)
         s.message = 0;
-        s.stop_requested = true;
-        if (remote_.running(req)) remote_.stop(req);
-        else worker_->requestStop(req);
+        stop_request(req);
     }
     try {
         store_->delete_conversation(id);
@@ -691,14 +689,13 @@ void ChatController::on_failed(quint64 id, const QString& message, const QString
 void ChatController::stop() { stopConversation(current_); }
 
 void ChatController::stopConversation(qint64 conversation) {
-    const quint64 req = request_for(conversation);
-    if (!req) return;
+    if (const quint64 req = request_for(conversation)) stop_request(req);
+}
+
+void ChatController::stop_request(quint64 req) {
     streams_[req].stop_requested = true;  // no further tool round either
-    if (remote_.running(req)) {
-        remote_.stop(req);
-    } else {
-        worker_->requestStop(req);
-    }
+    if (remote_.running(req)) remote_.stop(req);
+    else worker_->requestStop(req);
 }
 
 QString ChatController::remoteUrl() const { return settings_->uiString(QStringLiteral("remote_url"), QString()); }

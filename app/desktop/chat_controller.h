@@ -288,6 +288,8 @@ private:
         bool stop_requested = false;  // Stop (or the conversation's deletion): no further round
     };
     void submit_round(quint64 id, const Stream& s);
+    // Stops request `req` (on the server or the local engine), and any tool round after it.
+    void stop_request(quint64 req);
     // A round ended with calls: runs them, shows and saves them, and sends the results back.
     void continue_with_tools(Stream s, const QVariantList& calls, const QVariantMap& stats);
     std::shared_ptr<serve::ToolCallStream> call_reader(const Stream& s) const;
