@@ -178,6 +178,7 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     char buf[64];
     std::snprintf(buf, sizeof buf, "; host-to-device %.1f GB/s measured at load", link);
     eng.device_ += buf;
+    if (const std::string cpu = eng.ctx_->device()->cpu_ops(); !cpu.empty()) eng.device_ += "; " + cpu;
 }
 
 }  // namespace strata::core

@@ -44,4 +44,17 @@ const char* op_name(Op op) {
     return "?";
 }
 
+bool can_fall_back(Op op) {
+    switch (op) {
+        case Op::Embed:
+        case Op::RmsNorm:
+        case Op::Add:
+        case Op::SharedExpert:
+        case Op::DenseFfn:
+        case Op::OutputHead:
+        case Op::NextnInput: return true;
+        default: return false;
+    }
+}
+
 }  // namespace strata::model

@@ -137,6 +137,12 @@ enum class Op {
     OutputHead,
 };
 const char* op_name(Op op);
+// Whether another backend can compute `op` for a device that lacks it
+// (model/op_fallback.h): ops that read and write the step's activations and
+// weights alone. The others keep state in the device's memory (the KV
+// cache, the recurrent state, the routing and the expert cache), so a
+// device that lacks one cannot run the model.
+bool can_fall_back(Op op);
 
 class Backend {
 public:
@@ -177,6 +183,12 @@ public:
     // Residual: eh_proj [RMSNorm(Residual) enorm ; RMSNorm(hidden) hnorm]
     // with hidden the step's hidden_in rows.
     virtual void nextn_input(const NextnInput& in) = 0;
+
+    // The step's n rows of n_embd floats of an activation, to and from host
+    // memory: how an op another backend computes (model/op_fallback.h) gets
+    // its input and gives back its output.
+    virtual void read(Act a, float* host) = 0;
+    virtual void write(Act a, const float* host) = 0;
 
     // Bytes of the backend's scratch (activations, per-thread buffers).
     virtual uint64_t scratch_bytes() const = 0;

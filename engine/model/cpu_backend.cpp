@@ -120,6 +120,13 @@ float* CpuBackend::act(Act a) {
     return nullptr;
 }
 
+void CpuBackend::read(Act a, float* host) {
+    const float* x = act(a);
+    std::copy(x, x + n_ * cfg_.n_embd, host);
+}
+
+void CpuBackend::write(Act a, const float* host) { std::copy(host, host + n_ * cfg_.n_embd, act(a)); }
+
 void CpuBackend::begin(const Step& step) {
     if (step.n > n_batch_) throw Error("a step of " + std::to_string(step.n) + " tokens exceeds the backend's batch of " + std::to_string(n_batch_));
     step_ = step;

@@ -65,6 +65,8 @@ public:
     void dense_ffn(const LayerWeights& L) override;
     void output_head(const std::vector<float>& norm, const Matrix& head) override;
     void nextn_input(const NextnInput& in) override;
+    void read(Act a, float* host) override;
+    void write(Act a, const float* host) override;
     uint64_t scratch_bytes() const override;
 
     // Sees every matrix product's input while set. The ops then take their

@@ -90,6 +90,9 @@ public:
     // "cuda:0 NVIDIA H200": the device, for logs and the app.
     virtual std::string name() const = 0;
     virtual DeviceExpertStats expert_stats() const { return {}; }
+    // The ops the device leaves to the CPU and what they cost per token
+    // (model/op_fallback.h CpuOpsCost::describe); empty when it computes every op.
+    virtual std::string cpu_ops() const { return {}; }
 };
 
 }  // namespace strata::model

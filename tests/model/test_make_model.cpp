@@ -11,6 +11,7 @@
 #include "model/arch/arch.h"
 #include "model/context.h"
 #include "model/make_model.h"
+#include "model/op_fallback.h"
 #include "model/model.h"
 #include "sched/generator.h"
 #include "test_support.h"
@@ -178,12 +179,35 @@ private Q_SLOTS:
         if (arch != "deepseek2") QVERIFY(!used.contains("latent attention (MLA)"));
         if (arch != "gpt-oss") QVERIFY(!used.contains("attention sinks"));
 
-        QVERIFY(model::arch::unsupported_op(m->config(), m->weights(), [](model::Op) { return true; }, "test backend").empty());
-        const model::Op missing = model::arch::ops_used(m->config(), m->weights())[2];  // after the embedding and the norm
-        const std::string refusal = model::arch::unsupported_op(
-            m->config(), m->weights(), [&](model::Op op) { return op != missing; }, "test backend");
-        QCOMPARE(QString::fromStdString(refusal),
-                 arch + " uses " + model::op_name(missing) + ", which the test backend does not compute");
+        // A device that computes every op leaves none to the CPU; one that
+        // lacks the RMSNorm, or is told to leave it, leaves it; one that
+        // lacks the layers' first stateful op (the attention or the delta
+        // net, third after the embedding and the norm) cannot run the model.
+        const auto all = [](model::Op) { return true; };
+        QVERIFY(model::choose_cpu_ops(m->config(), m->weights(), all, {}, "test backend").empty());
+        const std::vector<model::Op> norm{model::Op::RmsNorm};
+        QVERIFY(model::choose_cpu_ops(m->config(), m->weights(), [](model::Op op) { return op != model::Op::RmsNorm; }, {},
+                                      "test backend") == norm);
+        QVERIFY(model::choose_cpu_ops(m->config(), m->weights(), all, norm, "test backend") == norm);
+        if (arch == "llama") {
+            // Per layer the residual goes to the CPU and the normed row back,
+            // twice (before the attention and before the FFN); the CPU reads the norms.
+            const model::ModelConfig& c = m->config();
+            const model::CpuOpsCost cost = model::cpu_ops_cost(c, m->weights(), norm);
+            QCOMPARE(cost.moved_bytes, uint64_t(4 * c.n_layer * c.n_embd * 4));
+            QCOMPARE(cost.weight_bytes, uint64_t(2 * c.n_layer * c.n_embd * 4));
+            QCOMPARE(QString::fromStdString(cost.describe()).left(19), QString("RMSNorm on the CPU:"));
+        }
+        const model::Op missing = model::arch::ops_used(m->config(), m->weights())[2];
+        QVERIFY(!model::can_fall_back(missing));
+        try {
+            (void)model::choose_cpu_ops(m->config(), m->weights(), [&](model::Op op) { return op != missing; }, {}, "test backend");
+            QFAIL("a model whose stateful op the device lacks was accepted");
+        } catch (const Error& e) {
+            QCOMPARE(QString(e.what()), arch + " uses " + model::op_name(missing) +
+                                            ", which the test backend does not compute and cannot leave to the CPU (its "
+                                            "state lives in the device's memory); use --device cpu");
+        }
     }
 
     void kquant_types() {

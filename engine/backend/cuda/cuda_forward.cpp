@@ -21,6 +21,7 @@
 #include "memory/aligned_buffer.h"
 #include "model/arch/arch.h"
 #include "model/model.h"
+#include "model/op_fallback.h"
 
 #include "backend/cuda/cuda_pass.h"
 
@@ -54,9 +55,13 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     for (const model::LayerWeights& L : w.layers)
         if (L.has_shared_expert()) ff_max_ = std::max(ff_max_, L.shared.gate.rows);
 
+    // Ops the GPU leaves to the CPU: their weights stay in host memory.
+    on_cpu_ = model::choose_cpu_ops(c, w, cuda_supports, o.cpu_ops, "CUDA backend");
+    const auto gpu_computes = [&](model::Op op) { return std::find(on_cpu_.begin(), on_cpu_.end(), op) == on_cpu_.end(); };
+
     // Shared weights.
-    tok_embd_ = upload_matrix(w.tok_embd, Account::WeightsShared);
-    output_ = upload_matrix(w.output, Account::WeightsShared);
+    if (gpu_computes(model::Op::Embed)) tok_embd_ = upload_matrix(w.tok_embd, Account::WeightsShared);
+    if (gpu_computes(model::Op::OutputHead)) output_ = upload_matrix(w.output, Account::WeightsShared);
     output_norm_ = upload_vector(w.output_norm);
     for (const model::LayerWeights& L : w.layers) {
         DevLayer d;
@@ -96,7 +101,8 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
             d.ssm_norm = upload_vector(L.ssm_norm);
         }
         if (L.ffn == model::FfnKind::Dense) {
-            d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared), upload_matrix(L.dense.up, Account::WeightsShared),
+            if (gpu_computes(model::Op::DenseFfn))
+                d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared), upload_matrix(L.dense.up, Account::WeightsShared),
                        upload_matrix(L.dense.down, Account::WeightsShared)};
         } else {
             d.router = upload_matrix(L.router, Account::WeightsRouter);
@@ -107,7 +113,7 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
             d.expert_bias_up = upload_vector(L.expert_bias_up);
             d.expert_bias_down = upload_vector(L.expert_bias_down);
         }
-        if (L.has_shared_expert()) {
+        if (L.has_shared_expert() && gpu_computes(model::Op::SharedExpert)) {
             d.shared = {upload_matrix(L.shared.gate, Account::WeightsShared), upload_matrix(L.shared.up, Account::WeightsShared),
                         upload_matrix(L.shared.down, Account::WeightsShared)};
             if (!L.shared_gate.empty())
@@ -129,6 +135,7 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
     load_cpu_experts(o);
     start_hybrid(o);
     start_host_compute(o);
+    start_cpu_ops(o);
 
     // The KV pool, under the host cache's block ids.
     kv_block_tokens_ = kp.block_tokens;
@@ -333,11 +340,29 @@ void CudaForward::start_hybrid(const CudaForwardOptions& o) {
     hybrid_ = true;
 }
 
+void CudaForward::start_cpu_ops(const CudaForwardOptions& o) {
+    if (on_cpu_.empty()) return;
+    const model::ModelConfig& c = cfg_;
+    cpu_ops_ = model::cpu_ops_cost(c, model_.weights(), on_cpu_);
+    model::CpuBackendParams p;
+    p.n_batch = n_batch_;
+    p.n_ctx = 1;  // it never attends
+    if (!pool_) {
+        const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
+        pool_ = std::make_shared<cpu::ThreadPool>(std::max(1, threads));
+    }
+    p.pool = pool_;
+    host_ops_ = std::make_unique<model::CpuBackend>(c, p);
+    fallback_ = std::make_unique<model::OpFallback>(*this, *host_ops_, c.n_embd, n_batch_, on_cpu_);
+    host_ops_memory_.emplace(ledger_, Account::Activations, Tier::Slow, host_ops_->scratch_bytes() + fallback_->scratch_bytes());
+    logger("cuda")->info("{}", cpu_ops_.describe());
+}
+
 void CudaForward::start_host_compute(const CudaForwardOptions& o) {
     if (!hybrid_ && std::find(cpu_layer_.begin(), cpu_layer_.end(), 1) == cpu_layer_.end()) return;
     if (cpu_step_.empty()) cpu_step_.assign(host_mats_.size(), 0);
     const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
-    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, threads));
+    pool_ = std::make_shared<cpu::ThreadPool>(std::max(1, threads));
     const size_t B = static_cast<size_t>(n_batch_), U = static_cast<size_t>(n_used_);
     const size_t d = static_cast<size_t>(cfg_.n_embd), ff = static_cast<size_t>(ff_max_);
     host_h_.resize(B * d);
@@ -719,8 +744,11 @@ using pass::CudaForward;
 std::string cuda_unsupported_tensor(const model::Model& m) {
     const model::ModelWeights& w = m.weights();
     const model::ModelConfig& c = m.config();
-    if (std::string op = model::arch::unsupported_op(c, w, pass::cuda_supports, "CUDA backend"); !op.empty())
-        return op + "; use --device cpu";
+    try {
+        (void)model::choose_cpu_ops(c, w, pass::cuda_supports, {}, "CUDA backend");
+    } catch (const Error& e) {
+        return e.what();
+    }
     std::string bad;
     auto check_type = [&](const model::Matrix& x) {
         if (!bad.empty() || !x) return;

@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "experts/hybrid_cost.h"
 #include "kv/kv_cache.h"
 #include "memory/ledger.h"
+#include "model/backend.h"
 #include "model/device_forward.h"
 
 namespace strata::model {
@@ -70,6 +72,9 @@ struct CudaForwardOptions {
     // file's layout), with at least n_expert slots (one MoE layer's experts).
     // Null: every expert has a copy in pinned host RAM. Must outlive the pass.
     experts::ExpertStore* host_cache = nullptr;
+    // Ops the GPU leaves to the CPU although it computes them (model/op_fallback.h;
+    // a diagnosis and test setting): ops it lacks go there anyway.
+    std::vector<model::Op> cpu_ops;
 };
 
 // Uploads the model and sizes the device's scratch for `kv`'s block geometry

@@ -56,6 +56,17 @@ float* CudaForward::act(model::Act a) const {
     return nullptr;
 }
 
+void CudaForward::read(model::Act a, float* host) {
+    copy_to_host(host, act(a), static_cast<uint64_t>(n_ * cfg_.n_embd) * 4, compute_, "reading an activation for the CPU");
+    compute_.synchronize("reading an activation for the CPU");
+}
+
+void CudaForward::write(model::Act a, const float* host) {
+    copy_to_device(act(a), host, static_cast<uint64_t>(n_ * cfg_.n_embd) * 4, compute_, "writing an activation from the CPU");
+    // The caller may reuse `host` at once (pageable memory).
+    compute_.synchronize("writing an activation from the CPU");
+}
+
 const float* CudaForward::device_vector(const std::vector<float>& v) const {
     const auto it = uploaded_.find(v.data());
     if (it == uploaded_.end()) throw Error("internal: a norm or bias the GPU pass did not upload");
@@ -77,8 +88,9 @@ void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const 
     step.routing = &routing;
     step.lookahead = &lookahead;
     const auto step_begin = std::chrono::steady_clock::now();
-    begin(step);
-    model::arch::forward(*this, cfg_, model_.weights(), cfg_.n_layer, static_cast<bool>(lookahead));
+    model::Backend& ops = fallback_ ? static_cast<model::Backend&>(*fallback_) : *this;
+    ops.begin(step);
+    model::arch::forward(ops, cfg_, model_.weights(), cfg_.n_layer, static_cast<bool>(lookahead));
     compute_.synchronize("the forward pass on the GPU");
     for (const auto& [b, e] : stalls_) stats_.stall_seconds += e->ms_since(*b) * 1e-3;
     stalls_.clear();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -19,7 +20,9 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "memory/aligned_buffer.h"
 #include "model/backend.h"
+#include "model/cpu_backend.h"
 #include "model/model.h"
+#include "model/op_fallback.h"
 #include "platform/thread_pool.h"
 
 namespace strata::backend::cuda::pass {
@@ -105,6 +108,24 @@ struct KeysSpared final : experts::EvictableFilter {
 // simulator's reuse window, analysis/hybrid_sim.h).
 constexpr uint64_t kReuseWindow = 16;
 
+// Bytes of host memory held in the ledger's books for as long as this lives.
+class HostReservation {
+public:
+    HostReservation(memory::Ledger& l, Account a, Tier t, uint64_t bytes) : l_(l), a_(a), t_(t), bytes_(bytes) {
+        l_.reserve(a_, t_, bytes_);
+        l_.adjust_used(a_, t_, static_cast<int64_t>(bytes_));
+    }
+    ~HostReservation() { l_.release(a_, t_, bytes_); }
+    HostReservation(const HostReservation&) = delete;
+    HostReservation& operator=(const HostReservation&) = delete;
+
+private:
+    memory::Ledger& l_;
+    Account a_;
+    Tier t_;
+    uint64_t bytes_;
+};
+
 // The ops of model/backend.h this pass computes (cuda_ops.cpp).
 bool cuda_supports(model::Op op);
 
@@ -116,6 +137,7 @@ public:
     void run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
              const model::LookaheadObserver& lookahead) override;
     std::string name() const override { return name_; }
+    std::string cpu_ops() const override { return cpu_ops_.describe(); }
 
     // The ops (model/backend.h, cuda_ops.cpp), run by run() through the
     // model's architecture (model/arch).
@@ -133,6 +155,8 @@ public:
     void dense_ffn(const model::LayerWeights& L) override;
     void output_head(const std::vector<float>& norm, const model::Matrix& head) override;
     void nextn_input(const model::NextnInput& in) override;
+    void read(model::Act a, float* host) override;
+    void write(model::Act a, const float* host) override;
     uint64_t scratch_bytes() const override;
 
     // The VRAM expert cache (experts/expert_cache.h, vram_cache.cpp): live
@@ -166,6 +190,8 @@ private:
     void load_experts(const CudaForwardOptions& o);
     void load_cpu_experts(const CudaForwardOptions& o);
     void start_host_compute(const CudaForwardOptions& o);
+    // The ops the GPU leaves to the CPU (model/op_fallback.h): the CPU backend behind the pass.
+    void start_cpu_ops(const CudaForwardOptions& o);
     void start_hybrid(const CudaForwardOptions& o);
     void measure_cpu_rates();
 
@@ -344,10 +370,18 @@ private:
     std::vector<uint8_t> cpu_layer_;
     memory::AlignedBuffer cpu_home_;
     std::vector<model::FfnMatrices> host_mats_;
-    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::shared_ptr<cpu::ThreadPool> pool_;  // shared with host_ops_
     std::vector<float> host_h_, host_xe_, host_ge_, host_ue_, host_ye_;
     std::vector<uint8_t> host_act_;
     size_t gpu_groups_ = 0;  // h_order_[0, gpu_groups_) on the GPU, the rest on the CPU
+
+    // Ops the GPU leaves to the CPU (choose_cpu_ops): a CPU backend computes
+    // them, and run() hands the architecture fallback_ instead of this pass.
+    std::vector<model::Op> on_cpu_;
+    model::CpuOpsCost cpu_ops_;
+    std::unique_ptr<model::CpuBackend> host_ops_;
+    std::unique_ptr<model::OpFallback> fallback_;
+    std::optional<HostReservation> host_ops_memory_;
 
     // Hybrid placement (placement "auto" over a VRAM cache).
     bool hybrid_ = false;

@@ -59,6 +59,8 @@ public:
     void dense_ffn(const LayerWeights&) override { note(Op::DenseFfn); }
     void output_head(const std::vector<float>&, const Matrix&) override { note(Op::OutputHead); }
     void nextn_input(const NextnInput&) override { note(Op::NextnInput); }
+    void read(Act, float*) override {}
+    void write(Act, const float*) override {}
     uint64_t scratch_bytes() const override { return 0; }
 
 private:
@@ -73,13 +75,6 @@ std::vector<Op> ops_used(const ModelConfig& c, const ModelWeights& w) {
     OpRecorder r;
     forward(r, c, w, static_cast<int64_t>(w.layers.size()), false);
     return r.ops;
-}
-
-std::string unsupported_op(const ModelConfig& c, const ModelWeights& w, const std::function<bool(Op)>& supports,
-                           const std::string& backend) {
-    for (Op op : ops_used(c, w))
-        if (!supports(op)) return c.arch_name + " uses " + op_name(op) + ", which the " + backend + " does not compute";
-    return {};
 }
 
 RouterSpec router_spec(const ModelConfig& c) {

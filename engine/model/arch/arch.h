@@ -4,7 +4,6 @@
 // them build from the file's metadata. README.md says how to add one.
 #pragma once
 
-#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,13 +26,6 @@ void forward(Backend& b, const ModelConfig& c, const ModelWeights& w, int64_t n_
 // dense or MoE, and specs), each once, in the order first used: what the
 // layers would call, recorded without computing anything.
 std::vector<Op> ops_used(const ModelConfig& c, const ModelWeights& w);
-
-// Empty when `supports` holds for every op the model's layers use; else
-// what a load says: the first op it lacks, named with the architecture and
-// the backend ("deepseek2 uses latent attention (MLA), which the CUDA
-// backend does not compute").
-std::string unsupported_op(const ModelConfig& c, const ModelWeights& w, const std::function<bool(Op)>& supports,
-                           const std::string& backend);
 
 // The router as the file's metadata states it: top-k of the softmax over all
 // experts, or (a sigmoid gating or expert groups) deepseek2's scoring.
