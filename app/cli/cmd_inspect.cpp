@@ -5,6 +5,9 @@
 #include "model/arch/arch.h"
 #include "model/plan_model.h"
 #include "backend/device.h"
+#ifdef STRATA_HAVE_CUDA
+#include "backend/cuda/cuda_forward.h"
+#endif
 #include "common.h"
 #include "gguf/gguf.h"
 #include "memory/aligned_buffer.h"
@@ -93,10 +96,15 @@ int cmd_inspect(int argc, char** argv) {
     }
     std::printf("  output %s\n", m->weights().output_tied ? "tied to token_embd" : "separate");
     {
-        // The ops its architecture composes (engine/model/arch): every backend here computes them all.
+        // The ops its architecture composes (engine/model/arch): the CPU computes them all; a
+        // GPU leaves those it lacks to the CPU (model/op_fallback.h), or cannot run the model.
         std::string ops;
         for (const model::Op op : model::arch::ops_used(c, m->weights())) ops += (ops.empty() ? "" : ", ") + std::string(model::op_name(op));
         std::printf("  ops: %s\n", ops.c_str());
+#ifdef STRATA_HAVE_CUDA
+        const std::string gpu = backend::cuda::cuda_cpu_ops(*m);
+        std::printf("  on the CUDA backend: %s\n", gpu.empty() ? "every op on the GPU" : gpu.c_str());
+#endif
     }
 
     std::printf("\nsizes\n");

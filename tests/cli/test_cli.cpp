@@ -231,6 +231,9 @@ private Q_SLOTS:
         QVERIFY(info.out.contains("blk.1.ffn_down_exps.weight"));
         QVERIFY(info.out.contains("layer   1 expert   3"));
         QVERIFY(info.out.contains("read per token"));
+#ifdef STRATA_CLI_HAS_CUDA
+        QVERIFY(info.out.contains("on the CUDA backend: every op on the GPU"));
+#endif
         const Run gen = cli({"run", path, "-p", "hello", "-n", "5", "--temp", "0"});
         QCOMPARE(gen.code, 0);
         QVERIFY(gen.out.startsWith("hello"));

@@ -772,6 +772,15 @@ std::string cuda_unsupported_tensor(const model::Model& m) {
     return bad;
 }
 
+std::string cuda_cpu_ops(const model::Model& m) {
+    try {
+        const std::vector<model::Op> ops = model::choose_cpu_ops(m.config(), m.weights(), pass::cuda_supports, {}, "CUDA backend");
+        return model::cpu_ops_cost(m.config(), m.weights(), ops).describe();
+    } catch (const Error& e) {
+        return e.what();
+    }
+}
+
 experts::ExpertCache* vram_expert_cache(model::DeviceForward* pass) {
     auto* f = dynamic_cast<CudaForward*>(pass);
     return f && f->experts_total() > 0 ? f : nullptr;

@@ -89,6 +89,11 @@ std::unique_ptr<model::DeviceForward> make_cuda_forward(const model::Model& m, k
 // without routed experts): what the engine sees of any expert cache.
 experts::ExpertCache* vram_expert_cache(model::DeviceForward* pass);
 
+// The ops of the model the CUDA backend leaves to the CPU and what they cost
+// per token (model::CpuOpsCost::describe; empty: it computes every op), or
+// why it cannot run the model (an op it lacks that cannot fall back).
+std::string cuda_cpu_ops(const model::Model& m);
+
 // Whether every matrix of the model has a CUDA kernel (its type is known to
 // kernels/cuda); empty when it has, else the first tensor that has not.
 std::string cuda_unsupported_tensor(const model::Model& m);
