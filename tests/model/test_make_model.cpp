@@ -14,6 +14,7 @@
 #include "model/op_fallback.h"
 #include "model/model.h"
 #include "sched/generator.h"
+#include "small_moe.h"
 #include "test_support.h"
 
 using namespace strata;
@@ -34,48 +35,6 @@ std::vector<uint8_t> rewrite(const gguf::File& f) {
         w.add_tensor_view(t.name, t.type, ne, t.data, t.nbytes);
     }
     return w.to_bytes();
-}
-
-model::MakeModelSpec small_spec(const QString& arch) {
-    model::MakeModelSpec s;
-    s.arch = arch.toStdString();
-    s.layers = 3;
-    s.dim = 64;
-    s.heads = 4;
-    s.kv_heads = 2;
-    s.experts = 8;
-    s.used = 2;
-    s.expert_ff = 64;
-    s.ctx = 256;
-    s.threads = 2;
-    if (arch == "llama") {
-        s.dense_layers = 1;
-        s.ff = 128;
-    }
-    if (arch == "qwen2moe") s.shared_ff = 96;
-    if (arch == "glm4moe" || arch == "ernie4_5-moe") {
-        s.dense_layers = 1;
-        s.ff = 128;
-    }
-    if (arch == "glm4moe") {
-        s.head_dim = 32;  // q wider than dim, as GLM-4.5's
-        s.shared_experts = 1;
-        s.weights_norm = true;
-        s.weights_scale = 2.5f;
-    }
-    if (arch == "ernie4_5-moe") s.shared_ff = 96;
-    if (arch == "qwen35moe") {
-        s.layers = 4;  // three delta nets, then attention
-        s.head_dim = 32;
-        s.shared_ff = 64;
-    }
-    if (arch == "llama4") {
-        s.layers = 4;  // layer 3 without RoPE
-        s.moe_step = 2;
-        s.used = 1;
-        s.ff = 128;
-    }
-    return s;
 }
 
 }  // namespace
@@ -99,7 +58,7 @@ private Q_SLOTS:
         QFETCH(QString, arch);
         QFETCH(QString, type);
         QTemporaryDir dir;
-        model::MakeModelSpec spec = small_spec(arch);
+        model::MakeModelSpec spec = test::small_arch_spec(arch.toStdString());
         QVERIFY(kernels::parse_type_name(type.toLatin1().constData(), &spec.type));
         const std::string path = (dir.path() + "/m.gguf").toStdString();
         model::make_model(spec, path);
@@ -169,7 +128,7 @@ private Q_SLOTS:
         QFETCH(QString, arch);
         QFETCH(QStringList, ops);
         QTemporaryDir dir;
-        model::MakeModelSpec spec = small_spec(arch);
+        model::MakeModelSpec spec = test::small_arch_spec(arch.toStdString());
         const std::string path = (dir.path() + "/m.gguf").toStdString();
         model::make_model(spec, path);
         auto m = model::Model::load(path);
@@ -214,7 +173,7 @@ private Q_SLOTS:
         // k-quants need rows of whole 256-element super-blocks.
         QTemporaryDir dir;
         for (const char* type : {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}) {
-            model::MakeModelSpec spec = small_spec("llama");
+            model::MakeModelSpec spec = test::small_arch_spec("llama");
             spec.dim = 256;
             spec.expert_ff = 256;
             spec.ff = 512;
@@ -233,17 +192,17 @@ private Q_SLOTS:
     void bad_specs_are_refused() {
         QTemporaryDir dir;
         const std::string path = (dir.path() + "/bad.gguf").toStdString();
-        model::MakeModelSpec s = small_spec("llama");
+        model::MakeModelSpec s = test::small_arch_spec("llama");
         s.arch = "gpt5";
         QVERIFY(s.validate().find("unknown architecture") != std::string::npos);
-        s = small_spec("llama");
+        s = test::small_arch_spec("llama");
         s.type = kernels::WeightType::Q4_K;  // dim 64 is not a multiple of 256
         QVERIFY(s.validate().find("block size") != std::string::npos);
         QVERIFY_THROWS_EXCEPTION(Error, model::make_model(s, path));
-        s = small_spec("llama");
+        s = test::small_arch_spec("llama");
         s.heads = 5;
         QVERIFY(!s.validate().empty());
-        s = small_spec("llama");
+        s = test::small_arch_spec("llama");
         s.used = 9;
         QVERIFY(!s.validate().empty());
         QVERIFY(!QFile::exists(QString::fromStdString(path)));
@@ -253,7 +212,7 @@ private Q_SLOTS:
     // the embedding has rows (32000 once wrote 1664 tokens for 32000 rows).
     void large_synthetic_vocab_matches_the_embedding() {
         QTemporaryDir dir;
-        model::MakeModelSpec s = small_spec("olmoe");
+        model::MakeModelSpec s = test::small_arch_spec("olmoe");
         s.layers = 1;
         for (int64_t n : {int64_t{32000}, model::kMaxSyntheticVocab}) {
             s.vocab = n;
@@ -270,7 +229,7 @@ private Q_SLOTS:
     void vocab_from_fixture() {
         STRATA_REQUIRE_FIXTURES();
         QTemporaryDir dir;
-        model::MakeModelSpec s = small_spec("olmoe");
+        model::MakeModelSpec s = test::small_arch_spec("olmoe");
         s.vocab_from = test::fixture_path("models/stories260K.gguf");
         const std::string path = (dir.path() + "/v.gguf").toStdString();
         model::make_model(s, path);
