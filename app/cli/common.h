@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "args.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "sched/sampler.h"
 #include "strata/settings.h"

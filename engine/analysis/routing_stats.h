@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 
 namespace strata::experts {
 

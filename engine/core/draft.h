@@ -11,7 +11,7 @@
 
 #include "core/engine.h"
 #include "experts/expert_store.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "sched/drafter.h"
 

@@ -27,7 +27,7 @@
 #include "experts/expert_store.h"
 #include "memory/ledger.h"
 #include "plan/plan.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "strata/settings.h"
 #include "strata/telemetry.h"

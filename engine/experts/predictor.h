@@ -6,7 +6,7 @@
 // Strategies:
 //   none       predicts nothing.
 //   lookahead  layer L's router applied to the hidden state one layer earlier
-//              (model/context.h LookaheadEvent): the top `width` experts of
+//              (model/device_forward.h LookaheadEvent): the top `width` experts of
 //              that predicted softmax. No prediction where no lookahead exists
 //              (a MoE layer 0).
 //   frequency  the experts layer L routed the most over its last `window`
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 
 namespace strata::experts {
 

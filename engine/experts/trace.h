@@ -23,7 +23,7 @@
 //                           f32[n_used] combine weights
 //     'L'  lookahead:       u32 layer, u32 pos, f32[n_expert] predicted router
 //                           probabilities for MoE layer `layer`, computed one
-//                           layer earlier (model/context.h LookaheadEvent)
+//                           layer earlier (model/device_forward.h LookaheadEvent)
 //     'E'  end:             u64 routing records, u64 lookahead records
 //   nothing may follow 'E'.
 //
@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 
 namespace strata::model {
 class Model;

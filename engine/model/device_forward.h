@@ -1,7 +1,7 @@
-// The seam between the forward pass's bookkeeping (model::Context: sequences,
+// The seam between the forward pass's bookkeeping (model::Context, runner/context.h: sequences,
 // positions, the KV cache's block tables, logits) and a device that computes
 // whole chunks in its own memory. On the CPU, Context runs the model's
-// architecture (model/arch) over the CPU backend (model/cpu_backend.h); the
+// architecture (model/arch) over the CPU backend (backend/cpu/cpu_backend.h); the
 // CUDA pass (engine/backend/cuda) implements DeviceForward and runs the same
 // architecture over its own ops, so Context hands it each chunk without
 // knowing which device runs. Observers see the same events whichever device

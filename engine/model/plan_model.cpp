@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "model/context.h"
+#include "model/kv_shape.h"
 
 namespace strata::model {
 
@@ -19,7 +19,7 @@ uint64_t expert_slot_bytes(const FfnMatrices& x) {
 }
 
 // Forward-pass scratch of a Context for n_batch tokens, mirroring
-// model/cpu_backend.cpp (4 bytes per element, floats and int32 alike). With
+// backend/cpu/cpu_backend.cpp (4 bytes per element, floats and int32 alike). With
 // B = n_batch, E = max(n_expert, 1), U = max(n_expert_used, 1),
 // ff = max(n_ff, n_ff_expert, n_ff_shared, 1), q = n_head*head_dim,
 // kv = n_head_kv*head_dim, T = threads:

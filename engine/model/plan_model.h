@@ -16,7 +16,7 @@ memory::PlanModel plan_model(const Model& m);
 uint64_t expert_slot_bytes(const FfnMatrices& expert);
 
 // Forward-pass scratch of a Context on the CPU for n_batch tokens (the CPU
-// backend's buffers, model/cpu_backend.cpp), over n_ctx positions and `threads` threads.
+// backend's buffers, backend/cpu/cpu_backend.cpp), over n_ctx positions and `threads` threads.
 uint64_t activation_bytes(const ModelConfig& c, int64_t n_batch, int64_t n_ctx, int64_t threads);
 
 }  // namespace strata::model

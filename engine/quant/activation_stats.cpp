@@ -10,7 +10,7 @@
 
 #include "platform/thread_pool.h"
 #include "common/error.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 
 namespace strata::quant {

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "common/error.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 
 namespace strata::quant {

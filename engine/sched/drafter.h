@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 
 namespace strata::sched {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "model/context.h"
+#include "runner/context.h"
 
 namespace strata::sched {
 

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::sched {

@@ -7,7 +7,7 @@
 #include "common/error.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::sched {

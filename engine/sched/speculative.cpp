@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "sched/drafter.h"
 #include "tokenizer/vocab.h"
 

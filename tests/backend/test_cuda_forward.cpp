@@ -42,7 +42,7 @@
 #include "plan/plan.h"
 #include "fixture_check.h"
 #include "kernels/quant_types.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "sched/drafter.h"
 #include "sched/embedding.h"
 #include "sched/speculative.h"

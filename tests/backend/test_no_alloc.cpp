@@ -26,7 +26,7 @@
 #include "kernels/quant_types.h"
 #include "model/make_model.h"
 #include "small_moe.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "test_support.h"
 

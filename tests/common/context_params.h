@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "model/context.h"
+#include "runner/context.h"
 
 namespace strata::test {
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "reference_files.h"
 #include "test_support.h"

@@ -2,7 +2,7 @@
 // 256, 8 query heads over 4 KV heads, 8 experts top-4 of width 128. From 2
 // threads decode takes the one-region attention, and at 2 and 4 threads a
 // token's experts split evenly, so it takes the per-expert path too
-// (model/context.cpp).
+// (backend/cpu/cpu_backend.h).
 #pragma once
 
 #include <string>

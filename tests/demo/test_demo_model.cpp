@@ -17,7 +17,7 @@
 #include <map>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "reference_files.h"
 

@@ -21,7 +21,7 @@
 #include "core/engine.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "reference_files.h"

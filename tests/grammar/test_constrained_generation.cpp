@@ -15,7 +15,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "kv/kv_cache.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "sched/generator.h"
 #include "sched/scheduler.h"

@@ -11,7 +11,7 @@
 
 #include <QTemporaryDir>
 
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "small_moe.h"
 #include "model/model.h"

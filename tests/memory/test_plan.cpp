@@ -11,7 +11,7 @@
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "memory/system_memory.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "error_of.h"

@@ -1,4 +1,4 @@
-// One-token decode takes fused paths from 2 threads on (model/context.cpp:
+// One-token decode takes fused paths from 2 threads on (backend/cpu/cpu_backend.h:
 // the one-region attention, each expert's whole FFN on one thread) and the
 // general one on 1 thread (a region per product, serial work between); so
 // does a prompt whose expert rows fit a forward chunk (each expert's FFN on
@@ -18,7 +18,7 @@
 
 #include "context_params.h"
 #include "kernels/quant_types.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "small_moe.h"

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <vector>
 
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/decode_profile.h"
 #include "model/make_model.h"
 #include "model/model.h"

@@ -9,7 +9,7 @@
 #include "gguf/gguf.h"
 #include "common/error.h"
 #include "model/arch/arch.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/op_fallback.h"
 #include "model/model.h"

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "small_moe.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "fixture_check.h"
 #include "reference_files.h"

@@ -16,8 +16,8 @@
 
 #include "context_params.h"
 #include "model/arch/arch.h"
-#include "model/context.h"
-#include "model/cpu_backend.h"
+#include "runner/context.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/expert_provider.h"
 #include "model/make_model.h"
 #include "model/model.h"

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "kernels/quant.h"
 #include "kernels/ref/quant_ref.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "quant/activation_stats.h"

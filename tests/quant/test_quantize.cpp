@@ -12,7 +12,7 @@
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "kernels/ref/quant_ref.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "quant/activation_stats.h"
 #include "quant/importance.h"

@@ -30,7 +30,7 @@
 #include "kernels/quant.h"
 #include "kv/kv_cache.h"
 #include "memory/ledger.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "test_support.h"

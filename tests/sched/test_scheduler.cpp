@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "context_params.h"
 #include "core/engine.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/model.h"
 #include "sched/generator.h"
 #include "sched/scheduler.h"

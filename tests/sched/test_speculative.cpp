@@ -18,7 +18,7 @@
 #include "error_of.h"
 #include "core/engine.h"
 #include "experts/expert_store.h"
-#include "model/context.h"
+#include "runner/context.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "sched/drafter.h"

@@ -102,8 +102,9 @@ CudaForward::CudaForward(const model::Model& m, kv::KvCache& kv, memory::Ledger&
         }
         if (L.ffn == model::FfnKind::Dense) {
             if (gpu_computes(model::Op::DenseFfn))
-                d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared), upload_matrix(L.dense.up, Account::WeightsShared),
-                       upload_matrix(L.dense.down, Account::WeightsShared)};
+                d.dense = {upload_matrix(L.dense.gate, Account::WeightsShared),
+                           upload_matrix(L.dense.up, Account::WeightsShared),
+                           upload_matrix(L.dense.down, Account::WeightsShared)};
         } else {
             d.router = upload_matrix(L.router, Account::WeightsRouter);
             d.n_ff_expert = L.n_ff_expert;
@@ -340,6 +341,14 @@ void CudaForward::start_hybrid(const CudaForwardOptions& o) {
     hybrid_ = true;
 }
 
+const std::shared_ptr<cpu::ThreadPool>& CudaForward::host_pool(const CudaForwardOptions& o) {
+    if (!pool_) {
+        const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
+        pool_ = std::make_shared<cpu::ThreadPool>(std::max(1, threads));
+    }
+    return pool_;
+}
+
 void CudaForward::start_cpu_ops(const CudaForwardOptions& o) {
     if (on_cpu_.empty()) return;
     const model::ModelConfig& c = cfg_;
@@ -347,11 +356,7 @@ void CudaForward::start_cpu_ops(const CudaForwardOptions& o) {
     model::CpuBackendParams p;
     p.n_batch = n_batch_;
     p.n_ctx = 1;  // it never attends
-    if (!pool_) {
-        const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
-        pool_ = std::make_shared<cpu::ThreadPool>(std::max(1, threads));
-    }
-    p.pool = pool_;
+    p.pool = host_pool(o);
     host_ops_ = std::make_unique<model::CpuBackend>(c, p);
     fallback_ = std::make_unique<model::OpFallback>(*this, *host_ops_, c.n_embd, n_batch_, on_cpu_);
     host_ops_memory_.emplace(ledger_, Account::Activations, Tier::Slow, host_ops_->scratch_bytes() + fallback_->scratch_bytes());
@@ -361,8 +366,7 @@ void CudaForward::start_cpu_ops(const CudaForwardOptions& o) {
 void CudaForward::start_host_compute(const CudaForwardOptions& o) {
     if (!hybrid_ && std::find(cpu_layer_.begin(), cpu_layer_.end(), 1) == cpu_layer_.end()) return;
     if (cpu_step_.empty()) cpu_step_.assign(host_mats_.size(), 0);
-    const int threads = o.cpu_threads > 0 ? o.cpu_threads : static_cast<int>(std::thread::hardware_concurrency());
-    pool_ = std::make_shared<cpu::ThreadPool>(std::max(1, threads));
+    (void)host_pool(o);
     const size_t B = static_cast<size_t>(n_batch_), U = static_cast<size_t>(n_used_);
     const size_t d = static_cast<size_t>(cfg_.n_embd), ff = static_cast<size_t>(ff_max_);
     host_h_.resize(B * d);

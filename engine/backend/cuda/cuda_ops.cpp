@@ -228,7 +228,7 @@ void CudaForward::attention(const model::LayerWeights& host, const model::Attent
     if (L.bo) ok(kc::add_bias(tmp_, c.n_embd, L.bo, n, c.n_embd, compute_.get()), "output bias", li);
 }
 
-// The gated delta net as the CPU backend computes it (model/cpu_delta_net.cpp),
+// The gated delta net as the CPU backend computes it (backend/cpu/cpu_delta_net.cpp),
 // each token's state its sequence's in VRAM (state_, by sequence id).
 void CudaForward::delta_net(const model::LayerWeights& host) {
     const DevLayer& L = layers_[static_cast<size_t>(host.index)];
@@ -272,7 +272,7 @@ void CudaForward::reserve_states(int64_t slots) {
     state_seqs_ = cap;
 }
 
-// Latent attention as the CPU backend computes it (model/cpu_attention.cpp):
+// Latent attention as the CPU backend computes it (backend/cpu/cpu_attention.cpp):
 // the cache holds one latent row [compressed KV | RoPE key] per token, the
 // queries move into the latent space, and the values come out of it.
 void CudaForward::attention_latent(const DevLayer& L, const model::AttentionSpec& spec) {

@@ -20,7 +20,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "memory/aligned_buffer.h"
 #include "model/backend.h"
-#include "model/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "model/op_fallback.h"
 #include "platform/thread_pool.h"
@@ -192,6 +192,8 @@ private:
     void start_host_compute(const CudaForwardOptions& o);
     // The ops the GPU leaves to the CPU (model/op_fallback.h): the CPU backend behind the pass.
     void start_cpu_ops(const CudaForwardOptions& o);
+    // The CPU's compute threads (the experts it computes, the ops it is left), made on first use.
+    const std::shared_ptr<cpu::ThreadPool>& host_pool(const CudaForwardOptions& o);
     void start_hybrid(const CudaForwardOptions& o);
     void measure_cpu_rates();
 

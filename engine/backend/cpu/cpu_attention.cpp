@@ -1,4 +1,4 @@
-// The CPU backend's attention (model/cpu_backend.h): the general path over
+// The CPU backend's attention (backend/cpu/cpu_backend.h): the general path over
 // many tokens, latent attention (MLA), and the one-token region.
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/ref/ops_ref.h"
-#include "model/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 namespace strata::model {
 

@@ -1,4 +1,4 @@
-#include "model/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The CPU backend's gated delta net (model/cpu_backend.h, Backend::delta_net):
+// The CPU backend's gated delta net (backend/cpu/cpu_backend.h, Backend::delta_net):
 // the projections as weight products over the chunk, then token by token in
 // order (each token's sequence state carries the previous one's, in place or
 // into the next of its slots: kv::KvCache::StateStep), its value heads shared
@@ -8,7 +8,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/ref/ops_ref.h"
-#include "model/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 namespace strata::model {
 

@@ -1,4 +1,4 @@
-// The CPU backend's routed experts (model/cpu_backend.h): one expert at a
+// The CPU backend's routed experts (backend/cpu/cpu_backend.h): one expert at a
 // time with its rows shared out, the ready experts together in two regions,
 // or each expert's whole FFN on one thread.
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/ref/ops_ref.h"
-#include "model/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/expert_provider.h"
 
 namespace strata::model {

@@ -4,7 +4,9 @@
 // sequence. The context keeps sequences, positions, the cache's block
 // tables, logits and observers; the forward pass is the architecture's
 // (model/arch/), computed by a backend (model/backend.h: the CPU's,
-// model/cpu_backend.h, unless a device computes whole steps, DeviceForward).
+// backend/cpu/cpu_backend.h, unless a device computes whole steps, DeviceForward).
+// The model runner is a floor of its own (runner/), above the CPU backend it
+// makes; its namespace stays model, the name every caller knows it by.
 //
 // A context always has a default sequence, which the single-sequence calls
 // (decode(tokens), n_past, truncate, clear) use; decode_batch() names the
@@ -22,10 +24,11 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
-#include "model/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/decode_profile.h"
 #include "model/device_forward.h"
 #include "model/expert_provider.h"
+#include "model/kv_shape.h"
 #include "model/model.h"
 
 namespace strata::model {
@@ -56,11 +59,6 @@ struct ContextParams {
     // n_threads of its own.
     std::shared_ptr<cpu::ThreadPool> pool;
 };
-
-// The paged KV cache shape of a model: n_blocks blocks of block_tokens
-// positions, every layer and KV head, elements of `type`.
-kv::KvCacheParams kv_cache_params(const ModelConfig& c, int64_t n_blocks, int64_t block_tokens = 16,
-                                  kv::KvType type = kv::KvType::F32);
 
 // Before every decode() call (how many tokens it will run), and after it (how
 // many it ran and how long it took).
