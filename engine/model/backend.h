@@ -112,6 +112,25 @@ struct Step {
     float* hidden_out = nullptr;
 };
 
+// The step for one device chunk: its tokens, positions and outputs over `kv`'s
+// block tables, `n_expert_used` experts per token. The expert provider, the
+// observers and a NextN input are the caller's to add. `kv` is const to the
+// callers of DeviceForward::run (a device pass only reads its tables); Step
+// holds it mutable because the CPU backend writes its K/V rows there.
+inline Step chunk_step(const DeviceChunk& c, const kv::KvCache& kv, int64_t n_expert_used) {
+    Step s;
+    s.tokens = c.tokens;
+    s.n = c.n;
+    s.seqs = c.seqs;
+    s.pos = c.pos;
+    s.want = c.want;
+    s.logits = c.logits;
+    s.hidden_out = c.hidden;
+    s.kv = const_cast<kv::KvCache*>(&kv);
+    s.n_expert_used = n_expert_used;
+    return s;
+}
+
 // The ops by name: what supports() is asked and what a load-time error names.
 enum class Op {
     Embed,

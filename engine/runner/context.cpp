@@ -174,36 +174,27 @@ uint64_t Context::scratch_bytes() const {
 
 void Context::forward_chunk(const int32_t* tokens, int64_t n, const uint8_t* want, float* logits_out,
                             const float* hidden_in, float* hidden_out) {
+    DeviceChunk chunk;
+    chunk.tokens = tokens;
+    chunk.n = n;
+    chunk.seqs = tok_seq_.data();
+    chunk.pos = tok_pos_.data();
+    chunk.want = want;
+    chunk.logits = logits_out;
+    chunk.hidden = hidden_out;
     if (device_) {
         if (hidden_in)
             throw Error("this model computes on " + device_->name() +
                         ", which does not run a NextN/MTP block: load it with --device cpu for that");
-        DeviceChunk chunk;
-        chunk.tokens = tokens;
-        chunk.n = n;
-        chunk.seqs = tok_seq_.data();
-        chunk.pos = tok_pos_.data();
-        chunk.want = want;
-        chunk.logits = logits_out;
-        chunk.hidden = hidden_out;
         device_->run(chunk, *kv_, observer_, lookahead_);
         return;
     }
-    Step step;
-    step.tokens = tokens;
-    step.n = n;
-    step.seqs = tok_seq_.data();
-    step.pos = tok_pos_.data();
-    step.want = want;
-    step.logits = logits_out;
-    step.kv = kv_;
+    Step step = chunk_step(chunk, *kv_, n_used_);
     step.experts = experts_;
-    step.n_expert_used = n_used_;
     step.resident_experts_only = resident_only_;
     step.routing = &observer_;
     step.lookahead = &lookahead_;
     step.hidden_in = hidden_in;
-    step.hidden_out = hidden_out;
     cpu_->begin(step);
     arch::forward(*cpu_, cfg_, weights_, n_layers_run_, static_cast<bool>(lookahead_));
 }

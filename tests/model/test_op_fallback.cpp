@@ -41,17 +41,9 @@ public:
 
     void run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver&,
              const model::LookaheadObserver&) override {
-        model::Step s;
-        s.tokens = c.tokens;
-        s.n = c.n;
-        s.seqs = c.seqs;
-        s.pos = c.pos;
-        s.want = c.want;
-        s.logits = c.logits;
-        s.hidden_out = c.hidden;
-        s.kv = const_cast<kv::KvCache*>(&kv);  // host storage: the device side attends over it
+        // kv is host storage: the device side attends over it.
+        model::Step s = model::chunk_step(c, kv, m_.config().n_expert_used);
         s.experts = &experts_;
-        s.n_expert_used = m_.config().n_expert_used;
         ops_.begin(s);
         model::arch::forward(ops_, m_.config(), m_.weights(), m_.config().n_layer, false);
         tokens_ += static_cast<uint64_t>(c.n);

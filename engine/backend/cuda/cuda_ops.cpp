@@ -75,16 +75,7 @@ const float* CudaForward::device_vector(const std::vector<float>& v) const {
 
 void CudaForward::run(const model::DeviceChunk& c, const kv::KvCache& kv, const model::RoutingObserver& routing,
                       const model::LookaheadObserver& lookahead) {
-    model::Step step;
-    step.tokens = c.tokens;
-    step.n = c.n;
-    step.seqs = c.seqs;
-    step.pos = c.pos;
-    step.want = c.want;
-    step.logits = c.logits;
-    step.hidden_out = c.hidden;
-    step.kv = const_cast<kv::KvCache*>(&kv);  // the pass reads its tables; the K/V data are the device's
-    step.n_expert_used = n_used_;
+    model::Step step = model::chunk_step(c, kv, n_used_);
     step.routing = &routing;
     step.lookahead = &lookahead;
     const auto step_begin = std::chrono::steady_clock::now();
