@@ -3,6 +3,9 @@
 #include <limits>
 
 #include "backend/device.h"
+#ifdef STRATA_HAVE_CUDA
+#include "backend/cuda/cuda_forward.h"
+#endif
 #include "model/plan_model.h"
 #include "commands.h"
 #include "common/json.h"
@@ -122,6 +125,9 @@ int cmd_plan(int argc, char** argv) {
     } catch (const Error& e) {
         throw UsageError(e.what());  // the model loaded, so what is wrong is a setting
     }
+#ifdef STRATA_HAVE_CUDA
+    if (on_gpu) p.device_ops = backend::cuda::cuda_cpu_ops(*m);
+#endif
     const backend::DeviceProbe& probe = backend::probe_devices();
     const std::string device = choice.reason;
     // On the CPU with fewer slots than experts, misses stream from the model

@@ -178,7 +178,8 @@ void Engine::load_on_gpu(Engine& eng, const std::string& path, const std::vector
     char buf[64];
     std::snprintf(buf, sizeof buf, "; host-to-device %.1f GB/s measured at load", link);
     eng.device_ += buf;
-    if (const std::string cpu = eng.ctx_->device()->cpu_ops(); !cpu.empty()) eng.device_ += "; " + cpu;
+    eng.plan_.device_ops = eng.ctx_->device()->cpu_ops();
+    if (!eng.plan_.device_ops.empty()) eng.device_ += "; " + eng.plan_.device_ops;
 }
 
 }  // namespace strata::core

@@ -464,6 +464,7 @@ std::string Plan::to_table() const {
                                                            "layout, in place (no extra bytes)"
                           : std::string("weights kept in the file's layout (no faster layout for this level)"))
        << "\n";
+    if (!device_ops.empty()) os << "device ops: " << device_ops << "\n";
     os << "\n" << reason << "\n";
     return os.str();
 }
@@ -486,7 +487,7 @@ std::string Plan::to_json() const {
        << ",\"kv_blocks\":" << kv_blocks << ",\"kv_block_tokens\":" << kv_block_tokens
        << ",\"kv_type\":" << json_str(kv::kv_type_name(kv_type))
        << ",\"threads\":" << threads << ",\"huge_pages\":" << json_str(huge_pages)
-       << ",\"kernels\":" << json_str(kernels) << ",\"repacked_bytes\":" << repacked_bytes << ",\"numa\":{\"built\":"
+       << ",\"kernels\":" << json_str(kernels) << ",\"device_ops\":" << json_str(device_ops) << ",\"repacked_bytes\":" << repacked_bytes << ",\"numa\":{\"built\":"
        << (numa_topology.built ? "true" : "false") << ",\"nodes\":" << numa_topology.nodes.size()
        << ",\"cpus\":" << numa_topology.cpus << ",\"memory\":" << numa_topology.memory_bytes
        << ",\"policy\":" << json_str(numa_policy) << ",\"mode\":" << json_str(cpu::numa_mode_name(numa.mode))

@@ -133,6 +133,11 @@ struct Plan {
     std::string kernels;             // the CPU kernel level ("avx512", "avx2vnni", "avx2", "ref")
     uint64_t repacked_bytes = 0;     // weight bytes repacked on load for those kernels, in place (no row of its own)
     std::string model;               // "name (arch, 4 layers, 8 experts top-2)"
+    // On a device: the ops it leaves to the CPU and what they cost per token
+    // (model/op_fallback.h CpuOpsCost::describe), or why it cannot run the
+    // model; empty where it computes every op, and on the CPU. The caller
+    // fills it in (the plan knows sizes, not ops).
+    std::string device_ops;
     bool fits = false;
     std::string reason;              // "fits: ..." or "does not fit: ... ; what to do"
 

@@ -291,6 +291,12 @@ private Q_SLOTS:
         QCOMPARE(three.slow_total, three.bytes(Account::ExpertsCache) - two.bytes(Account::ExpertsCache));
         QVERIFY(three.to_table().find("three tiers") != std::string::npos);
         QVERIFY(three.to_json().find("\"host_slots\":" + std::to_string(three.host_slots)) != std::string::npos);
+        // The ops the device leaves to the CPU (filled in by the caller): a line of the table and a JSON field.
+        QVERIFY(three.to_table().find("device ops:") == std::string::npos);
+        Plan fell_back = three;
+        fell_back.device_ops = "output_head on the CPU: 4 KiB of activations moved";
+        QVERIFY(fell_back.to_table().find("\ndevice ops: output_head on the CPU: 4 KiB") != std::string::npos);
+        QVERIFY(fell_back.to_json().find("\"device_ops\":\"output_head on the CPU") != std::string::npos);
         // Below one layer's experts: refused, saying what it holds and what it needs.
         s.slow_budget = three.slot_bytes * uint64_t(c.n_expert - 1);
         const Plan none = make_plan(*moe_, s);
