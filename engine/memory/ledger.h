@@ -35,7 +35,7 @@ enum class Account {
     DraftModel,       // "draft.model": a speculative-decoding draft model
     RuntimeReserve,   // "runtime.reserve": allocator slack, thread stacks, tables
     ExpertsHome,      // "experts.home": every routed expert's home copy (slow tier)
-    RecurrentState,   // "recurrent.state": the recurrent models' per-sequence state (qwen35moe's delta nets)
+    RecurrentState,   // "recurrent.state": the recurrent models' per-sequence state (gated delta nets)
 };
 inline constexpr int kAccountCount = 11;
 
